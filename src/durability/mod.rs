@@ -1,0 +1,142 @@
+//! Durability schemes plug into the engine through one trait, [`LogScheme`].
+//!
+//! The engine never knows which scheme runs. It calls a scheme's per-worker [`WorkerLog`] at two
+//! points of Silo's commit protocol (see [`crate::txn`]):
+//!
+//! 1. [`WorkerLog::serialization_point`], right after the write set is locked and the global epoch
+//!    is read, before validation. A command-logging scheme takes its commit sequence number here
+//!    (PACMAN); the value is handed back in [`CommitView::commit_seq`].
+//! 2. [`WorkerLog::log_commit`], after validation succeeded, while the write set is still locked.
+//!    The scheme sees the transaction's TID, its write set (table, key, after-image or delete),
+//!    the procedure call when there was one, and the `last_writer` of every record read or
+//!    written (Taurus's RAW and WAW predecessors). It serializes what it logs and returns a
+//!    [`CommitTicket`]: the `last_writer` value to store in every written record, and a
+//!    [`DurabilityTicket`] that says when the transaction may be acknowledged.
+//!
+//! If validation fails after step 1, [`WorkerLog::abandon`] is called instead of step 2.
+//!
+//! ## The acknowledgement contract
+//!
+//! A transaction's effects are visible to other transactions as soon as it installs them (Silo
+//! does not wait for the log), but its result must not be released to its client until
+//! [`LogScheme::is_durable`] returns true for its ticket. From that moment the scheme guarantees
+//! that recovery after a crash (including power loss) reproduces the transaction
+//! (ARCHITECTURE.md, invariant 1). [`LogScheme::wait_durable`] blocks until then, or returns an
+//! error if the scheme has failed (after a failed fsync a scheme acknowledges nothing more).
+//! Read-only transactions get a ticket too: they may have read data that is not yet durable.
+
+pub mod none;
+
+use crate::storage::{Key, ParamValue, Row, TableId};
+use crate::txn::tid::Tid;
+use std::sync::Arc;
+
+/// One write of a committing transaction, as a scheme logs it.
+#[derive(Debug)]
+pub struct LoggedWrite<'a> {
+    /// The table written.
+    pub table: TableId,
+    /// The encoded primary key.
+    pub key: &'a Key,
+    /// The after-image, or `None` for a delete.
+    pub after: Option<&'a Row>,
+    /// `last_writer` of the record before this write (Taurus's WAW predecessor); 0 for a new key.
+    pub previous_writer: u64,
+}
+
+/// The procedure call a transaction ran, for command logging.
+#[derive(Clone, Debug)]
+pub struct Invocation {
+    /// The procedure's id in the registry.
+    pub procedure_id: u32,
+    /// The arguments it was called with.
+    pub args: Arc<[ParamValue]>,
+}
+
+/// What a scheme sees of a committing transaction.
+pub struct CommitView<'a> {
+    /// The transaction's TID (its epoch is `tid.epoch()`).
+    pub tid: Tid,
+    /// What [`WorkerLog::serialization_point`] returned.
+    pub commit_seq: u64,
+    /// The writes, in the order the transaction made them (one per key).
+    pub writes: &'a [LoggedWrite<'a>],
+    /// `last_writer` of every record in the read set (Taurus's RAW predecessors), deduplicated.
+    pub read_last_writers: &'a [u64],
+    /// The procedure call, when the transaction was one; `None` for ad-hoc transactions, which a
+    /// command-logging scheme must log as data (PACMAN §4.5).
+    pub invocation: Option<&'a Invocation>,
+}
+
+impl CommitView<'_> {
+    /// Whether the transaction wrote nothing.
+    pub fn is_read_only(&self) -> bool {
+        self.writes.is_empty()
+    }
+}
+
+/// When a transaction may be acknowledged. Interpreted only by the scheme that issued it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DurabilityTicket {
+    /// Durable at once (no logging).
+    Immediate,
+    /// Durable once the persistent epoch reaches this epoch (SiloR).
+    Epoch(u64),
+    /// Durable once the log is flushed past this sequence number (serial logging).
+    Sequence(u64),
+    /// Durable once the persistent vector dominates this predecessor vector (Taurus).
+    Vector(Arc<[u64]>),
+}
+
+/// What [`WorkerLog::log_commit`] returns.
+#[derive(Clone, Debug)]
+pub struct CommitTicket {
+    /// Stored in the `last_writer` of every record the transaction wrote.
+    pub last_writer: u64,
+    /// When the transaction may be acknowledged.
+    pub durability: DurabilityTicket,
+}
+
+/// A scheme could not log or cannot guarantee durability any more.
+#[derive(Debug, thiserror::Error)]
+pub enum DurabilityError {
+    /// The log failed (a failed write or fsync); nothing more will be acknowledged.
+    #[error("durability failed, nothing more is acknowledged: {0}")]
+    Failed(String),
+    /// The scheme was shut down.
+    #[error("the durability scheme is shut down")]
+    ShutDown,
+    /// An I/O error.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// A durability scheme. See the module docs for the contract.
+pub trait LogScheme: Send + Sync {
+    /// The scheme's name as the command line spells it (`none`, `value`, ...).
+    fn name(&self) -> &'static str;
+
+    /// The per-worker logging state for worker `worker_id`. Called once per worker.
+    fn worker(&self, worker_id: usize) -> Box<dyn WorkerLog>;
+
+    /// Whether a transaction with this ticket may be acknowledged now.
+    fn is_durable(&self, ticket: &DurabilityTicket) -> bool;
+
+    /// Blocks until a transaction with this ticket may be acknowledged, or the scheme fails.
+    fn wait_durable(&self, ticket: &DurabilityTicket) -> Result<(), DurabilityError>;
+
+    /// Flushes and stops the scheme's threads. Tickets not yet durable stay not durable.
+    fn shutdown(&self) -> Result<(), DurabilityError>;
+}
+
+/// A worker's logging state: per-worker buffers live here, so the commit path takes no lock.
+pub trait WorkerLog: Send {
+    /// Called at the serialization point (write set locked, epoch read), before validation.
+    fn serialization_point(&mut self, epoch: u64) -> u64;
+
+    /// Called when validation failed after [`WorkerLog::serialization_point`].
+    fn abandon(&mut self, commit_seq: u64);
+
+    /// Logs a transaction that passed validation. The write set is still locked.
+    fn log_commit(&mut self, view: &CommitView<'_>) -> Result<CommitTicket, DurabilityError>;
+}

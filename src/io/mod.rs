@@ -1,0 +1,1 @@
+//! All file I/O goes through one trait (being written).

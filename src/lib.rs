@@ -1,0 +1,19 @@
+//! Lazarus: an in-memory transactional database whose durability costs almost nothing while it
+//! runs and whose recovery is as fast as the hardware allows.
+//!
+//! Subsystems, one module each (see `docs/` for one design document per subsystem):
+//! - [`storage`]: typed rows, order-preserving keys, records with Silo's TID word, ordered indexes.
+//! - [`txn`]: Silo's optimistic concurrency control with epochs.
+//! - [`durability`]: the commit hook every logging scheme plugs into.
+//! - [`proc`]: the stored-procedure language, its IR and compiler.
+//! - [`io`]: the one trait all file I/O goes through.
+//! - [`db`]: the embedded database that ties them together.
+
+pub mod db;
+pub mod durability;
+pub mod io;
+pub mod proc;
+pub mod storage;
+pub mod txn;
+
+pub use db::{Database, DatabaseConfig, Worker};

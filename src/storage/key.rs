@@ -1,0 +1,300 @@
+//! Order-preserving key encoding.
+//!
+//! Index keys are byte strings whose lexicographic (memcmp) order equals the order of the tuples of
+//! values they encode, so that one ordered byte-keyed index serves every key type and a composite
+//! key's prefix range-scans correctly (all customers of a district are one contiguous range).
+//!
+//! Each value is encoded as one tag byte followed by a body:
+//!
+//! | value        | tag    | body                                                              |
+//! |--------------|--------|-------------------------------------------------------------------|
+//! | `Null`       | `0x00` | none (nulls sort first)                                           |
+//! | `Bool`       | `0x01` | one byte, 0 or 1                                                  |
+//! | `Int(i)`     | `0x02` | 8 bytes big-endian of `i ^ i64::MIN` (flips the sign bit)         |
+//! | `Float(f)`   | `0x03` | 8 bytes big-endian of the IEEE bits, all bits flipped if negative, else only the sign bit |
+//! | `Text(s)`    | `0x04` | the bytes with `0x00` escaped as `0x00 0xFF`, then `0x00 0x00`    |
+//! | `Bytes(b)`   | `0x05` | as text                                                           |
+//!
+//! The terminator `0x00 0x00` sorts below any escaped content byte, so `"ab" < "ab\0" < "abc"`, and
+//! a composite key's later columns never bleed into an earlier column's order. Within one column
+//! all values share a type, so the tag only orders null against non-null.
+//!
+//! A key is limited to [`KEY_SIZE_MAX_BYTES`]; longer keys are refused with an error rather than
+//! silently truncated.
+
+use super::value::Value;
+use std::sync::Arc;
+
+/// The largest encoded key accepted, in bytes.
+pub const KEY_SIZE_MAX_BYTES: usize = 4096;
+
+const TAG_NULL: u8 = 0x00;
+const TAG_BOOL: u8 = 0x01;
+const TAG_INT: u8 = 0x02;
+const TAG_FLOAT: u8 = 0x03;
+const TAG_TEXT: u8 = 0x04;
+const TAG_BYTES: u8 = 0x05;
+
+/// An encoded key. Cheap to clone; ordered by bytes.
+pub type Key = Arc<[u8]>;
+
+/// Errors from encoding or decoding a key.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeyError {
+    /// The encoded key would exceed [`KEY_SIZE_MAX_BYTES`].
+    #[error("key is {size_bytes} bytes encoded; the limit is {KEY_SIZE_MAX_BYTES}")]
+    TooLong {
+        /// The encoded size.
+        size_bytes: usize,
+    },
+    /// Decoding met bytes that no encoder produces.
+    #[error("malformed key at byte {offset}: {reason}")]
+    Malformed {
+        /// Offset of the offending byte.
+        offset: usize,
+        /// What was wrong.
+        reason: &'static str,
+    },
+}
+
+/// Appends the encoding of one value to `out`.
+pub fn encode_value(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Null => out.push(TAG_NULL),
+        Value::Bool(b) => {
+            out.push(TAG_BOOL);
+            out.push(u8::from(*b));
+        }
+        Value::Int(i) => {
+            out.push(TAG_INT);
+            out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
+        }
+        Value::Float(f) => {
+            out.push(TAG_FLOAT);
+            let bits = f.to_bits();
+            let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
+            out.extend_from_slice(&ordered.to_be_bytes());
+        }
+        Value::Text(s) => {
+            out.push(TAG_TEXT);
+            encode_escaped(s.as_bytes(), out);
+        }
+        Value::Bytes(b) => {
+            out.push(TAG_BYTES);
+            encode_escaped(b, out);
+        }
+    }
+}
+
+fn encode_escaped(bytes: &[u8], out: &mut Vec<u8>) {
+    for &b in bytes {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.push(0x00);
+    out.push(0x00);
+}
+
+/// Encodes a tuple of values into a key.
+pub fn encode_key(values: &[Value]) -> Result<Key, KeyError> {
+    let mut out = Vec::with_capacity(values.len() * 9);
+    encode_into(values.iter(), &mut out)?;
+    Ok(Arc::from(out))
+}
+
+/// Encodes values into `out` (which is cleared first), enforcing the size limit.
+pub fn encode_into<'a>(values: impl Iterator<Item = &'a Value>, out: &mut Vec<u8>) -> Result<(), KeyError> {
+    out.clear();
+    for v in values {
+        encode_value(v, out);
+    }
+    if out.len() > KEY_SIZE_MAX_BYTES {
+        return Err(KeyError::TooLong { size_bytes: out.len() });
+    }
+    Ok(())
+}
+
+/// Decodes a key back into its values (used by tools and by recovery diagnostics).
+pub fn decode_key(mut bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
+    let total = bytes.len();
+    let mut values = Vec::new();
+    while let Some((&tag, rest)) = bytes.split_first() {
+        let offset = total - bytes.len();
+        let malformed = |reason| KeyError::Malformed { offset, reason };
+        bytes = rest;
+        let value = match tag {
+            TAG_NULL => Value::Null,
+            TAG_BOOL => {
+                let (&b, rest) = bytes.split_first().ok_or(malformed("truncated bool"))?;
+                bytes = rest;
+                Value::Bool(b != 0)
+            }
+            TAG_INT | TAG_FLOAT => {
+                let (head, rest) = bytes.split_at_checked(8).ok_or(malformed("truncated number"))?;
+                bytes = rest;
+                let mut raw = [0u8; 8];
+                raw.copy_from_slice(head);
+                let word = u64::from_be_bytes(raw);
+                if tag == TAG_INT {
+                    Value::Int((word ^ (1 << 63)) as i64)
+                } else {
+                    let bits = if word >> 63 == 1 { word & !(1 << 63) } else { !word };
+                    Value::Float(f64::from_bits(bits))
+                }
+            }
+            TAG_TEXT | TAG_BYTES => {
+                let (raw, rest) = decode_escaped(bytes).ok_or(malformed("unterminated string"))?;
+                bytes = rest;
+                if tag == TAG_TEXT {
+                    let s = String::from_utf8(raw).map_err(|_| malformed("text is not UTF-8"))?;
+                    Value::Text(Arc::from(s))
+                } else {
+                    Value::Bytes(Arc::from(raw))
+                }
+            }
+            _ => return Err(malformed("unknown type tag")),
+        };
+        values.push(value);
+    }
+    Ok(values)
+}
+
+fn decode_escaped(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b != 0 {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        match bytes.get(i + 1)? {
+            0x00 => return Some((out, &bytes[i + 2..])),
+            0xFF => {
+                out.push(0);
+                i += 2;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The byte length of the first `count` encoded values of `bytes`, or `None` if `bytes` holds
+/// fewer. A secondary entry key is `index columns ++ primary key`; this finds where the primary key
+/// starts.
+pub fn encoded_prefix_len(bytes: &[u8], count: usize) -> Option<usize> {
+    let mut at = 0usize;
+    for _ in 0..count {
+        let tag = *bytes.get(at)?;
+        at += 1;
+        at += match tag {
+            TAG_NULL => 0,
+            TAG_BOOL => 1,
+            TAG_INT | TAG_FLOAT => 8,
+            TAG_TEXT | TAG_BYTES => {
+                let rest = bytes.get(at..)?;
+                let (_, after) = decode_escaped(rest)?;
+                rest.len() - after.len()
+            }
+            _ => return None,
+        };
+    }
+    (at <= bytes.len()).then_some(at)
+}
+
+/// The smallest key strictly greater than every key that starts with `prefix`, or `None` when no
+/// such key exists (the prefix is all `0xFF`). Used to turn "all keys with this prefix" into a
+/// half-open range.
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut out = prefix.to_vec();
+    while let Some(last) = out.pop() {
+        if last < 0xFF {
+            out.push(last + 1);
+            return Some(out);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_filter("no NaN", |f| !f.is_nan()).prop_map(Value::Float),
+            "[a-c\\x00]{0,4}".prop_map(|s| Value::text(&s)),
+        ]
+    }
+
+    fn same_kind(a: &Value, b: &Value) -> bool {
+        a.is_null() || b.is_null() || a.column_type() == b.column_type()
+    }
+
+    proptest! {
+        #[test]
+        fn encoding_preserves_tuple_order(a in proptest::collection::vec(arb_value(), 1..4),
+                                          b in proptest::collection::vec(arb_value(), 1..4)) {
+            let n = a.len().min(b.len());
+            prop_assume!((0..n).all(|i| same_kind(&a[i], &b[i])));
+            let (a, b) = (&a[..n], &b[..n]);
+            let mut expected = std::cmp::Ordering::Equal;
+            for i in 0..n {
+                let c = a[i].total_cmp(&b[i]);
+                // -0.0 and 0.0 compare unequal under total order, as their encodings do.
+                if c != std::cmp::Ordering::Equal { expected = c; break; }
+            }
+            let ka = encode_key(a).unwrap();
+            let kb = encode_key(b).unwrap();
+            prop_assert_eq!(ka.as_ref().cmp(kb.as_ref()), expected);
+        }
+
+        #[test]
+        fn decode_inverts_encode(vals in proptest::collection::vec(arb_value(), 0..5)) {
+            let key = encode_key(&vals).unwrap();
+            prop_assert_eq!(decode_key(&key).unwrap(), vals);
+        }
+    }
+
+    #[test]
+    fn composite_prefix_scans_contiguously() {
+        let k = |a: i64, s: &str| encode_key(&[Value::Int(a), Value::text(s)]).unwrap();
+        let prefix = encode_key(&[Value::Int(1)]).unwrap();
+        let end = prefix_successor(&prefix).unwrap();
+        for key in [k(1, ""), k(1, "zzz"), k(1, "\0")] {
+            assert!(key.as_ref() >= prefix.as_ref() && key.as_ref() < end.as_slice());
+        }
+        assert!(k(2, "").as_ref() >= end.as_slice());
+        assert!(k(0, "zzzz").as_ref() < prefix.as_ref());
+    }
+
+    #[test]
+    fn prefix_length_finds_the_primary_key() {
+        let sec = encode_key(&[Value::text("a\0b"), Value::Int(3)]).unwrap();
+        let pk = encode_key(&[Value::Int(42)]).unwrap();
+        let entry = [sec.as_ref(), pk.as_ref()].concat();
+        assert_eq!(encoded_prefix_len(&entry, 2), Some(sec.len()));
+        assert_eq!(encoded_prefix_len(&entry, 3), Some(entry.len()));
+        assert_eq!(encoded_prefix_len(&entry, 4), None);
+    }
+
+    #[test]
+    fn overlong_key_is_refused() {
+        let big = Value::text(&"x".repeat(KEY_SIZE_MAX_BYTES));
+        assert!(matches!(encode_key(&[big]), Err(KeyError::TooLong { .. })));
+    }
+
+    #[test]
+    fn garbage_does_not_decode() {
+        assert!(decode_key(&[0x09]).is_err());
+        assert!(decode_key(&[TAG_INT, 1, 2]).is_err());
+        assert!(decode_key(&[TAG_TEXT, b'a', 0x00, 0x07]).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! Records: a row plus Silo's TID word and Taurus's `last_writer`.
+//!
+//! Silo keeps key data in the tree and values "in separately-allocated records" (SiloR §2). Here a
+//! record is an `Arc<Record>` that the primary index and every secondary index entry point to. The
+//! row is swapped whole through an [`ArcSwap`], so readers never see a torn row and never block;
+//! the TID word tells them whether what they read is consistent (see [`Record::stable_read`]).
+//!
+//! Memory reclamation: a row replaced by an update is freed when the last reader drops its `Arc`;
+//! a record unlinked by a delete is freed when the last index entry and the last transaction
+//! holding it let go. No epoch-based collector is needed because nothing is reached through a raw
+//! pointer.
+
+use crate::storage::value::{Row, Value};
+use crate::txn::tid::{LOCK_BIT, Tid, TidWord};
+use arc_swap::ArcSwap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How many spins a reader or locker makes before yielding the CPU. With two cores and more
+/// threads than cores, a lock holder may be descheduled; yielding lets it run.
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// A record of a table.
+pub struct Record {
+    word: AtomicU64,
+    /// Taurus: the log position (logger id and LSN, as the scheme encodes it) of the transaction
+    /// that last wrote this record; 0 when unknown. Written under the record's lock.
+    last_writer: AtomicU64,
+    row: ArcSwap<Vec<Value>>,
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record").field("word", &self.word()).field("row", &self.row.load()).finish()
+    }
+}
+
+impl Record {
+    /// A present, unlocked, latest record (used by loading and recovery).
+    pub fn present(row: Row, tid: Tid, last_writer: u64) -> Record {
+        Record {
+            word: AtomicU64::new(TidWord::new(tid, true, false).0),
+            last_writer: AtomicU64::new(last_writer),
+            row: ArcSwap::new(row),
+        }
+    }
+
+    /// An absent, latest record that is already locked: the placeholder an insert links into the
+    /// primary index during its lock phase.
+    pub fn locked_placeholder() -> Record {
+        Record {
+            word: AtomicU64::new(TidWord::new(Tid::ZERO, true, true).locked().0),
+            last_writer: AtomicU64::new(0),
+            row: ArcSwap::new(Arc::from(Vec::<Value>::new())),
+        }
+    }
+
+    /// The current TID word.
+    pub fn word(&self) -> TidWord {
+        TidWord(self.word.load(Ordering::Acquire))
+    }
+
+    /// Taurus's last writer of the record.
+    pub fn last_writer(&self) -> u64 {
+        self.last_writer.load(Ordering::Acquire)
+    }
+
+    /// Reads the row consistently with its TID word, as Silo's readers do: wait while locked, read
+    /// the word, read the row, re-read the word, retry if it changed. Never blocks on a writer that
+    /// is not committing.
+    pub fn stable_read(&self) -> (TidWord, Row) {
+        let mut spins = 0u32;
+        loop {
+            let before = self.word();
+            if before.is_locked() {
+                backoff(&mut spins);
+                continue;
+            }
+            // `load_full` is an acquire load, so the re-read of the word below cannot move above it.
+            let row = self.row.load_full();
+            let after = self.word();
+            if before == after {
+                return (before, row);
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    /// Tries once to take the lock. Returns the word as it was (unlocked) on success.
+    pub fn try_lock(&self) -> Option<TidWord> {
+        let current = self.word.load(Ordering::Relaxed);
+        if current & LOCK_BIT != 0 {
+            return None;
+        }
+        self.word
+            .compare_exchange_weak(current, current | LOCK_BIT, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(TidWord)
+    }
+
+    /// Takes the lock, spinning then yielding while another transaction holds it. Deadlock is
+    /// impossible because committers lock in one global order (table id, then key).
+    pub fn lock(&self) -> TidWord {
+        let mut spins = 0u32;
+        loop {
+            if let Some(word) = self.try_lock() {
+                return word;
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    /// Installs a new row and releases the lock with the new word in one store, so a reader sees
+    /// either the old (word, row) pair or the new one. The caller must hold the lock.
+    pub fn install(&self, row: Row, word: TidWord, last_writer: u64) {
+        debug_assert!(self.word().is_locked(), "install without the lock");
+        self.last_writer.store(last_writer, Ordering::Release);
+        self.row.store(row);
+        self.unlock_with(word);
+    }
+
+    /// Releases the lock, setting the word to `word` (which must not have the lock bit).
+    pub fn unlock_with(&self, word: TidWord) {
+        debug_assert!(!word.is_locked());
+        debug_assert!(self.word().is_locked(), "unlock without the lock");
+        self.word.store(word.0, Ordering::Release);
+    }
+
+    /// Releases the lock without changing the word (an aborted commit).
+    pub fn unlock(&self) {
+        let word = self.word().unlocked();
+        self.unlock_with(word);
+    }
+
+    /// The current row, without consistency checks (for tools and single-threaded recovery).
+    pub fn row_unchecked(&self) -> Row {
+        self.row.load_full()
+    }
+}
+
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < SPINS_BEFORE_YIELD {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(v: i64) -> Row {
+        Arc::from(vec![Value::Int(v)])
+    }
+
+    #[test]
+    fn install_publishes_row_and_word_together() {
+        let r = Record::present(row(1), Tid::new(1, 1), 0);
+        let w = r.lock();
+        assert!(r.try_lock().is_none(), "lock must be exclusive");
+        r.install(row(2), TidWord::new(Tid::new(1, 2), w.is_latest(), false), 7);
+        let (word, got) = r.stable_read();
+        assert_eq!(word.tid(), Tid::new(1, 2));
+        assert_eq!(got[0], Value::Int(2));
+        assert_eq!(r.last_writer(), 7);
+    }
+
+    #[test]
+    fn readers_never_see_a_row_with_a_mismatched_word() {
+        let r = Arc::new(Record::present(row(0), Tid::new(1, 0), 0));
+        let writer = {
+            let r = Arc::clone(&r);
+            std::thread::spawn(move || {
+                for i in 1..2000u64 {
+                    r.lock();
+                    r.install(row(i as i64), TidWord::new(Tid::new(1, i), true, false), 0);
+                }
+            })
+        };
+        for _ in 0..2000 {
+            let (word, got) = r.stable_read();
+            assert_eq!(got[0], Value::Int(word.tid().sequence() as i64));
+        }
+        writer.join().unwrap();
+    }
+}

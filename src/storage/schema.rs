@@ -1,0 +1,277 @@
+//! Table schemas: typed, nullable columns, a primary key of one or more columns, and secondary
+//! indexes (non-unique allowed).
+//!
+//! A secondary index entry's key is `encode(index columns) ++ encode(primary key)`, so entries of a
+//! non-unique index never collide and a scan of an index-column prefix yields the matching rows
+//! in index order, ties broken by primary key.
+
+use super::key::{self, Key, KeyError};
+use super::value::{ColumnType, Row, Value};
+use std::collections::HashSet;
+
+/// Identifies a table within a database. Stable for the life of the catalog.
+pub type TableId = u32;
+
+/// The most columns a table may have.
+pub const COLUMNS_MAX: usize = 256;
+/// The most secondary indexes a table may have.
+pub const SECONDARY_INDEXES_MAX: usize = 32;
+
+/// One column of a table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    /// Column name, unique within the table (compared case-insensitively).
+    pub name: String,
+    /// The column's type.
+    pub ty: ColumnType,
+    /// Whether the column accepts `Null`.
+    pub nullable: bool,
+}
+
+/// A secondary index over some columns of a table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexSchema {
+    /// Index name, unique within the table.
+    pub name: String,
+    /// Positions of the indexed columns, in index order.
+    pub columns: Vec<usize>,
+}
+
+/// A table's schema.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableSchema {
+    /// Table name, unique within the database.
+    pub name: String,
+    /// Columns in row order.
+    pub columns: Vec<Column>,
+    /// Positions of the primary-key columns, in key order.
+    pub primary_key: Vec<usize>,
+    /// Secondary indexes.
+    pub indexes: Vec<IndexSchema>,
+}
+
+/// A schema or row that breaks the rules of its table.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SchemaError {
+    /// The schema itself is invalid.
+    #[error("table {table}: {reason}")]
+    Invalid {
+        /// The table.
+        table: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A row has the wrong number of values.
+    #[error("table {table}: row has {got} values, the table has {expected} columns")]
+    Arity {
+        /// The table.
+        table: String,
+        /// Columns in the table.
+        expected: usize,
+        /// Values in the row.
+        got: usize,
+    },
+    /// A value does not fit its column.
+    #[error("table {table}: column {column} is {expected}, got {got}")]
+    Type {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The column's type, with nullability.
+        expected: String,
+        /// What the value was.
+        got: String,
+    },
+    /// A key could not be encoded.
+    #[error("table {table}: {source}")]
+    Key {
+        /// The table.
+        table: String,
+        /// The encoding error.
+        source: KeyError,
+    },
+}
+
+impl TableSchema {
+    /// Checks the schema's own rules: names unique, storable types, a non-empty primary key over
+    /// non-nullable columns, indexes over existing columns, and the size limits.
+    pub fn validate(&self) -> Result<(), SchemaError> {
+        let invalid = |reason: String| SchemaError::Invalid { table: self.name.clone(), reason };
+        if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
+            return Err(invalid(format!("a table needs 1 to {COLUMNS_MAX} columns, has {}", self.columns.len())));
+        }
+        let mut names = HashSet::new();
+        for c in &self.columns {
+            if !names.insert(c.name.to_ascii_lowercase()) {
+                return Err(invalid(format!("column {} is declared twice", c.name)));
+            }
+            if !c.ty.is_storable() {
+                return Err(invalid(format!("column {} has type {}, which a table cannot store", c.name, c.ty)));
+            }
+        }
+        if self.primary_key.is_empty() {
+            return Err(invalid("a primary key is required".into()));
+        }
+        self.check_positions("primary key", &self.primary_key)?;
+        for &p in &self.primary_key {
+            if self.columns[p].nullable {
+                return Err(invalid(format!("primary-key column {} must be not null", self.columns[p].name)));
+            }
+        }
+        if self.indexes.len() > SECONDARY_INDEXES_MAX {
+            return Err(invalid(format!("at most {SECONDARY_INDEXES_MAX} secondary indexes")));
+        }
+        let mut index_names = HashSet::new();
+        for index in &self.indexes {
+            if !index_names.insert(index.name.to_ascii_lowercase()) {
+                return Err(invalid(format!("index {} is declared twice", index.name)));
+            }
+            if index.columns.is_empty() {
+                return Err(invalid(format!("index {} has no columns", index.name)));
+            }
+            self.check_positions(&format!("index {}", index.name), &index.columns)?;
+        }
+        Ok(())
+    }
+
+    fn check_positions(&self, what: &str, positions: &[usize]) -> Result<(), SchemaError> {
+        let mut seen = HashSet::new();
+        for &p in positions {
+            if p >= self.columns.len() || !seen.insert(p) {
+                return Err(SchemaError::Invalid {
+                    table: self.name.clone(),
+                    reason: format!("{what} names a column that does not exist or names one twice"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Position of the column called `name` (case-insensitive).
+    pub fn column_position(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Position of the secondary index called `name` (case-insensitive).
+    pub fn index_position(&self, name: &str) -> Option<usize> {
+        self.indexes.iter().position(|i| i.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Checks a row against the schema: arity, types and nullability.
+    pub fn check_row(&self, row: &[Value]) -> Result<(), SchemaError> {
+        if row.len() != self.columns.len() {
+            return Err(SchemaError::Arity { table: self.name.clone(), expected: self.columns.len(), got: row.len() });
+        }
+        for (value, column) in row.iter().zip(&self.columns) {
+            let null_ok = !value.is_null() || column.nullable;
+            if !null_ok || !value.fits(column.ty) {
+                return Err(SchemaError::Type {
+                    table: self.name.clone(),
+                    column: column.name.clone(),
+                    expected: format!("{}{}", column.ty, if column.nullable { "" } else { " not null" }),
+                    got: value.column_type().map_or("null".to_string(), |t| t.to_string()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes the primary key of `row`.
+    pub fn primary_key_of(&self, row: &[Value]) -> Result<Key, SchemaError> {
+        let mut buf = Vec::new();
+        self.encode_columns(row, &self.primary_key, &mut buf)?;
+        Ok(Key::from(buf))
+    }
+
+    /// Encodes primary-key values given in key order (not a whole row).
+    pub fn encode_primary_key(&self, values: &[Value]) -> Result<Key, SchemaError> {
+        if values.len() != self.primary_key.len() {
+            return Err(SchemaError::Invalid {
+                table: self.name.clone(),
+                reason: format!("primary key has {} columns, got {} values", self.primary_key.len(), values.len()),
+            });
+        }
+        key::encode_key(values).map_err(|source| SchemaError::Key { table: self.name.clone(), source })
+    }
+
+    /// Encodes the secondary-index entry key of `row` for index `index`: index columns, then the
+    /// primary key.
+    pub fn secondary_key_of(&self, index: usize, row: &[Value], primary: &[u8]) -> Result<Key, SchemaError> {
+        let mut buf = Vec::new();
+        self.encode_columns(row, &self.indexes[index].columns, &mut buf)?;
+        buf.extend_from_slice(primary);
+        Ok(Key::from(buf))
+    }
+
+    fn encode_columns(&self, row: &[Value], positions: &[usize], buf: &mut Vec<u8>) -> Result<(), SchemaError> {
+        key::encode_into(positions.iter().map(|&p| &row[p]), buf)
+            .map_err(|source| SchemaError::Key { table: self.name.clone(), source })
+    }
+
+    /// Whether two rows agree on the columns of secondary index `index`.
+    pub fn same_index_columns(&self, index: usize, a: &[Value], b: &[Value]) -> bool {
+        self.indexes[index].columns.iter().all(|&p| a[p] == b[p])
+    }
+}
+
+/// Builds a row from values, checking it against the schema.
+pub fn make_row(schema: &TableSchema, values: Vec<Value>) -> Result<Row, SchemaError> {
+    schema.check_row(&values)?;
+    Ok(Row::from(values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn accounts() -> TableSchema {
+        TableSchema {
+            name: "accounts".into(),
+            columns: vec![
+                Column { name: "id".into(), ty: ColumnType::Int, nullable: false },
+                Column { name: "owner".into(), ty: ColumnType::Text, nullable: true },
+                Column { name: "balance".into(), ty: ColumnType::Float, nullable: false },
+            ],
+            primary_key: vec![0],
+            indexes: vec![IndexSchema { name: "by_owner".into(), columns: vec![1] }],
+        }
+    }
+
+    #[test]
+    fn valid_schema_passes_and_rows_are_checked() {
+        let s = accounts();
+        s.validate().unwrap();
+        s.check_row(&[Value::Int(1), Value::Null, Value::Float(0.0)]).unwrap();
+        let err = s.check_row(&[Value::Int(1), Value::Null, Value::Null]).unwrap_err();
+        assert!(err.to_string().contains("balance is float not null, got null"), "{err}");
+        let err = s.check_row(&[Value::Int(1)]).unwrap_err();
+        assert!(matches!(err, SchemaError::Arity { expected: 3, got: 1, .. }));
+    }
+
+    #[test]
+    fn invalid_schemas_are_refused() {
+        let mut s = accounts();
+        s.primary_key = vec![1];
+        assert!(s.validate().unwrap_err().to_string().contains("must be not null"));
+        let mut s = accounts();
+        s.columns.push(Column { name: "ID".into(), ty: ColumnType::Int, nullable: false });
+        assert!(s.validate().unwrap_err().to_string().contains("declared twice"));
+        let mut s = accounts();
+        s.indexes[0].columns = vec![7];
+        assert!(s.validate().is_err());
+        let mut s = accounts();
+        s.primary_key.clear();
+        assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn secondary_keys_of_equal_columns_differ_by_primary_key() {
+        let s = accounts();
+        let a = [Value::Int(1), Value::text("ann"), Value::Float(0.0)];
+        let b = [Value::Int(2), Value::text("ann"), Value::Float(0.0)];
+        let ka = s.secondary_key_of(0, &a, &s.primary_key_of(&a).unwrap()).unwrap();
+        let kb = s.secondary_key_of(0, &b, &s.primary_key_of(&b).unwrap()).unwrap();
+        assert!(ka < kb);
+    }
+}

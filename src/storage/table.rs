@@ -1,0 +1,155 @@
+//! Tables and the catalog.
+//!
+//! A [`Table`] is its schema, one primary index (key → record) and one index per secondary index
+//! (index key ++ primary key → the same record). Secondary entries are maintained by the commit
+//! protocol in [`crate::txn`], under the record's lock, so that the entries of a record change only
+//! while its TID word is locked; a reader that finds an entry re-checks the record's row against
+//! the entry's key (an entry can briefly be stale or ahead of the row).
+//!
+//! The [`Catalog`] is an immutable list of tables. DDL builds a new catalog and swaps it in
+//! (`ArcSwap`), so running transactions keep the catalog they started with and never take a lock
+//! to find a table. Each catalog has a version, which caches of compiled plans compare.
+
+use super::index::{IndexBackend, OrderedIndex};
+use super::key::Key;
+use super::record::Record;
+use super::schema::{SchemaError, TableId, TableSchema};
+use super::value::Row;
+use crate::txn::tid::Tid;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The most tables a catalog may hold.
+pub const TABLES_MAX: usize = 4096;
+
+/// A table: schema plus indexes.
+pub struct Table {
+    /// The table's id in its catalog.
+    pub id: TableId,
+    /// The schema.
+    pub schema: TableSchema,
+    /// Primary index: encoded primary key → record.
+    pub primary: Box<dyn OrderedIndex>,
+    /// One index per `schema.indexes` entry: index key ++ primary key → record.
+    pub secondary: Vec<Box<dyn OrderedIndex>>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("id", &self.id).field("name", &self.schema.name).finish()
+    }
+}
+
+impl Table {
+    /// An empty table.
+    pub fn new(id: TableId, schema: TableSchema, backend: IndexBackend) -> Result<Table, SchemaError> {
+        schema.validate()?;
+        let secondary = schema.indexes.iter().map(|_| backend.build()).collect();
+        Ok(Table { id, schema, primary: backend.build(), secondary })
+    }
+
+    /// Loads a row outside any transaction, with the given TID: for bulk loaders and recovery,
+    /// which run before transactions start. Fails on a duplicate primary key.
+    pub fn load_row(&self, row: Row, tid: Tid) -> Result<(), LoadError> {
+        self.schema.check_row(&row)?;
+        let key = self.schema.primary_key_of(&row)?;
+        let record = Arc::new(Record::present(Arc::clone(&row), tid, 0));
+        if self.primary.insert_if_absent(key.clone(), Arc::clone(&record)).is_err() {
+            return Err(LoadError::DuplicateKey { table: self.schema.name.clone(), key });
+        }
+        for (i, index) in self.secondary.iter().enumerate() {
+            let entry = self.schema.secondary_key_of(i, &row, &key)?;
+            // Unique by construction: the entry key ends with the primary key.
+            let _ = index.insert_if_absent(entry, Arc::clone(&record));
+        }
+        Ok(())
+    }
+
+    /// Number of present rows (counts index entries, so exact only when no writer runs).
+    pub fn len(&self) -> usize {
+        self.primary.len()
+    }
+
+    /// Whether the table has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An error while loading rows outside a transaction.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The row breaks the schema.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// A row with this key exists.
+    #[error("table {table}: duplicate primary key {key:?}")]
+    DuplicateKey {
+        /// The table.
+        table: String,
+        /// The encoded key.
+        key: Key,
+    },
+}
+
+/// The set of tables, immutable once built.
+#[derive(Clone, Default)]
+pub struct Catalog {
+    version: u64,
+    tables: Vec<Arc<Table>>,
+    by_name: HashMap<String, TableId>,
+}
+
+/// A DDL statement that cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The name is taken.
+    #[error("table {0} already exists")]
+    TableExists(String),
+    /// Too many tables.
+    #[error("a database holds at most {TABLES_MAX} tables")]
+    TooManyTables,
+    /// The schema is invalid.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+}
+
+impl Catalog {
+    /// The catalog's version: bumped by every DDL change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// A new catalog with `schema` added as a new, empty table.
+    pub fn with_table(&self, schema: TableSchema, backend: IndexBackend) -> Result<Catalog, CatalogError> {
+        let name = schema.name.to_ascii_lowercase();
+        if self.by_name.contains_key(&name) {
+            return Err(CatalogError::TableExists(schema.name));
+        }
+        if self.tables.len() >= TABLES_MAX {
+            return Err(CatalogError::TooManyTables);
+        }
+        let id = self.tables.len() as TableId;
+        let table = Table::new(id, schema, backend)?;
+        let mut tables = self.tables.clone();
+        tables.push(Arc::new(table));
+        let mut by_name = self.by_name.clone();
+        by_name.insert(name, id);
+        Ok(Catalog { version: self.version + 1, tables, by_name })
+    }
+
+    /// The table with id `id`.
+    pub fn table(&self, id: TableId) -> Option<&Arc<Table>> {
+        self.tables.get(id as usize)
+    }
+
+    /// The table called `name` (case-insensitive).
+    pub fn table_by_name(&self, name: &str) -> Option<&Arc<Table>> {
+        self.by_name.get(&name.to_ascii_lowercase()).and_then(|&id| self.table(id))
+    }
+
+    /// All tables, in id order.
+    pub fn tables(&self) -> &[Arc<Table>] {
+        &self.tables
+    }
+}

@@ -1,0 +1,284 @@
+//! Scalar values and column types.
+//!
+//! A [`Value`] is what a column of a row holds, what a procedure parameter or local variable holds,
+//! and what a key is built from. Text and bytes are reference-counted so that copying a value out of
+//! a shared row into a procedure's frame costs a counter increment, not an allocation.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+/// The type of a table column or of a procedure value.
+///
+/// `Bool` exists for procedure conditions and locals; it is not a column type (the schema
+/// model has int, float, text and bytes), and the schema checker rejects it in tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    /// 64-bit signed integer.
+    Int,
+    /// 64-bit IEEE float.
+    Float,
+    /// UTF-8 text.
+    Text,
+    /// Uninterpreted bytes.
+    Bytes,
+    /// Boolean (procedure values only).
+    Bool,
+}
+
+impl ColumnType {
+    /// The name used in the procedure language and in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnType::Int => "int",
+            ColumnType::Float => "float",
+            ColumnType::Text => "text",
+            ColumnType::Bytes => "bytes",
+            ColumnType::Bool => "bool",
+        }
+    }
+
+    /// Parses a type name as written in the language (`int`, `bigint`, `float`, `double`, `text`,
+    /// `varchar`, `bytes`, `bool`).
+    pub fn from_name(name: &str) -> Option<ColumnType> {
+        match name.to_ascii_lowercase().as_str() {
+            "int" | "integer" | "bigint" | "int64" => Some(ColumnType::Int),
+            "float" | "double" | "real" | "float64" => Some(ColumnType::Float),
+            "text" | "varchar" | "string" => Some(ColumnType::Text),
+            "bytes" | "blob" | "bytea" => Some(ColumnType::Bytes),
+            "bool" | "boolean" => Some(ColumnType::Bool),
+            _ => None,
+        }
+    }
+
+    /// Whether a column of this type may appear in a table schema.
+    pub fn is_storable(self) -> bool {
+        !matches!(self, ColumnType::Bool)
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One scalar value. `Null` is the SQL null: it is a member of every nullable type.
+#[derive(Clone, Debug, Default)]
+pub enum Value {
+    /// The absence of a value.
+    #[default]
+    Null,
+    /// A 64-bit signed integer.
+    Int(i64),
+    /// A 64-bit float.
+    Float(f64),
+    /// UTF-8 text.
+    Text(Arc<str>),
+    /// Raw bytes.
+    Bytes(Arc<[u8]>),
+    /// A boolean (procedure values only).
+    Bool(bool),
+}
+
+impl Value {
+    /// Builds a text value.
+    pub fn text(s: &str) -> Value {
+        Value::Text(Arc::from(s))
+    }
+
+    /// Builds a bytes value.
+    pub fn bytes(b: &[u8]) -> Value {
+        Value::Bytes(Arc::from(b))
+    }
+
+    /// The value's type, or `None` for `Null`.
+    pub fn column_type(&self) -> Option<ColumnType> {
+        match self {
+            Value::Null => None,
+            Value::Int(_) => Some(ColumnType::Int),
+            Value::Float(_) => Some(ColumnType::Float),
+            Value::Text(_) => Some(ColumnType::Text),
+            Value::Bytes(_) => Some(ColumnType::Bytes),
+            Value::Bool(_) => Some(ColumnType::Bool),
+        }
+    }
+
+    /// Whether this is `Null`.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The integer inside, if this is an `Int`.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The float inside (integers widen), if numeric.
+    pub fn as_float(&self) -> Option<f64> {
+        match self {
+            Value::Float(v) => Some(*v),
+            Value::Int(v) => Some(*v as f64),
+            _ => None,
+        }
+    }
+
+    /// The text inside, if this is `Text`.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes inside, if this is `Bytes` or `Text`.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(b) => Some(b),
+            Value::Text(s) => Some(s.as_bytes()),
+            _ => None,
+        }
+    }
+
+    /// The boolean inside, if this is `Bool`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// Whether a value may be stored in a column of type `ty` (null aside).
+    pub fn fits(&self, ty: ColumnType) -> bool {
+        match self.column_type() {
+            None => true,
+            Some(t) => t == ty,
+        }
+    }
+
+    /// Total order used by keys and by `ORDER BY`: null first, then by type, then by value; floats
+    /// by IEEE total order so that NaN sorts consistently.
+    pub fn total_cmp(&self, other: &Value) -> Ordering {
+        fn rank(v: &Value) -> u8 {
+            match v {
+                Value::Null => 0,
+                Value::Bool(_) => 1,
+                Value::Int(_) => 2,
+                Value::Float(_) => 3,
+                Value::Text(_) => 4,
+                Value::Bytes(_) => 5,
+            }
+        }
+        match (self, other) {
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
+            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
+            (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+            _ => rank(self).cmp(&rank(other)),
+        }
+    }
+}
+
+impl PartialEq for Value {
+    /// Structural equality; floats compare by bit pattern class (`total_cmp`), so `NaN == NaN`,
+    /// which is what tests comparing table contents want.
+    fn eq(&self, other: &Value) -> bool {
+        self.total_cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Value {}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("null"),
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Float(v) => write!(f, "{v:?}"),
+            Value::Text(s) => write!(f, "'{}'", s.replace('\'', "''")),
+            Value::Bytes(b) => {
+                f.write_str("x'")?;
+                for byte in b.iter() {
+                    write!(f, "{byte:02x}")?;
+                }
+                f.write_str("'")
+            }
+            Value::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::Int(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::Float(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::text(v)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+/// A row: one value per column of its table, in schema order. Rows are immutable once built;
+/// an update builds a new row (the after-image) and installs it whole.
+pub type Row = Arc<Vec<Value>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn total_order_puts_null_first_and_orders_floats() {
+        let mut vals = vec![Value::Float(2.5), Value::Null, Value::Float(-1.0), Value::Float(f64::NAN)];
+        vals.sort_by(|a, b| a.total_cmp(b));
+        assert!(vals[0].is_null());
+        assert_eq!(vals[1], Value::Float(-1.0));
+        assert_eq!(vals[2], Value::Float(2.5));
+    }
+
+    #[test]
+    fn type_names_round_trip() {
+        for ty in [ColumnType::Int, ColumnType::Float, ColumnType::Text, ColumnType::Bytes, ColumnType::Bool] {
+            assert_eq!(ColumnType::from_name(ty.name()), Some(ty));
+        }
+        assert_eq!(ColumnType::from_name("decimal"), None);
+    }
+}
+
+/// A procedure argument: a scalar, or an array of scalars (TPC-C new-order's item lists).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    /// One value.
+    Scalar(Value),
+    /// An array of values, all of the parameter's element type (or null).
+    Array(Arc<[Value]>),
+}
+
+impl From<Value> for ParamValue {
+    fn from(v: Value) -> ParamValue {
+        ParamValue::Scalar(v)
+    }
+}
+
+impl From<Vec<Value>> for ParamValue {
+    fn from(v: Vec<Value>) -> ParamValue {
+        ParamValue::Array(Arc::from(v))
+    }
+}

@@ -1,0 +1,756 @@
+//! A Silo OCC transaction: execution with read, write, absence and scan sets, then the commit
+//! protocol of SiloR §2. See the module docs of [`crate::txn`] for the protocol and its proof.
+
+use super::error::{ConflictReason, TxnError};
+use super::tid::{Tid, TidWord};
+use super::{TxnContext, WorkerState};
+use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite};
+use crate::storage::index::{Direction, KeyRange, OrderedIndex};
+use crate::storage::key::{self, Key};
+use crate::storage::record::Record;
+use crate::storage::table::{Catalog, Table};
+use crate::storage::{Row, TableId, Value};
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+/// What a write does to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteOp {
+    /// The key must be absent; it becomes present.
+    Insert,
+    /// The key must be present; its row is replaced.
+    Update,
+    /// Present or absent, the key gets this row (upsert; a blind write).
+    Put,
+    /// The key must be present; it is removed.
+    Delete,
+    /// Cancelled within the transaction (insert then delete): nothing to do.
+    Nothing,
+}
+
+struct WriteEntry {
+    table: TableId,
+    key: Key,
+    op: WriteOp,
+    /// The after-image; `None` for deletes.
+    row: Option<Row>,
+    /// The record, once known (found at execution, or resolved in the lock phase).
+    record: Option<Arc<Record>>,
+    /// The record's word when this transaction locked it.
+    locked_word: Option<TidWord>,
+}
+
+struct ReadEntry {
+    record: Arc<Record>,
+    observed: TidWord,
+}
+
+/// A key looked up and found missing: it must still be missing at validation.
+struct Absence {
+    table: TableId,
+    key: Key,
+}
+
+/// A scan whose result must still hold at validation (phantom protection).
+struct ScanCheck {
+    table: TableId,
+    /// `None` for the primary index, else the secondary index position.
+    index: Option<usize>,
+    /// The part of the range the scan covered (up to the last key visited when it stopped early).
+    covered: KeyRange,
+    /// Every entry key the scan visited; their records are in the read set.
+    seen: HashSet<Key>,
+}
+
+/// What a committed transaction returns.
+#[derive(Clone, Debug)]
+pub struct Committed {
+    /// The transaction's TID (for a read-only transaction, the TID it would have had).
+    pub tid: Tid,
+    /// When the result may be released to the client; see [`crate::durability`].
+    pub durability: DurabilityTicket,
+}
+
+/// Limits that bound a transaction's memory.
+#[derive(Clone, Debug)]
+pub struct TxnLimits {
+    /// Most read-set entries.
+    pub reads_max: usize,
+    /// Most write-set entries.
+    pub writes_max: usize,
+    /// Most rows one scan may return.
+    pub scan_rows_max: usize,
+}
+
+impl Default for TxnLimits {
+    fn default() -> TxnLimits {
+        TxnLimits { reads_max: 1 << 20, writes_max: 1 << 18, scan_rows_max: 1 << 16 }
+    }
+}
+
+/// An open transaction. Dropping it without committing aborts it (nothing was locked or written).
+pub struct Transaction<'w> {
+    ctx: &'w TxnContext,
+    worker: &'w mut WorkerState,
+    catalog: Arc<Catalog>,
+    reads: Vec<ReadEntry>,
+    writes: Vec<WriteEntry>,
+    write_slots: HashMap<(TableId, Key), usize>,
+    absences: Vec<Absence>,
+    scans: Vec<ScanCheck>,
+    invocation: Option<Invocation>,
+}
+
+/// A bounded scan request.
+#[derive(Clone, Debug)]
+pub struct Scan {
+    /// The table.
+    pub table: TableId,
+    /// `None` scans the primary key; `Some(i)` the table's `i`-th secondary index.
+    pub index: Option<usize>,
+    /// The range of index keys.
+    pub range: KeyRange,
+    /// Order of the rows.
+    pub direction: Direction,
+    /// Most rows to return.
+    pub limit: usize,
+}
+
+impl<'w> Transaction<'w> {
+    pub(crate) fn new(ctx: &'w TxnContext, worker: &'w mut WorkerState) -> Transaction<'w> {
+        Transaction {
+            ctx,
+            worker,
+            catalog: ctx.catalog.load_full(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            write_slots: HashMap::new(),
+            absences: Vec::new(),
+            scans: Vec::new(),
+            invocation: None,
+        }
+    }
+
+    /// The catalog this transaction runs against.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Records that this transaction runs a procedure, for command logging.
+    pub fn set_invocation(&mut self, invocation: Invocation) {
+        self.invocation = Some(invocation);
+    }
+
+    /// The table with id `table`.
+    pub fn table(&self, table: TableId) -> Result<Arc<Table>, TxnError> {
+        self.catalog.table(table).cloned().ok_or_else(|| TxnError::NoSuchTable(format!("#{table}")))
+    }
+
+    /// The id of the table called `name`.
+    pub fn table_id(&self, name: &str) -> Result<TableId, TxnError> {
+        self.catalog.table_by_name(name).map(|t| t.id).ok_or_else(|| TxnError::NoSuchTable(name.to_string()))
+    }
+
+    /// Reads the row with primary key `pk` (values in key order).
+    pub fn get(&mut self, table: TableId, pk: &[Value]) -> Result<Option<Row>, TxnError> {
+        let t = self.table(table)?;
+        let key = t.schema.encode_primary_key(pk)?;
+        self.get_by_key(&t, &key)
+    }
+
+    /// Reads the row with encoded primary key `key`.
+    pub fn get_by_key(&mut self, table: &Table, key: &Key) -> Result<Option<Row>, TxnError> {
+        if let Some(&slot) = self.write_slots.get(&(table.id, key.clone())) {
+            return Ok(self.writes[slot].row.clone());
+        }
+        match table.primary.get(key) {
+            Some(record) => {
+                let (word, row) = record.stable_read();
+                self.push_read(record, word)?;
+                Ok((!word.is_absent()).then_some(row))
+            }
+            None => {
+                self.absences.push(Absence { table: table.id, key: key.clone() });
+                Ok(None)
+            }
+        }
+    }
+
+    /// Inserts `row`; fails with [`TxnError::DuplicateKey`] if its primary key exists.
+    pub fn insert(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
+        let t = self.table(table)?;
+        t.schema.check_row(&row)?;
+        let key = t.schema.primary_key_of(&row)?;
+        if let Some(&slot) = self.write_slots.get(&(table, key.clone())) {
+            let entry = &mut self.writes[slot];
+            if entry.row.is_some() {
+                return Err(TxnError::DuplicateKey { table: t.schema.name.clone() });
+            }
+            // Deleted earlier in this transaction: the key is reused.
+            entry.op = if entry.op == WriteOp::Nothing { WriteOp::Insert } else { WriteOp::Put };
+            entry.row = Some(row);
+            return Ok(());
+        }
+        if self.get_by_key(&t, &key)?.is_some() {
+            return Err(TxnError::DuplicateKey { table: t.schema.name.clone() });
+        }
+        self.push_write(table, key, WriteOp::Insert, Some(row), None)
+    }
+
+    /// Replaces the row with the same primary key as `row`. Returns `false` (and writes nothing)
+    /// if there is no such row.
+    pub fn update(&mut self, table: TableId, row: Row) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        t.schema.check_row(&row)?;
+        let key = t.schema.primary_key_of(&row)?;
+        self.modify(&t, key, Some(row))
+    }
+
+    /// Writes `row` whether or not its key exists (upsert). The previous row is not read, so this
+    /// adds nothing to the read set: a blind write.
+    pub fn put(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
+        let t = self.table(table)?;
+        t.schema.check_row(&row)?;
+        let key = t.schema.primary_key_of(&row)?;
+        if let Some(&slot) = self.write_slots.get(&(table, key.clone())) {
+            let entry = &mut self.writes[slot];
+            entry.op = match entry.op {
+                WriteOp::Delete => WriteOp::Put,
+                WriteOp::Nothing => WriteOp::Insert,
+                op => op,
+            };
+            entry.row = Some(row);
+            return Ok(());
+        }
+        self.push_write(table, key, WriteOp::Put, Some(row), None)
+    }
+
+    /// Deletes the row with primary key `pk`. Returns `false` if there is no such row.
+    pub fn delete(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        let key = t.schema.encode_primary_key(pk)?;
+        self.modify(&t, key, None)
+    }
+
+    /// Update (`Some(row)`) or delete (`None`) of an existing key.
+    fn modify(&mut self, t: &Table, key: Key, row: Option<Row>) -> Result<bool, TxnError> {
+        if let Some(&slot) = self.write_slots.get(&(t.id, key.clone())) {
+            let entry = &mut self.writes[slot];
+            if entry.row.is_none() {
+                return Ok(false);
+            }
+            entry.op = match (entry.op, row.is_some()) {
+                (WriteOp::Insert, false) => WriteOp::Nothing,
+                (op, true) => op,
+                (_, false) => WriteOp::Delete,
+            };
+            entry.row = row;
+            return Ok(true);
+        }
+        let Some(record) = t.primary.get(&key) else {
+            self.absences.push(Absence { table: t.id, key });
+            return Ok(false);
+        };
+        let (word, _) = record.stable_read();
+        self.push_read(Arc::clone(&record), word)?;
+        if word.is_absent() {
+            return Ok(false);
+        }
+        let op = if row.is_some() { WriteOp::Update } else { WriteOp::Delete };
+        self.push_write(t.id, key, op, row, Some(record))?;
+        Ok(true)
+    }
+
+    /// Scans up to `scan.limit` rows of a key range of the primary key or a secondary index, in
+    /// either direction, seeing this transaction's own writes. The scan is protected against
+    /// phantoms: if another transaction adds a row to the part of the range this scan covered and
+    /// commits before this one validates, this one aborts.
+    pub fn scan(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError> {
+        let t = self.table(scan.table)?;
+        if let Some(i) = scan.index
+            && i >= t.secondary.len()
+        {
+            return Err(TxnError::NoSuchIndex { table: t.schema.name.clone(), index: format!("#{i}") });
+        }
+        if scan.limit > self.ctx.limits.scan_rows_max {
+            return Err(TxnError::TooLarge { what: "scan limit", limit: self.ctx.limits.scan_rows_max });
+        }
+        let own = self.own_rows_in_range(&t, scan)?;
+        let index: &dyn OrderedIndex = match scan.index {
+            None => t.primary.as_ref(),
+            Some(i) => t.secondary[i].as_ref(),
+        };
+        let mut out: Vec<Row> = Vec::new();
+        if scan.limit == 0 {
+            return Ok(out);
+        }
+        let mut own_iter = own.into_iter().peekable();
+        let mut seen = HashSet::new();
+        let mut last_key: Option<Key> = None;
+        let mut reads = Vec::new();
+        let mut failure = None;
+        {
+            index.scan(&scan.range, scan.direction, usize::MAX, &mut |entry_key, record| {
+                while out.len() < scan.limit
+                    && own_iter.peek().is_some_and(|(k, _)| comes_before(k, entry_key, scan.direction))
+                {
+                    if let Some((k, row)) = own_iter.next() {
+                        last_key = Some(k);
+                        out.push(row);
+                    }
+                }
+                if out.len() >= scan.limit {
+                    return false;
+                }
+                seen.insert(entry_key.clone());
+                last_key = Some(entry_key.clone());
+                match self.visible_entry(&t, scan.index, entry_key, record, &mut reads) {
+                    Ok(Some(row)) => out.push(row),
+                    Ok(None) => {}
+                    Err(e) => {
+                        failure = Some(e);
+                        return false;
+                    }
+                }
+                out.len() < scan.limit
+            });
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        for (record, word) in reads {
+            self.push_read(record, word)?;
+        }
+        let exhausted = out.len() < scan.limit;
+        for (_, row) in own_iter {
+            if out.len() >= scan.limit {
+                break;
+            }
+            out.push(row);
+        }
+        let covered = match (exhausted, last_key) {
+            (false, Some(last)) => covered_range(&scan.range, last, scan.direction),
+            _ => scan.range.clone(),
+        };
+        self.scans.push(ScanCheck { table: t.id, index: scan.index, covered, seen });
+        Ok(out)
+    }
+
+    /// The row an index entry stands for, as this transaction sees it, or `None` if the entry
+    /// is stale, absent, or shadowed by this transaction's own write of the same primary key.
+    fn visible_entry(
+        &self,
+        t: &Table,
+        index: Option<usize>,
+        entry_key: &Key,
+        record: &Arc<Record>,
+        reads: &mut Vec<(Arc<Record>, TidWord)>,
+    ) -> Result<Option<Row>, TxnError> {
+        let pk = primary_part(t, index, entry_key)?;
+        if self.write_slots.contains_key(&(t.id, pk)) {
+            return Ok(None); // own rows come from the write set
+        }
+        let (word, row) = record.stable_read();
+        reads.push((Arc::clone(record), word));
+        if word.is_absent() {
+            return Ok(None);
+        }
+        if let Some(i) = index {
+            // The entry may be stale (the row moved to another index key); skipping it is safe
+            // because the record is in the read set.
+            let current = t.schema.secondary_key_of(i, &row, &t.schema.primary_key_of(&row)?)?;
+            if &current != entry_key {
+                return Ok(None);
+            }
+        }
+        Ok(Some(row))
+    }
+
+    /// This transaction's written rows whose index key lies in the scan's range, in scan order.
+    fn own_rows_in_range(&self, t: &Table, scan: &Scan) -> Result<Vec<(Key, Row)>, TxnError> {
+        let mut own = Vec::new();
+        for w in self.writes.iter().filter(|w| w.table == t.id) {
+            let Some(row) = &w.row else { continue };
+            let entry_key = match scan.index {
+                None => w.key.clone(),
+                Some(i) => t.schema.secondary_key_of(i, row, &w.key)?,
+            };
+            if scan.range.contains(&entry_key) {
+                own.push((entry_key, Arc::clone(row)));
+            }
+        }
+        own.sort_by(|a, b| a.0.cmp(&b.0));
+        if scan.direction == Direction::Backward {
+            own.reverse();
+        }
+        Ok(own)
+    }
+
+    fn push_read(&mut self, record: Arc<Record>, observed: TidWord) -> Result<(), TxnError> {
+        if self.reads.len() >= self.ctx.limits.reads_max {
+            return Err(TxnError::TooLarge { what: "read set", limit: self.ctx.limits.reads_max });
+        }
+        self.reads.push(ReadEntry { record, observed });
+        Ok(())
+    }
+
+    fn push_write(
+        &mut self,
+        table: TableId,
+        key: Key,
+        op: WriteOp,
+        row: Option<Row>,
+        record: Option<Arc<Record>>,
+    ) -> Result<(), TxnError> {
+        if self.writes.len() >= self.ctx.limits.writes_max {
+            return Err(TxnError::TooLarge { what: "write set", limit: self.ctx.limits.writes_max });
+        }
+        self.write_slots.insert((table, key.clone()), self.writes.len());
+        self.writes.push(WriteEntry { table, key, op, row, record, locked_word: None });
+        Ok(())
+    }
+
+    /// Aborts the transaction. Nothing was written; this only drops the sets.
+    pub fn abort(self) {}
+
+    /// Runs Silo's commit protocol. On success the writes are installed and visible; the result
+    /// may be released to the client once `durability` says so. On a conflict nothing was written.
+    pub fn commit(mut self) -> Result<Committed, TxnError> {
+        let mut order: Vec<usize> =
+            (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
+        // Phase 1: lock the write set in the global order (table id, then key): deadlock-free.
+        order.sort_by(|&a, &b| {
+            let (wa, wb) = (&self.writes[a], &self.writes[b]);
+            (wa.table, &wa.key).cmp(&(wb.table, &wb.key))
+        });
+        let mut undo = Undo::default();
+        if let Err(e) = self.lock_phase(&order, &mut undo) {
+            self.release(&undo);
+            return Err(e);
+        }
+        // Phase 2: the serialization point. The fence keeps the epoch read after the locks.
+        fence(Ordering::SeqCst);
+        let epoch = self.ctx.epochs.current();
+        let commit_seq = self.worker.log.serialization_point(epoch);
+        let tid = match self.validate(&order).and_then(|()| self.choose_tid(epoch)) {
+            Ok(tid) => tid,
+            Err(e) => {
+                self.worker.log.abandon(commit_seq);
+                self.release(&undo);
+                return Err(e);
+            }
+        };
+        // Phase 3: log (locks still held), then install and release.
+        let ticket = match self.log(tid, commit_seq, &order) {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                self.release(&undo);
+                return Err(e);
+            }
+        };
+        self.install(tid, &order, &ticket);
+        self.worker.last_tid = tid;
+        Ok(Committed { tid, durability: ticket.durability })
+    }
+
+    fn lock_phase(&mut self, order: &[usize], undo: &mut Undo) -> Result<(), TxnError> {
+        for &i in order {
+            let t = self.table(self.writes[i].table)?;
+            let w = &mut self.writes[i];
+            // Updates and deletes of a row read during execution lock that record; everything else
+            // (inserts, upserts, a delete after an upsert) finds or creates the record now.
+            let known = match w.op {
+                WriteOp::Update | WriteOp::Delete => w.record.clone(),
+                _ => None,
+            };
+            let (record, word) = match &known {
+                Some(record) => (Arc::clone(record), record.lock()),
+                None => lock_or_create(&t, &w.key, undo)?,
+            };
+            w.record = Some(Arc::clone(&record));
+            w.locked_word = Some(word);
+            undo.locked.push(Arc::clone(&record));
+            if !word.is_latest() || (known.is_some() && word.is_absent()) {
+                return Err(TxnError::Conflict(ConflictReason::RecordGone));
+            }
+            if w.op == WriteOp::Insert && !word.is_absent() {
+                return Err(TxnError::Conflict(ConflictReason::InsertRace));
+            }
+            if let Some(row) = &w.row {
+                add_secondary_entries(&t, &w.key, row, &record, word, undo)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn locked_by_me(&self, record: &Arc<Record>, undo_ptrs: &[usize]) -> bool {
+        undo_ptrs.binary_search(&(Arc::as_ptr(record) as usize)).is_ok()
+    }
+
+    fn validate(&self, order: &[usize]) -> Result<(), TxnError> {
+        let mine: Vec<usize> = {
+            let mut v: Vec<usize> =
+                order.iter().filter_map(|&i| self.writes[i].record.as_ref().map(|r| Arc::as_ptr(r) as usize)).collect();
+            v.sort_unstable();
+            v
+        };
+        for r in &self.reads {
+            let now = r.record.word();
+            if now.unlocked() != r.observed.unlocked() || (now.is_locked() && !self.locked_by_me(&r.record, &mine)) {
+                return Err(TxnError::Conflict(ConflictReason::ReadChanged));
+            }
+        }
+        for a in &self.absences {
+            let t = self.table(a.table)?;
+            if let Some(record) = t.primary.get(&a.key)
+                && !self.locked_by_me(&record, &mine)
+            {
+                let w = record.word();
+                if w.is_locked() || !w.is_absent() {
+                    return Err(TxnError::Conflict(ConflictReason::PhantomKey));
+                }
+            }
+        }
+        for s in &self.scans {
+            self.validate_scan(s, &mine)?;
+        }
+        Ok(())
+    }
+
+    /// Re-scans the covered range: an entry not seen before whose record is locked by another
+    /// transaction, or present and matching the entry, is a phantom.
+    fn validate_scan(&self, s: &ScanCheck, mine: &[usize]) -> Result<(), TxnError> {
+        let t = self.table(s.table)?;
+        let index: &dyn OrderedIndex = match s.index {
+            None => t.primary.as_ref(),
+            Some(i) => t.secondary[i].as_ref(),
+        };
+        let mut phantom = false;
+        index.scan(&s.covered, Direction::Forward, usize::MAX, &mut |entry_key, record| {
+            if s.seen.contains(entry_key) || self.locked_by_me(record, mine) {
+                return true;
+            }
+            let w = record.word();
+            phantom = w.is_locked() || (!w.is_absent() && entry_matches(&t, s.index, entry_key, record));
+            !phantom
+        });
+        if phantom { Err(TxnError::Conflict(ConflictReason::PhantomRange)) } else { Ok(()) }
+    }
+
+    /// Silo's three rules: larger than every TID read or written, larger than this worker's last
+    /// TID, and in the epoch read at the serialization point.
+    fn choose_tid(&self, epoch: u64) -> Result<Tid, TxnError> {
+        let read_max = self.reads.iter().map(|r| r.observed.tid()).max().unwrap_or(Tid::ZERO);
+        let write_max = self.writes.iter().filter_map(|w| w.locked_word.map(|x| x.tid())).max().unwrap_or(Tid::ZERO);
+        let floor = read_max.max(write_max).max(self.worker.last_tid);
+        match floor.epoch().cmp(&epoch) {
+            std::cmp::Ordering::Less => Ok(Tid::new(epoch, 0)),
+            std::cmp::Ordering::Equal => floor.next_in_epoch().ok_or(TxnError::Conflict(ConflictReason::SequenceExhausted)),
+            // A TID from a later epoch than the global one cannot have been read: the epoch only
+            // grows and was read after every read. Treat it as a conflict rather than break rule (c).
+            std::cmp::Ordering::Greater => Err(TxnError::Conflict(ConflictReason::ReadChanged)),
+        }
+    }
+
+    fn log(&mut self, tid: Tid, commit_seq: u64, order: &[usize]) -> Result<CommitTicket, TxnError> {
+        let writes: Vec<LoggedWrite<'_>> = order
+            .iter()
+            .map(|&i| {
+                let w = &self.writes[i];
+                LoggedWrite {
+                    table: w.table,
+                    key: &w.key,
+                    after: w.row.as_ref(),
+                    previous_writer: w.record.as_ref().map_or(0, |r| r.last_writer()),
+                }
+            })
+            .collect();
+        let mut read_last_writers: Vec<u64> = self.reads.iter().map(|r| r.record.last_writer()).collect();
+        read_last_writers.sort_unstable();
+        read_last_writers.dedup();
+        let view = CommitView {
+            tid,
+            commit_seq,
+            writes: &writes,
+            read_last_writers: &read_last_writers,
+            invocation: self.invocation.as_ref(),
+        };
+        Ok(self.worker.log.log_commit(&view)?)
+    }
+
+    fn install(&self, tid: Tid, order: &[usize], ticket: &CommitTicket) {
+        for &i in order {
+            let w = &self.writes[i];
+            let (Some(record), Ok(t)) = (&w.record, self.table(w.table)) else {
+                unreachable!("lock phase resolved every record of a known table");
+            };
+            let old = record.row_unchecked();
+            let old_present = w.locked_word.is_some_and(|x| !x.is_absent());
+            match &w.row {
+                Some(row) => {
+                    if old_present {
+                        remove_stale_secondary(&t, &w.key, &old, Some(row), record);
+                    }
+                    record.install(Arc::clone(row), TidWord::new(tid, true, false), ticket.last_writer);
+                }
+                None => {
+                    if old_present {
+                        remove_stale_secondary(&t, &w.key, &old, None, record);
+                    }
+                    t.primary.remove(&w.key, record);
+                    let empty: Row = Arc::from(Vec::<Value>::new());
+                    record.install(empty, TidWord::new(tid, false, true), ticket.last_writer);
+                }
+            }
+        }
+    }
+
+    /// Undoes the lock phase after an abort: removes secondary entries and insert placeholders
+    /// this transaction added, then unlocks.
+    fn release(&self, undo: &Undo) {
+        for (table, index, entry_key, record) in &undo.secondary_added {
+            if let Some(index) = self.catalog.table(*table).and_then(|t| t.secondary.get(*index)) {
+                index.remove(entry_key, record);
+            }
+        }
+        for (table, key, record) in &undo.placeholders {
+            if let Some(t) = self.catalog.table(*table) {
+                t.primary.remove(key, record);
+            }
+            // Unlinked: anyone still holding it sees `latest` cleared and retries.
+            record.unlock_with(TidWord::new(record.word().tid(), false, true));
+        }
+        for record in &undo.locked {
+            if !undo.placeholders.iter().any(|(_, _, p)| Arc::ptr_eq(p, record)) {
+                record.unlock();
+            }
+        }
+    }
+}
+
+/// What an aborting commit must undo.
+#[derive(Default)]
+struct Undo {
+    locked: Vec<Arc<Record>>,
+    placeholders: Vec<(TableId, Key, Arc<Record>)>,
+    /// (table, secondary index position, entry key, record).
+    secondary_added: Vec<(TableId, usize, Key, Arc<Record>)>,
+}
+
+/// Finds the record for `key`, creating a locked placeholder if there is none, and locks it.
+fn lock_or_create(t: &Table, key: &Key, undo: &mut Undo) -> Result<(Arc<Record>, TidWord), TxnError> {
+    // Bounded: each retry means another transaction unlinked the record we found, which it
+    // does at most once per record.
+    for _ in 0..1000 {
+        if let Some(existing) = t.primary.get(key) {
+            let word = existing.lock();
+            if word.is_latest() {
+                return Ok((existing, word));
+            }
+            existing.unlock();
+            continue;
+        }
+        let placeholder = Arc::new(Record::locked_placeholder());
+        if t.primary.insert_if_absent(key.clone(), Arc::clone(&placeholder)).is_ok() {
+            undo.placeholders.push((t.id, key.clone(), Arc::clone(&placeholder)));
+            let word = placeholder.word().unlocked();
+            return Ok((placeholder, word));
+        }
+    }
+    Err(TxnError::Conflict(ConflictReason::InsertRace))
+}
+
+/// Adds the secondary entries the new row needs and the old row lacks. Runs under the record's
+/// lock and before the serialization point, so a scan that validates after this transaction's
+/// serialization point sees them.
+fn add_secondary_entries(
+    t: &Table,
+    key: &Key,
+    row: &Row,
+    record: &Arc<Record>,
+    word: TidWord,
+    undo: &mut Undo,
+) -> Result<(), TxnError> {
+    let old = (!word.is_absent()).then(|| record.row_unchecked());
+    for (i, index) in t.secondary.iter().enumerate() {
+        if old.as_ref().is_some_and(|old| t.schema.same_index_columns(i, old, row)) {
+            continue;
+        }
+        let entry = t.schema.secondary_key_of(i, row, key)?;
+        // Deletes remove a record's entries before unlinking it, so an entry of another record
+        // with this primary key should not exist; if one does, replace it, a bounded number of times.
+        let mut added = false;
+        for _ in 0..16 {
+            match index.insert_if_absent(entry.clone(), Arc::clone(record)) {
+                Ok(()) => {
+                    undo.secondary_added.push((t.id, i, entry.clone(), Arc::clone(record)));
+                    added = true;
+                    break;
+                }
+                Err(existing) if Arc::ptr_eq(&existing, record) => {
+                    added = true;
+                    break;
+                }
+                Err(existing) => {
+                    index.remove(&entry, &existing);
+                }
+            }
+        }
+        if !added {
+            return Err(TxnError::Conflict(ConflictReason::InsertRace));
+        }
+    }
+    Ok(())
+}
+
+/// Removes the entries of `old` that `new` (or a delete, `None`) no longer has. Under the lock.
+fn remove_stale_secondary(t: &Table, key: &Key, old: &[Value], new: Option<&Row>, record: &Arc<Record>) {
+    for (i, index) in t.secondary.iter().enumerate() {
+        if new.is_some_and(|new| t.schema.same_index_columns(i, old, new)) {
+            continue;
+        }
+        if let Ok(entry) = t.schema.secondary_key_of(i, old, key) {
+            index.remove(&entry, record);
+        }
+    }
+}
+
+/// Whether an index entry's record currently holds a row that belongs under that entry.
+fn entry_matches(t: &Table, index: Option<usize>, entry_key: &Key, record: &Record) -> bool {
+    let Some(i) = index else { return true };
+    let row = record.row_unchecked();
+    if row.len() != t.schema.columns.len() {
+        return false;
+    }
+    t.schema
+        .primary_key_of(&row)
+        .and_then(|pk| t.schema.secondary_key_of(i, &row, &pk))
+        .is_ok_and(|k| &k == entry_key)
+}
+
+/// The primary key inside an index entry key.
+fn primary_part(t: &Table, index: Option<usize>, entry_key: &Key) -> Result<Key, TxnError> {
+    let Some(i) = index else { return Ok(entry_key.clone()) };
+    let columns = t.schema.indexes[i].columns.len();
+    let start = key::encoded_prefix_len(entry_key, columns)
+        .ok_or(TxnError::Key(key::KeyError::Malformed { offset: 0, reason: "secondary entry shorter than its columns" }))?;
+    Ok(Key::from(&entry_key[start..]))
+}
+
+/// Whether `a` is visited before `b` in `direction`.
+fn comes_before(a: &Key, b: &Key, direction: Direction) -> bool {
+    match direction {
+        Direction::Forward => a < b,
+        Direction::Backward => a > b,
+    }
+}
+
+/// The part of `range` a scan covered when it stopped at `last`.
+fn covered_range(range: &KeyRange, last: Key, direction: Direction) -> KeyRange {
+    match direction {
+        Direction::Forward => KeyRange { start: range.start.clone(), end: Bound::Included(last) },
+        Direction::Backward => KeyRange { start: Bound::Included(last), end: range.end.clone() },
+    }
+}
