@@ -1,5 +1,45 @@
-//! The stored-procedure language: parser, type checker, IR, compiler and reference interpreter.
-//! (Being written; this is the interface the engine uses.)
+//! The stored-procedure language: lexer, parser, checker, IR, closure compiler and reference
+//! interpreter. The language is described in `docs/LANGUAGE.md`.
+//!
+//! # Paper concepts
+//!
+//! PACMAN (§3) models a stored procedure as a **parameterized transaction template**: a named,
+//! structured flow of database operations `var ← read(tbl, key)` and `write(tbl, key, val)`
+//! (insert and delete are special writes), instantiated by a call with argument values. A
+//! [`Procedure`] is exactly that, in an IR built for PACMAN's static analysis (§4.1):
+//!
+//! - every statement has a stable id ([`ir::StmtId`], program pre-order) and lists the variables
+//!   it defines and uses ([`ir::Stmt::defs`], [`ir::Stmt::uses`]), giving **define-use flow
+//!   dependencies**; nesting ([`ir::Stmt::children`]) and early exits ([`ir::Stmt::may_exit`])
+//!   give **control flow dependencies**;
+//! - every database operation ([`ir::Stmt::db_op`]) exposes its table, whether it reads or writes
+//!   ([`ir::Access`]) and its key expressions ([`ir::KeyShape`]), giving **data dependencies**
+//!   (same table, at least one write: [`ir::DbOp::data_dependent`]) and, with argument values at
+//!   replay time, the key spaces of PACMAN's dynamic analysis (§4.3);
+//! - the implicit `found` flag is an ordinary variable, so `if not found` depends on the lookup
+//!   before it.
+//!
+//! The language is deterministic (no clock, no randomness, scans in index order), which command
+//! logging needs: replaying a call with the same arguments on the same state repeats it exactly.
+//!
+//! # Pipeline
+//!
+//! [`lexer`] → [`parser`] ([`ast`]) → [`check`] (names, types, access paths) → [`ir`] →
+//! [`compile`] (closures) or [`interp`] (reference interpreter). [`ops`] holds the run-time
+//! meaning of operators shared by both back ends; [`runtime`] the frame and database calls.
+
+pub mod ast;
+mod check;
+mod compile;
+pub mod interp;
+pub mod ir;
+pub mod lexer;
+pub mod limits;
+pub mod ops;
+pub mod parser;
+pub mod runtime;
+
+pub use ir::Procedure;
 
 use crate::storage::table::Catalog;
 use crate::storage::{ParamValue, TableSchema, Value};
@@ -33,28 +73,48 @@ pub struct Module {
     pub procedures: Vec<Procedure>,
 }
 
-/// A procedure's IR.
-pub struct Procedure {
-    /// Its name.
-    pub name: String,
+/// Parses and type-checks a source file against the tables of `catalog` plus its own.
+/// Returns every error found (parse errors first; type errors only if parsing succeeded).
+pub fn check_source(file: &str, source: &str, catalog: &Catalog) -> Result<Module, Vec<Diagnostic>> {
+    let mut diags = check::Diags::new(file);
+    let tokens = match lexer::lex(source) {
+        Ok(t) => t,
+        Err(e) => {
+            diags.err(e.span, e.message);
+            return Err(diags.into_vec());
+        }
+    };
+    let (ast, parse_errors) = parser::parse(tokens);
+    if !parse_errors.is_empty() {
+        for (span, message) in parse_errors {
+            diags.err(span, message);
+        }
+        return Err(diags.into_vec());
+    }
+    let (tables, procedures) = check::check_file(&ast, catalog, &mut diags);
+    if diags.is_empty() { Ok(Module { tables, procedures }) } else { Err(diags.into_vec()) }
 }
 
-/// Parses and type-checks a source file against the tables of `catalog` plus its own.
-pub fn check_source(file: &str, source: &str, catalog: &Catalog) -> Result<Module, Vec<Diagnostic>> {
-    let _ = (file, source, catalog);
-    Ok(Module { tables: Vec::new(), procedures: Vec::new() })
+/// Checks a file on its own (against an empty catalog), for `lazarus check FILE`. Returns the
+/// errors; empty means the file is valid.
+pub fn check_file_report(path: &str, source: &str) -> Vec<Diagnostic> {
+    match check_source(path, source, &Catalog::default()) {
+        Ok(_) => Vec::new(),
+        Err(diags) => diags,
+    }
 }
 
 /// A procedure compiled to closures.
 pub struct CompiledProcedure {
     ir: Arc<Procedure>,
+    body: Vec<compile::StmtFn>,
 }
 
 impl CompiledProcedure {
     /// Compiles a procedure against a catalog that contains every table it names.
     pub fn compile(ir: Arc<Procedure>, catalog: &Catalog) -> Result<CompiledProcedure, Diagnostic> {
-        let _ = catalog;
-        Ok(CompiledProcedure { ir })
+        let body = compile::compile_body(&ir, catalog)?;
+        Ok(CompiledProcedure { ir, body })
     }
 
     /// The procedure's name.
@@ -62,9 +122,30 @@ impl CompiledProcedure {
         &self.ir.name
     }
 
-    /// Runs the procedure inside `tx`.
+    /// The parameters (name, type, whether an array), in order.
+    pub fn params(&self) -> &[ir::Var] {
+        self.ir.param_vars()
+    }
+
+    /// The IR the procedure was compiled from (for static analysis and the interpreter).
+    pub fn ir(&self) -> &Arc<Procedure> {
+        &self.ir
+    }
+
+    /// Runs the procedure inside `tx`. Returns the values of its `return` (none if it ends
+    /// without one). `abort` gives [`TxnError::UserAbort`]; run-time errors give
+    /// [`TxnError::Procedure`]; engine errors (e.g. a duplicate key) pass through.
     pub fn run(&self, tx: &mut Transaction<'_>, args: &[ParamValue]) -> Result<Vec<Value>, TxnError> {
-        let _ = (tx, args);
-        Ok(Vec::new())
+        let mut frame = runtime::bind_args(&self.ir, args)?;
+        match compile::run_block(&self.body, &mut frame, tx)? {
+            runtime::Flow::Return(values) => Ok(values),
+            runtime::Flow::Next => Ok(Vec::new()),
+        }
+    }
+}
+
+impl std::fmt::Debug for CompiledProcedure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledProcedure").field("name", &self.ir.name).finish()
     }
 }

@@ -1,0 +1,278 @@
+//! Statements to closures. Tables are resolved to ids here, once; a block is a slice of closures
+//! run in order.
+
+use super::super::Diagnostic;
+use super::super::ir::{Expr, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
+use super::super::ops::{self, RtResult};
+use super::super::runtime::{self, Flow, Frame, ScanArgs, error_at};
+use super::expr::{ExprFn, expr};
+use crate::storage::table::Catalog;
+use crate::storage::{Direction, Row, TableId, Value};
+use crate::txn::{Transaction, TxnError};
+use std::sync::Arc;
+
+/// A compiled statement.
+pub(crate) type StmtFn = Box<dyn Fn(&mut Frame, &mut Transaction<'_>) -> Result<Flow, TxnError> + Send + Sync>;
+
+/// Compilation context: the procedure and the catalog tables resolve against.
+pub(crate) struct Ctx<'a> {
+    pub(crate) proc: &'a Procedure,
+    pub(crate) catalog: &'a Catalog,
+    pub(crate) name: Arc<str>,
+}
+
+/// Where a statement is, for run-time errors.
+#[derive(Clone)]
+struct Loc {
+    name: Arc<str>,
+    line: u32,
+    col: u32,
+}
+
+impl Loc {
+    fn err(&self, message: String) -> TxnError {
+        error_at(&self.name, self.line, self.col, message)
+    }
+}
+
+/// Runs a compiled block.
+pub(crate) fn run_block(stmts: &[StmtFn], f: &mut Frame, tx: &mut Transaction<'_>) -> Result<Flow, TxnError> {
+    for s in stmts {
+        if let Flow::Return(v) = s(f, tx)? {
+            return Ok(Flow::Return(v));
+        }
+    }
+    Ok(Flow::Next)
+}
+
+fn exprs(es: &[Expr]) -> Vec<ExprFn> {
+    es.iter().map(expr).collect()
+}
+
+fn eval_all(fs: &[ExprFn], f: &Frame) -> RtResult<Vec<Value>> {
+    fs.iter().map(|e| e(f)).collect()
+}
+
+impl Ctx<'_> {
+    /// Compiles a block.
+    pub(crate) fn block(&self, stmts: &[Stmt]) -> Result<Vec<StmtFn>, Diagnostic> {
+        stmts.iter().map(|s| self.stmt(s)).collect()
+    }
+
+    /// Resolves a table to its id, checking that it still has the shape the IR was checked against.
+    fn table(&self, t: &TableRef, s: &Stmt) -> Result<TableId, Diagnostic> {
+        let found = self.catalog.table_by_name(&t.name);
+        match found {
+            Some(table) if table.schema.columns.len() == t.columns && table.schema.primary_key == t.primary_key => {
+                Ok(table.id)
+            }
+            _ => Err(Diagnostic {
+                file: self.proc.file.clone(),
+                line: s.line,
+                col: s.col,
+                message: format!(
+                    "table {} is missing or differs from the schema procedure {} was checked against",
+                    t.name, self.proc.name
+                ),
+            }),
+        }
+    }
+
+    fn stmt(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
+        let loc = Loc { name: Arc::clone(&self.name), line: s.line, col: s.col };
+        let found = self.proc.found.index();
+        Ok(match &s.kind {
+            StmtKind::Assign { var, value } => {
+                let (slot, value) = (var.index(), expr(value));
+                Box::new(move |f, _| {
+                    f.vals[slot] = value(f).map_err(|m| loc.err(m))?;
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::If { cond, then, otherwise } => {
+                let (cond, then, otherwise) = (expr(cond), self.block(then)?, self.block(otherwise)?);
+                Box::new(move |f, tx| {
+                    let c = cond(f).map_err(|m| loc.err(m))?;
+                    run_block(if ops::truth(&c) { &then } else { &otherwise }, f, tx)
+                })
+            }
+            StmtKind::ForRange { var, start, end, body } => {
+                let (slot, start, end, body) = (var.index(), expr(start), expr(end), self.block(body)?);
+                Box::new(move |f, tx| {
+                    let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
+                    let (Value::Int(a), Value::Int(b)) = (a, b) else {
+                        return Err(loc.err("a range bound is null".into()));
+                    };
+                    for i in a..b {
+                        f.tick().map_err(|m| loc.err(m))?;
+                        f.vals[slot] = Value::Int(i);
+                        if let Flow::Return(v) = run_block(&body, f, tx)? {
+                            return Ok(Flow::Return(v));
+                        }
+                    }
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::ForArray { var, array, body } => {
+                let (slot, array, body) = (var.index(), array.index(), self.block(body)?);
+                Box::new(move |f, tx| {
+                    let items = f.arrays.get(array).cloned().flatten();
+                    for item in items.iter().flat_map(|a| a.iter()) {
+                        f.tick().map_err(|m| loc.err(m))?;
+                        f.vals[slot] = item.clone();
+                        if let Flow::Return(v) = run_block(&body, f, tx)? {
+                            return Ok(Flow::Return(v));
+                        }
+                    }
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::ForScan { scan, body } => {
+                let scan = self.scan(scan, s, usize::MAX)?;
+                let body = self.block(body)?;
+                Box::new(move |f, tx| {
+                    let rows = scan.run(f, tx, &loc)?;
+                    f.vals[found] = Value::Bool(!rows.is_empty());
+                    for row in rows {
+                        f.tick().map_err(|m| loc.err(m))?;
+                        scan.set_columns(f, Some(&row));
+                        if let Flow::Return(v) = run_block(&body, f, tx)? {
+                            return Ok(Flow::Return(v));
+                        }
+                    }
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::Get(g) => self.get(g, s, loc)?,
+            StmtKind::ScanFirst(scan) => {
+                let scan = self.scan(scan, s, 1)?;
+                Box::new(move |f, tx| {
+                    let rows = scan.run(f, tx, &loc)?;
+                    f.vals[found] = Value::Bool(!rows.is_empty());
+                    scan.set_columns(f, rows.first());
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::Insert(i) => {
+                let (table, values) = (self.table(&i.table, s)?, exprs(&i.values));
+                Box::new(move |f, tx| {
+                    let row = eval_all(&values, f).map_err(|m| loc.err(m))?;
+                    runtime::insert(tx, table, row)?;
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::Update(u) => self.update(u, s, loc)?,
+            StmtKind::Delete(d) => {
+                let (table, key) = (self.table(&d.table, s)?, exprs(&d.key));
+                Box::new(move |f, tx| {
+                    let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
+                    f.vals[found] = Value::Bool(runtime::delete(tx, table, &key)?);
+                    Ok(Flow::Next)
+                })
+            }
+            StmtKind::Return(values) => {
+                let values = exprs(values);
+                Box::new(move |f, _| Ok(Flow::Return(eval_all(&values, f).map_err(|m| loc.err(m))?)))
+            }
+            StmtKind::Abort(msg) => {
+                let msg = expr(msg);
+                Box::new(move |f, _| {
+                    let m = msg(f).map_err(|m| loc.err(m))?;
+                    Err(TxnError::UserAbort(m.as_text().map_or_else(|| m.to_string(), str::to_string)))
+                })
+            }
+        })
+    }
+
+    fn get(&self, g: &GetOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (table, key, found) = (self.table(&g.table, s)?, exprs(&g.key), self.proc.found.index());
+        let targets: Vec<(usize, usize)> = g.into.iter().map(|v| v.index()).zip(g.columns.iter().copied()).collect();
+        Ok(Box::new(move |f, tx| {
+            let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
+            let row = runtime::get(tx, table, &key)?;
+            f.vals[found] = Value::Bool(row.is_some());
+            for &(slot, col) in &targets {
+                f.vals[slot] = row.as_ref().and_then(|r| r.get(col)).cloned().unwrap_or(Value::Null);
+            }
+            Ok(Flow::Next)
+        }))
+    }
+
+    fn update(&self, u: &UpdateOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (table, key, found) = (self.table(&u.table, s)?, exprs(&u.key), self.proc.found.index());
+        let sets: Vec<(usize, ExprFn)> = u.sets.iter().map(|(p, e)| (*p, expr(e))).collect();
+        Ok(Box::new(move |f, tx| {
+            let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
+            let Some(old) = runtime::get(tx, table, &key)? else {
+                f.vals[found] = Value::Bool(false);
+                return Ok(Flow::Next);
+            };
+            let mut new = old.to_vec();
+            f.row = Some(old);
+            // All set expressions see the old row, so evaluate them before writing any.
+            let values: RtResult<Vec<Value>> = sets.iter().map(|(_, e)| e(f)).collect();
+            f.row = None;
+            for ((p, _), v) in sets.iter().zip(values.map_err(|m| loc.err(m))?) {
+                new[*p] = v;
+            }
+            f.vals[found] = Value::Bool(runtime::update(tx, table, new)?);
+            Ok(Flow::Next)
+        }))
+    }
+
+    fn scan(&self, op: &ScanOp, s: &Stmt, cap: usize) -> Result<CompiledScan, Diagnostic> {
+        let bound = |b: &Option<RangeBound>| b.as_ref().map(|b| (expr(&b.value), b.inclusive));
+        Ok(CompiledScan {
+            table: self.table(&op.table, s)?,
+            index: op.index,
+            prefix: exprs(&op.prefix),
+            lower: bound(&op.lower),
+            upper: bound(&op.upper),
+            direction: op.direction,
+            limit: expr(&op.limit),
+            cap,
+            targets: op.into.iter().map(|v| v.index()).zip(op.columns.iter().copied()).collect(),
+        })
+    }
+}
+
+/// A scan with its table resolved and its expressions compiled.
+struct CompiledScan {
+    table: TableId,
+    index: Option<usize>,
+    prefix: Vec<ExprFn>,
+    lower: Option<(ExprFn, bool)>,
+    upper: Option<(ExprFn, bool)>,
+    direction: Direction,
+    limit: ExprFn,
+    cap: usize,
+    /// (frame slot, column position) pairs filled from each row.
+    targets: Vec<(usize, usize)>,
+}
+
+impl CompiledScan {
+    fn run(&self, f: &Frame, tx: &mut Transaction<'_>, loc: &Loc) -> Result<Vec<Row>, TxnError> {
+        let ev = |e: &ExprFn| e(f).map_err(|m| loc.err(m));
+        let prefix = self.prefix.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
+        let bound = |b: &Option<(ExprFn, bool)>| b.as_ref().map(|(e, inc)| ev(e).map(|v| (v, *inc))).transpose();
+        let (lower, upper) = (bound(&self.lower)?, bound(&self.upper)?);
+        let limit = ev(&self.limit)?;
+        let args = ScanArgs {
+            table: self.table,
+            index: self.index,
+            prefix: &prefix,
+            lower,
+            upper,
+            direction: self.direction,
+            limit,
+            cap: self.cap,
+        };
+        runtime::scan(tx, args)?.map_err(|m| loc.err(m))
+    }
+
+    fn set_columns(&self, f: &mut Frame, row: Option<&Row>) {
+        for &(slot, col) in &self.targets {
+            f.vals[slot] = row.and_then(|r| r.get(col)).cloned().unwrap_or(Value::Null);
+        }
+    }
+}

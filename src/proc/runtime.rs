@@ -1,0 +1,175 @@
+//! What the compiled code and the interpreter share at run time: the frame, argument binding,
+//! control flow, error wrapping and the database operations (so that both execute a statement
+//! through exactly the same engine calls).
+//!
+//! Null keys: a key or bound containing null matches no row (SQL's `col = null` is never true),
+//! so such an operation reports "not found" or an empty scan without touching the index. Its
+//! result does not depend on the database, so nothing needs to be validated at commit.
+
+use super::ir::{Procedure, Ty, Var};
+use super::limits::{LOOP_ITERATIONS_MAX, SCAN_LIMIT_MAX};
+use super::ops::RtResult;
+use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value};
+use crate::txn::{Scan, Transaction, TxnError};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A procedure call's variables. Scalars live in `vals`, indexed by variable id; array
+/// parameters in `arrays`, indexed by parameter position.
+pub struct Frame {
+    /// One slot per variable ([`super::ir::VarId`]).
+    pub vals: Vec<Value>,
+    /// Array parameters by parameter position (`None` for scalar parameters).
+    pub arrays: Vec<Option<Arc<[Value]>>>,
+    /// The row an `update` is rewriting, read by its `set` expressions.
+    pub row: Option<Row>,
+    /// Loop iterations so far in this call.
+    pub iterations: u64,
+}
+
+impl Frame {
+    /// Counts one loop iteration, failing past [`LOOP_ITERATIONS_MAX`].
+    pub fn tick(&mut self) -> RtResult<()> {
+        self.iterations += 1;
+        if self.iterations > LOOP_ITERATIONS_MAX {
+            return Err(format!("more than {LOOP_ITERATIONS_MAX} loop iterations in one call"));
+        }
+        Ok(())
+    }
+
+    /// The array in parameter slot `slot`.
+    pub fn array(&self, slot: usize) -> &[Value] {
+        self.arrays.get(slot).and_then(|a| a.as_deref()).unwrap_or(&[])
+    }
+}
+
+/// How a statement ended.
+#[derive(Debug)]
+pub enum Flow {
+    /// Go on with the next statement.
+    Next,
+    /// `return`: the procedure's result.
+    Return(Vec<Value>),
+}
+
+/// A run-time error of procedure `procedure` at a statement's position.
+pub fn error_at(procedure: &str, line: u32, col: u32, message: String) -> TxnError {
+    TxnError::Procedure { procedure: procedure.to_string(), message: format!("{message} (line {line}, column {col})") }
+}
+
+/// Checks the arguments against the parameters and builds the initial frame.
+pub fn bind_args(p: &Procedure, args: &[ParamValue]) -> Result<Frame, TxnError> {
+    let fail = |message: String| TxnError::Procedure { procedure: p.name.clone(), message };
+    if args.len() != p.params {
+        return Err(fail(format!("expects {} argument(s), got {}", p.params, args.len())));
+    }
+    let mut frame =
+        Frame { vals: vec![Value::Null; p.vars.len()], arrays: vec![None; p.params], row: None, iterations: 0 };
+    for (i, (var, arg)) in p.param_vars().iter().zip(args).enumerate() {
+        match (var.array, arg) {
+            (false, ParamValue::Scalar(v)) => frame.vals[i] = fit(v, var).map_err(fail)?,
+            (true, ParamValue::Array(items)) => {
+                let fitted: Result<Vec<Value>, String> = items.iter().map(|v| fit(v, var)).collect();
+                frame.arrays[i] = Some(Arc::from(fitted.map_err(fail)?));
+            }
+            _ => {
+                let want = if var.array { format!("an array of {}", var.ty) } else { format!("a scalar {}", var.ty) };
+                return Err(fail(format!("argument {} ({}) must be {want}", i + 1, var.name)));
+            }
+        }
+    }
+    Ok(frame)
+}
+
+/// A value for parameter `var`: of its type, null, or an int for a float parameter (widened).
+fn fit(v: &Value, var: &Var) -> Result<Value, String> {
+    match (v, var.ty) {
+        (Value::Int(i), Ty::Float) => Ok(Value::Float(*i as f64)),
+        (Value::Null, _) => Ok(Value::Null),
+        _ if v.column_type().map(Ty::from_column) == Some(var.ty) => Ok(v.clone()),
+        _ => Err(format!("parameter {} is {}, got {v}", var.name, var.ty)),
+    }
+}
+
+/// A point read. `None` if there is no row or the key has a null.
+pub fn get(tx: &mut Transaction<'_>, table: TableId, key: &[Value]) -> Result<Option<Row>, TxnError> {
+    if key.iter().any(Value::is_null) {
+        return Ok(None);
+    }
+    tx.get(table, key)
+}
+
+/// The parts of a scan, evaluated.
+pub struct ScanArgs<'a> {
+    /// The table.
+    pub table: TableId,
+    /// `None`: primary key; else the secondary index position.
+    pub index: Option<usize>,
+    /// Values of the equality prefix.
+    pub prefix: &'a [Value],
+    /// (value, inclusive) of the lower bound.
+    pub lower: Option<(Value, bool)>,
+    /// (value, inclusive) of the upper bound.
+    pub upper: Option<(Value, bool)>,
+    /// Order of the rows.
+    pub direction: Direction,
+    /// The evaluated limit.
+    pub limit: Value,
+    /// At most this many rows whatever `limit` says (1 for `select ... into`).
+    pub cap: usize,
+}
+
+/// The scan's limit as a count, or a run-time error.
+pub fn scan_limit(limit: &Value, cap: usize) -> RtResult<usize> {
+    match limit {
+        Value::Int(n) if (0..=SCAN_LIMIT_MAX).contains(n) => Ok((*n as usize).min(cap)),
+        v => Err(format!("limit must be an int between 0 and {SCAN_LIMIT_MAX}, got {v}")),
+    }
+}
+
+/// A bounded range scan. A run-time error (bad limit) is returned as `Ok(Err(message))` so that
+/// the caller can add its position.
+pub fn scan(tx: &mut Transaction<'_>, a: ScanArgs<'_>) -> Result<RtResult<Vec<Row>>, TxnError> {
+    let limit = match scan_limit(&a.limit, a.cap) {
+        Ok(n) => n,
+        Err(e) => return Ok(Err(e)),
+    };
+    let bounds = [&a.lower, &a.upper];
+    if a.prefix.iter().any(Value::is_null) || bounds.iter().any(|b| b.as_ref().is_some_and(|(v, _)| v.is_null())) {
+        return Ok(Ok(Vec::new()));
+    }
+    let bound = |b: &Option<(Value, bool)>| -> Bound<Value> {
+        match b {
+            None => Bound::Unbounded,
+            Some((v, true)) => Bound::Included(v.clone()),
+            Some((v, false)) => Bound::Excluded(v.clone()),
+        }
+    };
+    let (lower, upper) = (bound(&a.lower), bound(&a.upper));
+    let range = KeyRange::from_values(a.prefix, lower.as_ref(), upper.as_ref())?;
+    let rows = tx.scan(&Scan { table: a.table, index: a.index, range, direction: a.direction, limit })?;
+    Ok(Ok(rows))
+}
+
+/// Inserts a row.
+pub fn insert(tx: &mut Transaction<'_>, table: TableId, row: Vec<Value>) -> Result<(), TxnError> {
+    tx.insert(table, Arc::new(row))
+}
+
+/// Deletes by primary key; whether a row was deleted.
+pub fn delete(tx: &mut Transaction<'_>, table: TableId, key: &[Value]) -> Result<bool, TxnError> {
+    if key.iter().any(Value::is_null) {
+        return Ok(false);
+    }
+    tx.delete(table, key)
+}
+
+/// Installs an updated row (built from the row [`get`] returned).
+pub fn update(tx: &mut Transaction<'_>, table: TableId, row: Vec<Value>) -> Result<bool, TxnError> {
+    tx.update(table, Arc::new(row))
+}
+
+/// The column values of `row` at `positions`, or nulls when there is no row.
+pub fn columns_of(row: Option<&Row>, positions: &[usize]) -> impl Iterator<Item = Value> {
+    positions.iter().map(move |&p| row.and_then(|r| r.get(p)).cloned().unwrap_or(Value::Null))
+}
