@@ -16,6 +16,9 @@
 //! - No operation blocks indefinitely on another thread's scan.
 
 pub mod btree;
+pub mod fern_tree;
+pub mod scc_tree;
+pub mod skiplist;
 
 use crate::storage::key::Key;
 use crate::storage::record::Record;
@@ -99,21 +102,159 @@ pub trait OrderedIndex: Send + Sync {
     }
 }
 
-/// Which backend to build indexes with. See `docs/storage.md` and `benches/index.rs` for the
-/// measurements behind the default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which backend to build indexes with. See the module docs, `docs/storage.md` and
+/// `benches/index.rs` for the measurements behind the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum IndexBackend {
     /// `parking_lot::RwLock<BTreeMap>`: the baseline.
     #[default]
     LockedBTree,
+    /// `scc::TreeIndex`: a lock-free-read B+tree, with the slow lower-bound case worked around
+    /// (see [`scc_tree`]).
+    SccTree,
+    /// `crossbeam_skiplist::SkipList`: a lock-free skip list (see [`skiplist`]).
+    SkipList,
+    /// `ferntree::Tree`: an optimistic-lock-coupling B+tree, beta (see [`fern_tree`]).
+    FernTree,
 }
 
 impl IndexBackend {
+    /// Every backend, in the order benchmarks report them.
+    pub const ALL: [IndexBackend; 4] =
+        [IndexBackend::LockedBTree, IndexBackend::SccTree, IndexBackend::SkipList, IndexBackend::FernTree];
+
     /// Builds an empty index of this kind.
     pub fn build(self) -> Box<dyn OrderedIndex> {
         match self {
             IndexBackend::LockedBTree => Box::new(btree::LockedBTree::default()),
+            IndexBackend::SccTree => Box::new(scc_tree::SccTree::default()),
+            IndexBackend::SkipList => Box::new(skiplist::SkipListIndex::default()),
+            IndexBackend::FernTree => Box::new(fern_tree::FernTree::default()),
         }
+    }
+
+    /// The backend's name for command lines and reports (`locked-btree`, `scc`, `skiplist`,
+    /// `ferntree`).
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexBackend::LockedBTree => "locked-btree",
+            IndexBackend::SccTree => "scc",
+            IndexBackend::SkipList => "skiplist",
+            IndexBackend::FernTree => "ferntree",
+        }
+    }
+
+    /// The backend called `name` (as [`IndexBackend::name`] spells it, ignoring ASCII case), if
+    /// any.
+    pub fn from_name(name: &str) -> Option<IndexBackend> {
+        IndexBackend::ALL.into_iter().find(|b| b.name().eq_ignore_ascii_case(name))
+    }
+}
+
+impl std::fmt::Display for IndexBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for IndexBackend {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> Result<IndexBackend, UnknownBackend> {
+        IndexBackend::from_name(s).ok_or_else(|| UnknownBackend(s.to_owned()))
+    }
+}
+
+/// A backend name that [`IndexBackend::from_name`] does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown index backend {0:?}; expected one of locked-btree, scc, skiplist, ferntree")]
+pub struct UnknownBackend(pub String);
+
+/// Whether `key` lies below the range's lower bound (a scan moving forward has not reached it yet).
+pub(crate) fn below_start(key: &[u8], start: &Bound<Key>) -> bool {
+    match start {
+        Bound::Included(s) => key < s.as_ref(),
+        Bound::Excluded(s) => key <= s.as_ref(),
+        Bound::Unbounded => false,
+    }
+}
+
+/// Whether `key` lies above the range's upper bound (a scan moving backward has not reached it
+/// yet).
+pub(crate) fn above_end(key: &[u8], end: &Bound<Key>) -> bool {
+    match end {
+        Bound::Included(e) => key > e.as_ref(),
+        Bound::Excluded(e) => key >= e.as_ref(),
+        Bound::Unbounded => false,
+    }
+}
+
+/// What a backend's scan loop does with each entry it meets; see [`RangeWalk::offer`].
+pub(crate) struct RangeWalk<'r> {
+    range: &'r KeyRange,
+    direction: Direction,
+    limit: usize,
+    visited: usize,
+}
+
+impl<'r> RangeWalk<'r> {
+    /// A walk over `range` in `direction` that visits at most `limit` entries.
+    pub(crate) fn new(range: &'r KeyRange, direction: Direction, limit: usize) -> RangeWalk<'r> {
+        RangeWalk { range, direction, limit, visited: 0 }
+    }
+
+    /// Whether the walk is already over (a zero limit).
+    pub(crate) fn is_done(&self) -> bool {
+        self.visited >= self.limit
+    }
+
+    /// Offers the next entry in scan order. Entries before the near bound are skipped (a backend
+    /// may start early, see [`scc_tree`]); an entry past the far bound ends the walk; entries
+    /// inside are passed to `visit`. Returns whether the scan should continue.
+    pub(crate) fn offer(&mut self, key: &Key, record: &Arc<Record>, visit: &mut ScanVisitor<'_>) -> bool {
+        let (past_far, before_near) = match self.direction {
+            Direction::Forward => (above_end(key, &self.range.end), below_start(key, &self.range.start)),
+            Direction::Backward => (below_start(key, &self.range.start), above_end(key, &self.range.end)),
+        };
+        if past_far {
+            return false;
+        }
+        if before_near {
+            return true;
+        }
+        self.visited += 1;
+        visit(key, record) && self.visited < self.limit
+    }
+}
+
+/// Runs a [`RangeWalk`] over `iter`, which yields entries in `direction` starting at or before
+/// the near end of `range`.
+pub(crate) fn visit_in_range<'g, I>(
+    iter: I,
+    range: &KeyRange,
+    direction: Direction,
+    limit: usize,
+    visit: &mut ScanVisitor<'_>,
+) where
+    I: Iterator<Item = (&'g Key, &'g Arc<Record>)>,
+{
+    let mut walk = RangeWalk::new(range, direction, limit);
+    if walk.is_done() {
+        return;
+    }
+    for (k, r) in iter {
+        if !walk.offer(k, r, visit) {
+            return;
+        }
+    }
+}
+
+/// Borrows a `Bound<Key>` as a `Bound<&[u8]>`.
+pub(crate) fn slice_bound(b: &Bound<Key>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_ref()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
@@ -124,7 +265,7 @@ pub(crate) mod contract_tests {
     use crate::storage::value::Value;
     use crate::txn::tid::Tid;
 
-    fn rec(v: i64) -> Arc<Record> {
+    pub(crate) fn rec(v: i64) -> Arc<Record> {
         Arc::new(Record::present(Arc::from(vec![Value::Int(v)]), Tid::ZERO, 0))
     }
 
@@ -169,6 +310,131 @@ pub(crate) mod contract_tests {
             seen < 2
         });
         assert_eq!(seen, 2, "visitor returning false must stop the scan");
+    }
+
+    /// Corner cases beyond [`check_contract`]: empty and inverted ranges, zero limits, bounds
+    /// outside the keys on both sides in both directions, re-inserting the record that is
+    /// already present, longer keys sharing prefixes.
+    pub(crate) fn check_edges(index: &dyn OrderedIndex) {
+        let all = KeyRange::all();
+        assert!(collect(index, &all, Direction::Forward, 10).is_empty());
+        assert!(collect(index, &all, Direction::Backward, 10).is_empty());
+        for v in [10u8, 20, 30, 40] {
+            index.insert_if_absent(k(v), rec(i64::from(v))).unwrap();
+        }
+        // Re-inserting the very record that is present must report it, not succeed.
+        let twenty = index.get(&[20]).unwrap();
+        let again = index.insert_if_absent(k(20), Arc::clone(&twenty));
+        assert!(again.is_err_and(|e| Arc::ptr_eq(&e, &twenty)), "re-insert of a present record must fail");
+        assert_eq!(index.len(), 4);
+        assert!(collect(index, &all, Direction::Forward, 0).is_empty());
+        assert!(collect(index, &all, Direction::Backward, 0).is_empty());
+        let range = |s: Bound<u8>, e: Bound<u8>| KeyRange { start: s.map(k), end: e.map(k) };
+        use Bound::{Excluded as Ex, Included as In, Unbounded as Un};
+        let cases: [(KeyRange, Vec<u8>); 10] = [
+            (range(In(0), In(255)), vec![10, 20, 30, 40]),
+            (range(In(0), Ex(25)), vec![10, 20]),
+            (range(In(25), In(255)), vec![30, 40]),
+            (range(Ex(10), Ex(40)), vec![20, 30]),
+            (range(In(10), In(40)), vec![10, 20, 30, 40]),
+            (range(In(41), Un), vec![]),
+            (range(Un, Ex(10)), vec![]),
+            (range(In(30), In(20)), vec![]),
+            (range(Ex(20), Ex(20)), vec![]),
+            (KeyRange::empty(), vec![]),
+        ];
+        for (r, want) in cases {
+            assert_eq!(collect(index, &r, Direction::Forward, 100), want, "forward {r:?}");
+            let back: Vec<u8> = want.iter().rev().copied().collect();
+            assert_eq!(collect(index, &r, Direction::Backward, 100), back, "backward {r:?}");
+            assert_eq!(collect(index, &r, Direction::Backward, 1), back.into_iter().take(1).collect::<Vec<_>>());
+        }
+        // Keys that extend one another: a prefix range covers exactly its extensions.
+        for key in [&[20u8, 0][..], &[20, 1, 7], &[21]] {
+            index.insert_if_absent(Key::from(key), rec(0)).unwrap();
+        }
+        let mut seen = Vec::new();
+        index.scan(&KeyRange::prefix(&[20]), Direction::Backward, 100, &mut |key, _| {
+            seen.push(key.to_vec());
+            true
+        });
+        assert_eq!(seen, vec![vec![20, 1, 7], vec![20, 0], vec![20]]);
+    }
+
+    /// Writers insert and remove while readers scan forward and backward: every scan must see
+    /// strictly ordered keys inside its range, and keys that were present throughout must be seen.
+    pub(crate) fn check_concurrent_scans(index: Arc<dyn OrderedIndex>) {
+        // Even keys stay for the whole test; odd keys come and go.
+        let key = |i: u32| Key::from(i.to_be_bytes().to_vec());
+        for i in (0..4000u32).step_by(2) {
+            index.insert_if_absent(key(i), rec(i64::from(i))).unwrap();
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (0..2u32)
+            .map(|t| {
+                let index = Arc::clone(&index);
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut round = 0u32;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) && round < 50 {
+                        for i in (1 + 2 * t..4000).step_by(4) {
+                            let r = rec(i64::from(i));
+                            index.insert_if_absent(key(i), Arc::clone(&r)).unwrap();
+                            assert!(index.remove(&key(i), &r));
+                        }
+                        round += 1;
+                    }
+                })
+            })
+            .collect();
+        for round in 0..200u32 {
+            let lo = (round * 37) % 3000;
+            let range = KeyRange { start: Bound::Included(key(lo)), end: Bound::Excluded(key(lo + 500)) };
+            for dir in [Direction::Forward, Direction::Backward] {
+                let mut keys = Vec::new();
+                index.scan(&range, dir, usize::MAX, &mut |k, _| {
+                    keys.push(u32::from_be_bytes([k[0], k[1], k[2], k[3]]));
+                    true
+                });
+                if dir == Direction::Backward {
+                    keys.reverse();
+                }
+                assert!(keys.windows(2).all(|w| w[0] < w[1]), "scan out of order: {dir:?}");
+                assert!(keys.iter().all(|&x| (lo..lo + 500).contains(&x)), "scan left its range");
+                let evens = keys.iter().filter(|&&x| x % 2 == 0).count();
+                assert_eq!(evens, 250, "{dir:?} scan of [{lo}, {}) missed a stable key", lo + 500);
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(index.len(), 2000);
+    }
+
+    /// A scan whose visitor waits for another thread's write to the same index must not
+    /// deadlock: the engine's visitors spin on record locks (`Record::stable_read`) held by
+    /// committing writers that may be inserting into this index. Backends that hold a lock
+    /// across the visitor (the locked B-tree, ferntree's leaf latch) fail this.
+    pub(crate) fn check_scan_does_not_block_writers(index: Arc<dyn OrderedIndex>, patience: std::time::Duration) {
+        for v in 1..=200u8 {
+            index.insert_if_absent(k(v), rec(i64::from(v))).unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer_index = Arc::clone(&index);
+        let mut waited = false;
+        index.scan(&KeyRange::all(), Direction::Forward, 1, &mut |_, _| {
+            let writer_index = Arc::clone(&writer_index);
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                // Same leaf as the scan's position in every B-tree.
+                writer_index.insert_if_absent(Key::from(vec![1u8, 5]), rec(0)).unwrap();
+                let _ = tx.send(());
+            });
+            waited = rx.recv_timeout(patience).is_ok();
+            true
+        });
+        assert!(waited, "a writer blocked behind a scan's visitor");
     }
 
     /// Many threads insert and remove disjoint keys; the final contents must be exact.
@@ -271,7 +537,8 @@ mod range_tests {
         assert!(!le.contains(&key(1, 6, 0)));
         assert!(le.contains(&key(1, i64::MIN, 0)));
         assert!(!le.contains(&key(0, 0, 0)));
-        let ge_lt = KeyRange::from_values(&p, Bound::Included(&Value::Int(2)), Bound::Excluded(&Value::Int(4))).unwrap();
+        let ge_lt =
+            KeyRange::from_values(&p, Bound::Included(&Value::Int(2)), Bound::Excluded(&Value::Int(4))).unwrap();
         assert!(ge_lt.contains(&key(1, 2, 0)) && ge_lt.contains(&key(1, 3, 7)));
         assert!(!ge_lt.contains(&key(1, 4, 0)) && !ge_lt.contains(&key(1, 1, 9)));
         assert!(!KeyRange::empty().contains(&[]));
