@@ -1,0 +1,369 @@
+//! Stored procedures end to end through `lazarus::Database`: gets, scans in both directions,
+//! secondary-index scans, loops, abort, duplicate keys, `found`, nulls and run-time errors.
+
+use lazarus::proc::ir::{Access, StmtKind, WriteKind};
+use lazarus::storage::{ParamValue, Value};
+use lazarus::txn::TxnError;
+use lazarus::{Database, DatabaseConfig};
+
+const SCHEMA: &str = "
+table account (id int not null, owner text, balance float not null, primary key (id));
+table line (w int not null, o int not null, n int not null, qty int, primary key (w, o, n));
+index account_by_owner on account (owner);
+
+procedure open(id int, owner text, balance float) {
+    insert into account values (id, owner, balance);
+}
+procedure transfer(src int, dst int, amount float) {
+    select balance into b from account where id = src;
+    if not found { abort 'no such account'; }
+    if b < amount { abort 'insufficient funds'; }
+    update account set balance = balance - amount where id = src;
+    update account set balance = balance + amount where id = dst;
+    if not found { abort 'no such destination'; }
+    return b - amount;
+}
+procedure balance_of(id int) {
+    select balance, owner into b, o from account where id = id;
+    return found, b, o;
+}
+procedure add_line(w int, o int, n int, qty int) {
+    insert into line values (w, o, n, qty);
+}
+procedure add_line_partial(w int, o int, n int) {
+    insert into line (n, o, w) values (n, o, w);
+}
+";
+
+fn db(extra: &str) -> Database {
+    let db = Database::open(DatabaseConfig::default()).expect("open");
+    db.load_module("test.proc", &format!("{SCHEMA}\n{extra}")).unwrap_or_else(|e| panic!("{e}"));
+    db
+}
+
+/// The 1-based line of the first line of the loaded source containing `needle`.
+fn line_of(extra: &str, needle: &str) -> usize {
+    let full = format!("{SCHEMA}\n{extra}");
+    full.lines().position(|l| l.contains(needle)).map_or(0, |i| i + 1)
+}
+
+fn int(v: i64) -> ParamValue {
+    ParamValue::Scalar(Value::Int(v))
+}
+
+fn float(v: f64) -> ParamValue {
+    ParamValue::Scalar(Value::Float(v))
+}
+
+fn text(s: &str) -> ParamValue {
+    ParamValue::Scalar(Value::text(s))
+}
+
+fn call(db: &Database, name: &str, args: &[ParamValue]) -> Result<Vec<Value>, TxnError> {
+    db.worker().call(name, args).map(|o| o.values)
+}
+
+fn ok(db: &Database, name: &str, args: &[ParamValue]) -> Vec<Value> {
+    call(db, name, args).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn err(db: &Database, name: &str, args: &[ParamValue]) -> TxnError {
+    match call(db, name, args) {
+        Ok(v) => panic!("{name} should fail, returned {v:?}"),
+        Err(e) => e,
+    }
+}
+
+fn lines(db: &Database, w: i64, o: i64, count: i64) {
+    for n in 1..=count {
+        ok(db, "add_line", &[int(w), int(o), int(n), int(n * 10)]);
+    }
+}
+
+#[test]
+fn transfer_gets_updates_and_aborts() {
+    let db = db("");
+    ok(&db, "open", &[int(1), text("ann"), float(100.0)]);
+    ok(&db, "open", &[int(2), text("bob"), int(5)]); // int argument widens to a float parameter
+    assert_eq!(ok(&db, "transfer", &[int(1), int(2), float(30.0)]), vec![Value::Float(70.0)]);
+    assert_eq!(ok(&db, "balance_of", &[int(2)]), vec![Value::Bool(true), Value::Float(35.0), Value::text("bob")]);
+    match err(&db, "transfer", &[int(1), int(2), float(1000.0)]) {
+        TxnError::UserAbort(m) => assert_eq!(m, "insufficient funds"),
+        e => panic!("{e}"),
+    }
+    match err(&db, "transfer", &[int(9), int(2), float(1.0)]) {
+        TxnError::UserAbort(m) => assert_eq!(m, "no such account"),
+        e => panic!("{e}"),
+    }
+    // The abort after the first update rolls the whole call back.
+    assert!(matches!(err(&db, "transfer", &[int(1), int(9), float(1.0)]), TxnError::UserAbort(_)));
+    assert_eq!(ok(&db, "balance_of", &[int(1)])[1], Value::Float(70.0));
+}
+
+#[test]
+fn missing_row_sets_found_false_and_targets_null() {
+    let db = db("");
+    assert_eq!(ok(&db, "balance_of", &[int(42)]), vec![Value::Bool(false), Value::Null, Value::Null]);
+}
+
+#[test]
+fn duplicate_key_is_the_engines_error() {
+    let db = db("");
+    ok(&db, "open", &[int(1), text("ann"), float(1.0)]);
+    assert!(matches!(err(&db, "open", &[int(1), text("x"), float(2.0)]), TxnError::DuplicateKey { .. }));
+}
+
+#[test]
+fn scans_with_ranges_in_both_directions() {
+    let db = db("
+        procedure seq(w int, o int, lo int, hi int, desc_order bool) {
+            let s = '';
+            if desc_order {
+                for r in select n from line where w = w and o = o and n >= lo and n < hi order by n desc limit 15 {
+                    s = s || text(r.n) || ',';
+                }
+            } else {
+                for r in select n, qty from line where w = w and o = o and n > lo and n <= hi order by n limit 15 {
+                    s = s || text(r.n) || ':' || text(r.qty) || ',';
+                }
+            }
+            return s, found;
+        }
+        procedure last(w int, o int) {
+            select n into last_n from line where w = w and o = o order by n desc limit 1;
+            select n into first_n from line where w = w and o = o;
+            return first_n, last_n;
+        }
+        procedure upto(w int, o int, k int) {
+            let total = 0;
+            for r in select qty from line where w = w and o = o limit k { total = total + r.qty; }
+            return total;
+        }
+    ");
+    lines(&db, 1, 1, 10);
+    lines(&db, 1, 2, 3);
+    lines(&db, 2, 1, 4);
+    let t = |s: &str| Value::text(s);
+    let tf = ParamValue::Scalar(Value::Bool(true));
+    let ff = ParamValue::Scalar(Value::Bool(false));
+    assert_eq!(ok(&db, "seq", &[int(1), int(1), int(3), int(7), tf.clone()]), vec![t("6,5,4,3,"), Value::Bool(true)]);
+    assert_eq!(ok(&db, "seq", &[int(1), int(1), int(3), int(5), ff.clone()]), vec![t("4:40,5:50,"), Value::Bool(true)]);
+    assert_eq!(ok(&db, "seq", &[int(1), int(1), int(20), int(30), ff]), vec![t(""), Value::Bool(false)]);
+    assert_eq!(ok(&db, "seq", &[int(1), int(3), int(0), int(99), tf]), vec![t(""), Value::Bool(false)]);
+    assert_eq!(ok(&db, "last", &[int(1), int(2)]), vec![Value::Int(1), Value::Int(3)]);
+    assert_eq!(ok(&db, "upto", &[int(1), int(1), int(3)]), vec![Value::Int(60)]);
+    assert_eq!(ok(&db, "upto", &[int(2), int(1), int(100)]), vec![Value::Int(100)]);
+    let e = err(&db, "upto", &[int(1), int(1), int(-1)]).to_string();
+    assert!(e.contains("limit must be an int between 0 and 65536, got -1"), "{e}");
+}
+
+#[test]
+fn secondary_index_scans() {
+    let db = db("
+        procedure of_owner(owner text) {
+            let ids = '';
+            for r in select id, balance from account index account_by_owner where owner = owner limit 10 {
+                ids = ids || text(r.id) || ' ';
+            }
+            return ids;
+        }
+        procedure richest_prefix(owner text) {
+            select id into top from account index account_by_owner where owner = owner order by owner desc;
+            return top;
+        }
+    ");
+    for (id, owner) in [(5, "ann"), (2, "bob"), (3, "ann"), (9, "ann"), (1, "cy")] {
+        ok(&db, "open", &[int(id), text(owner), float(1.0)]);
+    }
+    assert_eq!(ok(&db, "of_owner", &[text("ann")]), vec![Value::text("3 5 9 ")]);
+    assert_eq!(ok(&db, "of_owner", &[text("zed")]), vec![Value::text("")]);
+    // Descending over one owner: ties are in primary-key order, reversed.
+    assert_eq!(ok(&db, "richest_prefix", &[text("ann")]), vec![Value::Int(9)]);
+}
+
+#[test]
+fn loops_over_ranges_and_arrays() {
+    let src = "
+        procedure sums(items int[]) {
+            let a = 0;
+            for i in 1 .. 10 { a = a + i; }
+            let b = 0;
+            for x in items { b = b + x; }
+            let c = 0;
+            for i in 0 .. len(items) { c = c * 10 + items[i]; }
+            for i in 5 .. 2 { a = 0; }
+            return a, b, c, len(items);
+        }
+        procedure at(items text[], i int) { return items[i]; }
+        procedure forever() { let n = 0; for i in 0 .. 2000000 { n = n + 1; } return n; }
+    ";
+    let db = db(src);
+    let items = ParamValue::Array(vec![Value::Int(1), Value::Int(2), Value::Int(3)].into());
+    assert_eq!(ok(&db, "sums", &[items]), vec![Value::Int(45), Value::Int(6), Value::Int(123), Value::Int(3)]);
+    let names = ParamValue::Array(vec![Value::text("x"), Value::text("y")].into());
+    assert_eq!(ok(&db, "at", &[names.clone(), int(1)]), vec![Value::text("y")]);
+    let e = err(&db, "at", &[names, int(2)]).to_string();
+    let line = line_of(src, "return items[i]");
+    assert!(e.contains(&format!("array index 2 out of range (length 2) (line {line}, column 45)")), "{e}");
+    let e = err(&db, "forever", &[]).to_string();
+    assert!(e.contains("more than 1000000 loop iterations"), "{e}");
+}
+
+#[test]
+fn null_semantics() {
+    let db = db("
+        procedure nulls(x int) {
+            let a = x + 1;
+            let branch = 'else';
+            if x > 0 { branch = 'then'; }
+            let also = 'no';
+            if not (x > 0) { also = 'yes'; }
+            return a, branch, also, x is null, x is not null, (x > 0) or true, (x > 0) and false, x = null;
+        }
+    ");
+    let out = ok(&db, "nulls", &[ParamValue::Scalar(Value::Null)]);
+    let expect = vec![
+        Value::Null,
+        Value::text("else"),
+        Value::text("no"),
+        Value::Bool(true),
+        Value::Bool(false),
+        Value::Bool(true),
+        Value::Bool(false),
+        Value::Null,
+    ];
+    assert_eq!(out, expect);
+    let out = ok(&db, "nulls", &[int(3)]);
+    assert_eq!(out[..3], [Value::Int(4), Value::text("then"), Value::text("no")]);
+}
+
+#[test]
+fn null_keys_find_nothing_and_nullable_columns_default_to_null() {
+    let db = db("
+        procedure get_line(w int, o int, n int) {
+            select qty into q from line where w = w and o = o and n = n;
+            return found, q;
+        }
+    ");
+    ok(&db, "add_line_partial", &[int(1), int(1), int(1)]);
+    assert_eq!(ok(&db, "get_line", &[int(1), int(1), int(1)]), vec![Value::Bool(true), Value::Null]);
+    let null = ParamValue::Scalar(Value::Null);
+    assert_eq!(ok(&db, "get_line", &[int(1), null, int(1)]), vec![Value::Bool(false), Value::Null]);
+    // A null in a not-null column is the engine's schema error.
+    assert!(matches!(err(&db, "open", &[int(1), text("a"), ParamValue::Scalar(Value::Null)]), TxnError::Schema(_)));
+}
+
+#[test]
+fn update_and_delete_set_found_and_columns_shadow_variables() {
+    let db = db("
+        procedure bump(id int, amount float) {
+            let balance = 1000.0;
+            update account set balance = balance + amount, owner = owner || '!' where id = id;
+            return found;
+        }
+        procedure remove(id int) {
+            delete from account where id = id;
+            let first = found;
+            delete from account where id = id;
+            return first, found;
+        }
+    ");
+    ok(&db, "open", &[int(1), text("ann"), float(10.0)]);
+    assert_eq!(ok(&db, "bump", &[int(1), float(2.5)]), vec![Value::Bool(true)]);
+    assert_eq!(ok(&db, "balance_of", &[int(1)]), vec![Value::Bool(true), Value::Float(12.5), Value::text("ann!")]);
+    assert_eq!(ok(&db, "bump", &[int(7), float(2.5)]), vec![Value::Bool(false)]);
+    assert_eq!(ok(&db, "remove", &[int(1)]), vec![Value::Bool(true), Value::Bool(false)]);
+    assert_eq!(ok(&db, "balance_of", &[int(1)])[0], Value::Bool(false));
+}
+
+#[test]
+fn runtime_errors_name_the_procedure_and_line() {
+    let src = "
+        procedure div(a int, b int) { return a / b; }
+        procedure big(a int) {
+            return a * a;
+        }
+        procedure conv(s text) { return int(s), float(s), substr(s, 1, 2); }
+    ";
+    let db = db(src);
+    assert_eq!(ok(&db, "div", &[int(7), int(2)]), vec![Value::Int(3)]);
+    match err(&db, "div", &[int(7), int(0)]) {
+        TxnError::Procedure { procedure, message } => {
+            assert_eq!(procedure, "div");
+            let line = line_of(src, "return a / b");
+            assert!(message.ends_with(&format!("division by zero (line {line}, column 39)")), "{message}");
+        }
+        e => panic!("{e}"),
+    }
+    let e = err(&db, "big", &[int(i64::MAX)]).to_string();
+    let line = line_of(src, "return a * a");
+    assert!(e.contains("integer overflow") && e.contains(&format!("(line {line}, column 13)")), "{e}");
+    assert_eq!(ok(&db, "conv", &[text("42")]), vec![Value::Int(42), Value::Float(42.0), Value::text("2")]);
+    assert!(err(&db, "conv", &[text("x")]).to_string().contains("cannot convert 'x' to int"));
+}
+
+#[test]
+fn arguments_are_checked() {
+    let db = db("");
+    let e = err(&db, "open", &[int(1)]).to_string();
+    assert!(e.contains("expects 3 argument(s), got 1"), "{e}");
+    let e = err(&db, "open", &[text("1"), text("a"), float(1.0)]).to_string();
+    assert!(e.contains("parameter id is int, got '1'"), "{e}");
+    let arr = ParamValue::Array(vec![Value::Int(1)].into());
+    let e = err(&db, "open", &[arr, text("a"), float(1.0)]).to_string();
+    assert!(e.contains("must be a scalar int"), "{e}");
+    assert!(matches!(err(&db, "nope", &[]), TxnError::NoSuchProcedure(_)));
+}
+
+#[test]
+fn text_functions_and_numbers() {
+    let db = db("
+        procedure f(s text, x float) {
+            return s || '-' || text(len(s)), abs(-3), max(1, 2.5, -1), min('b', 'a'), int(x), x % 2, 7 % -3, -2 * 3;
+        }
+    ");
+    let out = ok(&db, "f", &[text("héllo"), float(5.75)]);
+    let expect = vec![
+        Value::text("héllo-5"),
+        Value::Int(3),
+        Value::Float(2.5),
+        Value::text("a"),
+        Value::Int(5),
+        Value::Float(1.75),
+        Value::Int(1),
+        Value::Int(-6),
+    ];
+    assert_eq!(out, expect);
+}
+
+#[test]
+fn ir_exposes_operations_for_static_analysis() {
+    let db = db("");
+    let registry = db.procedures();
+    let transfer = registry.all().iter().find(|p| p.name() == "transfer").expect("transfer");
+    let ir = transfer.ir();
+    let ops = ir.db_ops();
+    let kinds: Vec<(u32, &str, Access)> =
+        ops.iter().map(|(id, op)| (id.0, op.table.name.as_str(), op.access)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (0, "account", Access::Read),
+            (5, "account", Access::Write(WriteKind::Update)),
+            (6, "account", Access::Write(WriteKind::Update)),
+        ]
+    );
+    assert!(ops[0].1.data_dependent(&ops[1].1));
+    assert!(!ops[0].1.data_dependent(&ops[0].1));
+    // Statement 0 defines `b` and `found`; statement 1 (`if not found`) uses `found`.
+    let mut stmts = Vec::new();
+    ir.walk(&mut |s, depth| stmts.push((s.id.0, depth, s.defs.clone(), s.uses.clone(), s.may_exit())));
+    assert_eq!(stmts.len(), ir.stmt_count as usize);
+    assert!(stmts.iter().enumerate().all(|(i, s)| s.0 as usize == i), "ids are pre-order");
+    assert!(stmts[0].2.contains(&ir.found));
+    assert_eq!(stmts[1].3, vec![ir.found]);
+    assert!(stmts[1].4, "the if holds an abort");
+    assert!(matches!(ir.body[0].kind, StmtKind::Get(_)));
+    let params: Vec<&str> = transfer.params().iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(params, ["src", "dst", "amount"]);
+}
