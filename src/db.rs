@@ -294,7 +294,10 @@ impl Worker {
             Arc::clone(registry.get(id).ok_or_else(|| TxnError::NoSuchProcedure(format!("#{id}")))?);
         let mut tx = self.inner.ctx.begin(&mut self.state);
         tx.set_invocation(Invocation { procedure_id: id, args: Arc::from(args) });
-        let values = procedure.run(&mut tx, args)?;
+        let values = match procedure.run(&mut tx, args) {
+            Ok(values) => values,
+            Err(e) => return Err(tx.settle_error(e)),
+        };
         let committed = tx.commit()?;
         Ok(CallOutcome { values, committed })
     }
@@ -315,7 +318,10 @@ impl Worker {
     ) -> Result<(T, Committed), TxnError> {
         retrying(attempts_max, || {
             let mut tx = self.inner.ctx.begin(&mut self.state);
-            let out = body(&mut tx)?;
+            let out = match body(&mut tx) {
+                Ok(out) => out,
+                Err(e) => return Err(tx.settle_error(e)),
+            };
             let committed = tx.commit()?;
             Ok((out, committed))
         })

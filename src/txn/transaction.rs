@@ -10,7 +10,7 @@ use crate::storage::key::{self, Key};
 use crate::storage::record::Record;
 use crate::storage::table::{Catalog, Table};
 use crate::storage::{Row, TableId, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -60,8 +60,9 @@ struct ScanCheck {
     index: Option<usize>,
     /// The part of the range the scan covered (up to the last key visited when it stopped early).
     covered: KeyRange,
-    /// Every entry key the scan visited; their records are in the read set.
-    seen: HashSet<Key>,
+    /// Every entry the scan visited (key → record address); their records are in the read set.
+    /// A key whose record is now a different one counts as unseen.
+    seen: HashMap<Key, usize>,
 }
 
 /// What a committed transaction returns.
@@ -169,7 +170,13 @@ impl<'w> Transaction<'w> {
             Some(record) => {
                 let (word, row) = record.stable_read();
                 self.push_read(record, word)?;
-                Ok((!word.is_absent()).then_some(row))
+                if word.is_absent() {
+                    // The record may be unlinked already, with a new record now under the key;
+                    // the absence check at validation catches that.
+                    self.absences.push(Absence { table: table.id, key: key.clone() });
+                    return Ok(None);
+                }
+                Ok(Some(row))
             }
             None => {
                 self.absences.push(Absence { table: table.id, key: key.clone() });
@@ -256,6 +263,7 @@ impl<'w> Transaction<'w> {
         let (word, _) = record.stable_read();
         self.push_read(Arc::clone(&record), word)?;
         if word.is_absent() {
+            self.absences.push(Absence { table: t.id, key });
             return Ok(false);
         }
         let op = if row.is_some() { WriteOp::Update } else { WriteOp::Delete };
@@ -287,7 +295,7 @@ impl<'w> Transaction<'w> {
             return Ok(out);
         }
         let mut own_iter = own.into_iter().peekable();
-        let mut seen = HashSet::new();
+        let mut seen = HashMap::new();
         let mut last_key: Option<Key> = None;
         let mut reads = Vec::new();
         let mut failure = None;
@@ -304,7 +312,7 @@ impl<'w> Transaction<'w> {
                 if out.len() >= scan.limit {
                     return false;
                 }
-                seen.insert(entry_key.clone());
+                seen.insert(entry_key.clone(), Arc::as_ptr(record) as usize);
                 last_key = Some(entry_key.clone());
                 match self.visible_entry(&t, scan.index, entry_key, record, &mut reads) {
                     Ok(Some(row)) => out.push(row),
@@ -414,6 +422,20 @@ impl<'w> Transaction<'w> {
 
     /// Aborts the transaction. Nothing was written; this only drops the sets.
     pub fn abort(self) {}
+
+    /// Turns an error raised during execution into the error the caller should see. OCC lets a
+    /// transaction run on a view that a concurrent commit has already invalidated; a decision
+    /// made on such a view (a duplicate key, a user abort, a failed lookup) is not a real
+    /// outcome. If the reads no longer validate, the error becomes a retryable conflict.
+    pub fn settle_error(self, error: TxnError) -> TxnError {
+        if error.is_retryable() {
+            return error;
+        }
+        match self.validate(&[]) {
+            Ok(()) => error,
+            Err(conflict) => conflict,
+        }
+    }
 
     /// Runs Silo's commit protocol. On success the writes are installed and visible; the result
     /// may be released to the client once `durability` says so. On a conflict nothing was written.
@@ -529,7 +551,7 @@ impl<'w> Transaction<'w> {
         };
         let mut phantom = false;
         index.scan(&s.covered, Direction::Forward, usize::MAX, &mut |entry_key, record| {
-            if s.seen.contains(entry_key) || self.locked_by_me(record, mine) {
+            if s.seen.get(entry_key) == Some(&(Arc::as_ptr(record) as usize)) || self.locked_by_me(record, mine) {
                 return true;
             }
             let w = record.word();
