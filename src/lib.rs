@@ -8,7 +8,9 @@
 //! - [`proc`]: the stored-procedure language, its IR and compiler.
 //! - [`io`]: the one trait all file I/O goes through.
 //! - [`db`]: the embedded database that ties them together.
+//! - [`bench`]: the workload driver behind `lazarus bench`.
 
+pub mod bench;
 pub mod db;
 pub mod durability;
 pub mod io;
