@@ -69,12 +69,13 @@ impl ProcChecker<'_> {
         p
     }
 
-    /// A value for column `pos`, converted to its type; a literal null in a not-null column is an
-    /// error here rather than at run time.
-    fn column_value(&mut self, schema: &TableSchema, pos: usize, e: &ast::Expr) -> Expr {
+    /// A value for column `pos`, converted to its type. When `storing` (insert, update), a
+    /// literal null for a not-null column is an error here rather than at run time; in a where
+    /// clause `col = null` is allowed and matches no row.
+    fn column_value(&mut self, schema: &TableSchema, pos: usize, e: &ast::Expr, storing: bool) -> Expr {
         let v = self.expr(e);
         let c = &schema.columns[pos];
-        if v.ty == Ty::Null && !c.nullable && matches!(v.kind, ExprKind::Const(_)) {
+        if storing && v.ty == Ty::Null && !c.nullable && matches!(v.kind, ExprKind::Const(_)) {
             self.diags.err(e.span, format!("column {} of {} is not null", c.name, schema.name));
             return error_expr();
         }
@@ -92,7 +93,7 @@ impl ProcChecker<'_> {
                 ok = false;
                 continue;
             };
-            let value = self.column_value(schema, pos, &c.value);
+            let value = self.column_value(schema, pos, &c.value, false);
             let bound = |inclusive| RangeBound { value: value.clone(), inclusive };
             match c.op {
                 CmpOp::Eq => out.eq.push((pos, value)),
@@ -391,7 +392,7 @@ impl ProcChecker<'_> {
         }
         let mut row: Vec<Option<Expr>> = vec![None; schema.columns.len()];
         for (&p, v) in positions.iter().zip(values) {
-            row[p] = Some(self.column_value(&schema, p, v));
+            row[p] = Some(self.column_value(&schema, p, v, true));
         }
         let mut full = Vec::new();
         for (p, v) in row.into_iter().enumerate() {
@@ -425,7 +426,7 @@ impl ProcChecker<'_> {
                 self.diags.err(col.span, format!("column {} is set twice", col.text));
             }
             self.update_row = Some(schema.clone());
-            let v = self.column_value(&schema, p, e);
+            let v = self.column_value(&schema, p, e, true);
             self.update_row = None;
             out.push((p, v));
         }
