@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn total_order_puts_null_first_and_orders_floats() {
-        let mut vals = vec![Value::Float(2.5), Value::Null, Value::Float(-1.0), Value::Float(f64::NAN)];
+        let mut vals = [Value::Float(2.5), Value::Null, Value::Float(-1.0), Value::Float(f64::NAN)];
         vals.sort_by(|a, b| a.total_cmp(b));
         assert!(vals[0].is_null());
         assert_eq!(vals[1], Value::Float(-1.0));
