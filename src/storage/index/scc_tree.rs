@@ -32,7 +32,7 @@
 //!
 //! `len` counts with an atomic counter because `TreeIndex::len` walks the whole tree.
 
-use super::{Direction, KeyRange, OrderedIndex, ScanVisitor, slice_bound, visit_in_range};
+use super::{Direction, KeyRange, OrderedIndex, RangeWalk, ScanVisitor, slice_bound, visit_in_range};
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use scc::{Guard, TreeIndex};
@@ -76,8 +76,12 @@ impl SccTree {
         let bounds = (slice_bound(&range.start), slice_bound(&range.end));
         let iter = self.tree.range::<[u8], _>(bounds, &guard);
         match direction {
-            Direction::Forward => visit_in_range(iter, range, Direction::Forward, limit, visit),
-            Direction::Backward => visit_in_range(iter.rev(), range, Direction::Backward, limit, visit),
+            Direction::Forward => {
+                visit_in_range(iter, RangeWalk::new(range, direction, limit).far_bound_enforced(), visit)
+            }
+            Direction::Backward => {
+                visit_in_range(iter.rev(), RangeWalk::new(range, direction, limit).far_bound_enforced(), visit)
+            }
         }
     }
 }
@@ -123,12 +127,12 @@ impl OrderedIndex for SccTree {
             Direction::Forward => {
                 let Some(start) = self.effective_start(&range.start, &guard) else { return };
                 let iter = self.tree.range::<[u8], _>((start, slice_bound(&range.end)), &guard);
-                visit_in_range(iter, range, Direction::Forward, limit, visit);
+                visit_in_range(iter, RangeWalk::new(range, direction, limit).far_bound_enforced(), visit);
             }
             Direction::Backward => {
                 let Some(end) = self.effective_end(&range.end, &guard) else { return };
                 let iter = self.tree.range::<[u8], _>((slice_bound(&range.start), end), &guard);
-                visit_in_range(iter.rev(), range, Direction::Backward, limit, visit);
+                visit_in_range(iter.rev(), RangeWalk::new(range, direction, limit).far_bound_enforced(), visit);
             }
         }
     }

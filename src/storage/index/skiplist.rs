@@ -21,7 +21,7 @@
 //! crate's `DoubleEndedIterator` for ranges and is what this backend uses. It never collects the
 //! range, but a long backward scan costs a search per key: see `docs/PERFORMANCE.md`.
 
-use super::{Direction, KeyRange, OrderedIndex, ScanVisitor, slice_bound, visit_in_range};
+use super::{Direction, KeyRange, OrderedIndex, RangeWalk, ScanVisitor, slice_bound, visit_in_range};
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use crossbeam_skiplist::base::SkipList;
@@ -80,12 +80,13 @@ impl OrderedIndex for SkipListIndex {
         let guard = crossbeam_epoch::pin();
         let bounds = (slice_bound(&range.start), slice_bound(&range.end));
         let iter = self.list.range::<[u8], _>(bounds, &guard);
+        let walk = RangeWalk::new(range, direction, limit).far_bound_enforced();
         match direction {
             Direction::Forward => {
-                visit_in_range(iter.map(|e| (e.key(), e.value())), range, direction, limit, visit);
+                visit_in_range(iter.map(|e| (e.key(), e.value())), walk, visit);
             }
             Direction::Backward => {
-                visit_in_range(iter.rev().map(|e| (e.key(), e.value())), range, direction, limit, visit);
+                visit_in_range(iter.rev().map(|e| (e.key(), e.value())), walk, visit);
             }
         }
     }
