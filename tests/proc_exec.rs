@@ -367,3 +367,27 @@ fn ir_exposes_operations_for_static_analysis() {
     let params: Vec<&str> = transfer.params().iter().map(|v| v.name.as_str()).collect();
     assert_eq!(params, ["src", "dst", "amount"]);
 }
+
+#[test]
+fn bank_example_runs() {
+    let db = Database::open(DatabaseConfig::default()).expect("open");
+    let src = include_str!("../workloads/examples/bank.proc");
+    db.load_module("bank.proc", src).unwrap_or_else(|e| panic!("{e}"));
+    ok(&db, "open_account", &[int(1), text("ann"), float(100.0)]);
+    ok(&db, "open_account", &[int(2), text("bob"), float(0.0)]);
+    ok(&db, "open_account", &[int(3), text("ann"), float(5.0)]);
+    assert_eq!(ok(&db, "transfer", &[int(1), int(2), float(40.0)]), vec![Value::Float(60.0), Value::Float(40.0)]);
+    assert_eq!(ok(&db, "record", &[int(1), float(-40.0), text("to bob")]), vec![Value::Int(1)]);
+    assert_eq!(ok(&db, "total_for", &[text("ann")]), vec![Value::Int(2), Value::Float(65.0)]);
+    assert_eq!(ok(&db, "recent", &[int(1), int(5)]), vec![Value::text("1:-40.0 (to bob); 0:100.0 (opened); ")]);
+    let ids = ParamValue::Array(vec![Value::Int(2), Value::Int(9), Value::Int(3)].into());
+    assert_eq!(ok(&db, "pay_interest", &[ids, float(0.5)]), vec![Value::Int(2)]);
+    match err(&db, "transfer", &[int(2), int(7), float(1.0)]) {
+        TxnError::UserAbort(m) => assert_eq!(m, "no such account: 7"),
+        e => panic!("{e}"),
+    }
+    assert!(matches!(err(&db, "close_account", &[int(2)]), TxnError::UserAbort(_)));
+    ok(&db, "transfer", &[int(3), int(1), float(7.5)]);
+    ok(&db, "close_account", &[int(3)]);
+    assert_eq!(ok(&db, "total_for", &[text("ann")]), vec![Value::Int(1), Value::Float(67.5)]);
+}

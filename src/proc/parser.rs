@@ -322,6 +322,7 @@ impl Parser {
 
     fn statement(&mut self) -> PResult<Stmt> {
         let span = self.span();
+        self.expr_depth = 0;
         let kind = match self.tok() {
             Tok::Ident(k) => match k.as_str() {
                 "let" => self.let_stmt()?,
@@ -363,11 +364,22 @@ impl Parser {
         let cond = self.expr()?;
         let then = self.block()?;
         let otherwise = if self.eat_kw("else") {
-            if self.is_kw("if") { vec![self.if_stmt()?] } else { self.block()? }
+            if self.is_kw("if") { self.else_if()? } else { self.block()? }
         } else {
             Vec::new()
         };
         Ok(Stmt { kind: StmtKind::If { cond, then, otherwise }, span })
+    }
+
+    /// `else if` nests an `if` in the else branch: it counts as a block level.
+    fn else_if(&mut self) -> PResult<Vec<Stmt>> {
+        if self.block_depth >= BLOCK_DEPTH_MAX {
+            return Err((self.span(), format!("blocks nest more than {BLOCK_DEPTH_MAX} deep")));
+        }
+        self.block_depth += 1;
+        let out = self.if_stmt();
+        self.block_depth -= 1;
+        Ok(vec![out?])
     }
 
     fn for_stmt(&mut self) -> PResult<Stmt> {
@@ -553,13 +565,37 @@ impl Parser {
         self.nested(|p| p.binary_level(0))
     }
 
+    /// Counts one more link of an operator chain as one level of depth, so that `1 + 1 + ...`
+    /// cannot build a tree deeper than the limit (deep trees would overflow the stack of every
+    /// later recursive pass, and of `Drop`).
+    fn deeper(&mut self) -> PResult<()> {
+        if self.expr_depth >= EXPR_DEPTH_MAX {
+            return Err((self.span(), format!("expression nests more than {EXPR_DEPTH_MAX} deep")));
+        }
+        self.expr_depth += 1;
+        Ok(())
+    }
+
+    /// Runs `f` and restores the expression depth afterwards, error or not.
+    fn restoring_depth<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+        let base = self.expr_depth;
+        let out = f(self);
+        self.expr_depth = base;
+        out
+    }
+
     /// Left-associative binary levels: 0 = `or`, 1 = `and`.
     fn binary_level(&mut self, level: u8) -> PResult<Expr> {
+        self.restoring_depth(|p| p.binary_chain(level))
+    }
+
+    fn binary_chain(&mut self, level: u8) -> PResult<Expr> {
         let (kw, op) = if level == 0 { ("or", ArithOp::Or) } else { ("and", ArithOp::And) };
         let next = |p: &mut Self| if level == 0 { p.binary_level(1) } else { p.not_level() };
         let mut left = next(self)?;
         while self.is_kw(kw) {
             let span = self.span();
+            self.deeper()?;
             self.advance();
             let right = next(self)?;
             left = Expr { kind: ExprKind::Binary(op, Box::new(left), Box::new(right)), span };
@@ -615,6 +651,10 @@ impl Parser {
     }
 
     fn arith(&mut self, level: u8) -> PResult<Expr> {
+        self.restoring_depth(|p| p.arith_chain(level))
+    }
+
+    fn arith_chain(&mut self, level: u8) -> PResult<Expr> {
         let ops: &[(&str, ArithOp)] = match level {
             0 => &[("||", ArithOp::Concat)],
             1 => &[("+", ArithOp::Add), ("-", ArithOp::Sub)],
@@ -624,6 +664,7 @@ impl Parser {
         let mut left = next(self)?;
         while let Some(&(_, op)) = ops.iter().find(|(sym, _)| self.is_punct(sym)) {
             let span = self.span();
+            self.deeper()?;
             self.advance();
             let right = next(self)?;
             left = Expr { kind: ExprKind::Binary(op, Box::new(left), Box::new(right)), span };
@@ -660,8 +701,15 @@ impl Parser {
         self.postfix_rest(base)
     }
 
-    fn postfix_rest(&mut self, mut e: Expr) -> PResult<Expr> {
+    fn postfix_rest(&mut self, e: Expr) -> PResult<Expr> {
+        self.restoring_depth(|p| p.postfix_chain(e))
+    }
+
+    fn postfix_chain(&mut self, mut e: Expr) -> PResult<Expr> {
         loop {
+            if self.is_punct("[") || self.is_punct(".") {
+                self.deeper()?;
+            }
             if self.is_punct("[") {
                 let span = self.span();
                 self.advance();
@@ -743,6 +791,18 @@ mod tests {
         assert!(errs.is_empty(), "{errs:?}");
         assert_eq!(f.tables.len(), 1);
         assert_eq!(f.procedures[0].body.len(), 5);
+    }
+
+    #[test]
+    fn long_operator_chains_are_bounded() {
+        let ok = format!("procedure p() {{ return {}; }}", vec!["1"; 40].join(" + "));
+        assert!(parse_src(&ok).1.is_empty());
+        let chain = format!("procedure p() {{ return {}; let x = 1; }}", vec!["1"; 100_000].join(" + "));
+        let errs = parse_src(&chain).1;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].1.contains("nests more than"));
+        let elifs = format!("procedure p() {{ if true {{ }} {} }}", "else if true { } ".repeat(10_000));
+        assert!(parse_src(&elifs).1.iter().any(|e| e.1.contains("blocks nest more than")));
     }
 
     #[test]
