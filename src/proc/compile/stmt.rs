@@ -80,108 +80,115 @@ impl Ctx<'_> {
 
     fn stmt(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
         let loc = Loc { name: Arc::clone(&self.name), line: s.line, col: s.col };
-        let found = self.proc.found.index();
-        Ok(match &s.kind {
+        match &s.kind {
             StmtKind::Assign { var, value } => {
                 let (slot, value) = (var.index(), expr(value));
-                Box::new(move |f, _| {
+                Ok(Box::new(move |f, _| {
                     f.vals[slot] = value(f).map_err(|m| loc.err(m))?;
                     Ok(Flow::Next)
-                })
+                }))
             }
             StmtKind::If { cond, then, otherwise } => {
                 let (cond, then, otherwise) = (expr(cond), self.block(then)?, self.block(otherwise)?);
-                Box::new(move |f, tx| {
+                Ok(Box::new(move |f, tx| {
                     let c = cond(f).map_err(|m| loc.err(m))?;
                     run_block(if ops::truth(&c) { &then } else { &otherwise }, f, tx)
-                })
+                }))
             }
-            StmtKind::ForRange { var, start, end, body } => {
-                let (slot, start, end, body) = (var.index(), expr(start), expr(end), self.block(body)?);
-                Box::new(move |f, tx| {
-                    let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
-                    let (Value::Int(a), Value::Int(b)) = (a, b) else {
-                        return Err(loc.err("a range bound is null".into()));
-                    };
-                    for i in a..b {
-                        f.tick().map_err(|m| loc.err(m))?;
-                        f.vals[slot] = Value::Int(i);
-                        if let Flow::Return(v) = run_block(&body, f, tx)? {
-                            return Ok(Flow::Return(v));
-                        }
-                    }
-                    Ok(Flow::Next)
-                })
-            }
-            StmtKind::ForArray { var, array, body } => {
-                let (slot, array, body) = (var.index(), array.index(), self.block(body)?);
-                Box::new(move |f, tx| {
-                    let items = f.arrays.get(array).cloned().flatten();
-                    for item in items.iter().flat_map(|a| a.iter()) {
-                        f.tick().map_err(|m| loc.err(m))?;
-                        f.vals[slot] = item.clone();
-                        if let Flow::Return(v) = run_block(&body, f, tx)? {
-                            return Ok(Flow::Return(v));
-                        }
-                    }
-                    Ok(Flow::Next)
-                })
-            }
-            StmtKind::ForScan { scan, body } => {
-                let scan = self.scan(scan, s, usize::MAX)?;
-                let body = self.block(body)?;
-                Box::new(move |f, tx| {
-                    let rows = scan.run(f, tx, &loc)?;
-                    f.vals[found] = Value::Bool(!rows.is_empty());
-                    for row in rows {
-                        f.tick().map_err(|m| loc.err(m))?;
-                        scan.set_columns(f, Some(&row));
-                        if let Flow::Return(v) = run_block(&body, f, tx)? {
-                            return Ok(Flow::Return(v));
-                        }
-                    }
-                    Ok(Flow::Next)
-                })
-            }
-            StmtKind::Get(g) => self.get(g, s, loc)?,
-            StmtKind::ScanFirst(scan) => {
-                let scan = self.scan(scan, s, 1)?;
-                Box::new(move |f, tx| {
-                    let rows = scan.run(f, tx, &loc)?;
-                    f.vals[found] = Value::Bool(!rows.is_empty());
-                    scan.set_columns(f, rows.first());
-                    Ok(Flow::Next)
-                })
-            }
+            StmtKind::ForRange { var, start, end, body } => self.for_range(var.index(), start, end, body, loc),
+            StmtKind::ForArray { var, array, body } => self.for_array(var.index(), array.index(), body, loc),
+            StmtKind::ForScan { scan, body } => self.for_scan(scan, body, s, loc),
+            StmtKind::Get(g) => self.get(g, s, loc),
+            StmtKind::ScanFirst(scan) => self.scan_first(scan, s, loc),
             StmtKind::Insert(i) => {
                 let (table, values) = (self.table(&i.table, s)?, exprs(&i.values));
-                Box::new(move |f, tx| {
+                Ok(Box::new(move |f, tx| {
                     let row = eval_all(&values, f).map_err(|m| loc.err(m))?;
                     runtime::insert(tx, table, row)?;
                     Ok(Flow::Next)
-                })
+                }))
             }
-            StmtKind::Update(u) => self.update(u, s, loc)?,
+            StmtKind::Update(u) => self.update(u, s, loc),
             StmtKind::Delete(d) => {
-                let (table, key) = (self.table(&d.table, s)?, exprs(&d.key));
-                Box::new(move |f, tx| {
+                let (table, key, found) = (self.table(&d.table, s)?, exprs(&d.key), self.proc.found.index());
+                Ok(Box::new(move |f, tx| {
                     let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
                     f.vals[found] = Value::Bool(runtime::delete(tx, table, &key)?);
                     Ok(Flow::Next)
-                })
+                }))
             }
             StmtKind::Return(values) => {
                 let values = exprs(values);
-                Box::new(move |f, _| Ok(Flow::Return(eval_all(&values, f).map_err(|m| loc.err(m))?)))
+                Ok(Box::new(move |f, _| Ok(Flow::Return(eval_all(&values, f).map_err(|m| loc.err(m))?))))
             }
             StmtKind::Abort(msg) => {
                 let msg = expr(msg);
-                Box::new(move |f, _| {
+                Ok(Box::new(move |f, _| {
                     let m = msg(f).map_err(|m| loc.err(m))?;
                     Err(TxnError::UserAbort(m.as_text().map_or_else(|| m.to_string(), str::to_string)))
-                })
+                }))
             }
-        })
+        }
+    }
+
+    fn for_range(&self, slot: usize, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (start, end, body) = (expr(start), expr(end), self.block(body)?);
+        Ok(Box::new(move |f, tx| {
+            let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
+            let (Value::Int(a), Value::Int(b)) = (a, b) else {
+                return Err(loc.err("a range bound is null".into()));
+            };
+            for i in a..b {
+                f.tick().map_err(|m| loc.err(m))?;
+                f.vals[slot] = Value::Int(i);
+                if let Flow::Return(v) = run_block(&body, f, tx)? {
+                    return Ok(Flow::Return(v));
+                }
+            }
+            Ok(Flow::Next)
+        }))
+    }
+
+    fn for_array(&self, slot: usize, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let body = self.block(body)?;
+        Ok(Box::new(move |f, tx| {
+            // A cheap clone of the Arc, so the body may write the frame while we iterate.
+            let items = f.arrays.get(array).cloned().flatten();
+            for item in items.iter().flat_map(|a| a.iter()) {
+                f.tick().map_err(|m| loc.err(m))?;
+                f.vals[slot] = item.clone();
+                if let Flow::Return(v) = run_block(&body, f, tx)? {
+                    return Ok(Flow::Return(v));
+                }
+            }
+            Ok(Flow::Next)
+        }))
+    }
+
+    fn for_scan(&self, scan: &ScanOp, body: &[Stmt], s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (scan, body, found) = (self.scan(scan, s, usize::MAX)?, self.block(body)?, self.proc.found.index());
+        Ok(Box::new(move |f, tx| {
+            let rows = scan.run(f, tx, &loc)?;
+            f.vals[found] = Value::Bool(!rows.is_empty());
+            for row in rows {
+                f.tick().map_err(|m| loc.err(m))?;
+                scan.set_columns(f, Some(&row));
+                if let Flow::Return(v) = run_block(&body, f, tx)? {
+                    return Ok(Flow::Return(v));
+                }
+            }
+            Ok(Flow::Next)
+        }))
+    }
+
+    fn scan_first(&self, scan: &ScanOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (scan, found) = (self.scan(scan, s, 1)?, self.proc.found.index());
+        Ok(Box::new(move |f, tx| {
+            let rows = scan.run(f, tx, &loc)?;
+            f.vals[found] = Value::Bool(!rows.is_empty());
+            scan.set_columns(f, rows.first());
+            Ok(Flow::Next)
+        }))
     }
 
     fn get(&self, g: &GetOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
