@@ -33,6 +33,25 @@ impl Interp<'_, '_, '_> {
         Ok(Flow::Next)
     }
 
+    /// Runs `body` once per item, after `bind` puts the item in the frame; counts iterations.
+    fn repeat<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        f: &mut Frame,
+        body: &[Stmt],
+        at: &dyn Fn(String) -> TxnError,
+        bind: impl Fn(&mut Frame, T),
+    ) -> Result<Flow, TxnError> {
+        for item in items {
+            f.tick().map_err(at)?;
+            bind(f, item);
+            if let Flow::Return(v) = self.block(body, f)? {
+                return Ok(Flow::Return(v));
+            }
+        }
+        Ok(Flow::Next)
+    }
+
     fn table_id(&self, name: &str) -> Result<TableId, TxnError> {
         self.tx.table_id(name)
     }
@@ -47,38 +66,20 @@ impl Interp<'_, '_, '_> {
                 return self.block(branch, f);
             }
             StmtKind::ForRange { var, start, end, body } => {
-                let (a, b) = (eval(start, f)?, eval(end, f)?);
-                let (Value::Int(a), Value::Int(b)) = (a, b) else {
+                let (Value::Int(a), Value::Int(b)) = (eval(start, f)?, eval(end, f)?) else {
                     return Err(at("a range bound is null".into()));
                 };
-                for i in a..b {
-                    f.tick().map_err(at)?;
-                    f.vals[var.index()] = Value::Int(i);
-                    if let Flow::Return(v) = self.block(body, f)? {
-                        return Ok(Flow::Return(v));
-                    }
-                }
+                let items = (a..b).map(Value::Int);
+                return self.repeat(items, f, body, &at, |f, i| f.vals[var.index()] = i);
             }
             StmtKind::ForArray { var, array, body } => {
                 let items: Vec<Value> = f.array(array.index()).to_vec();
-                for item in items {
-                    f.tick().map_err(at)?;
-                    f.vals[var.index()] = item;
-                    if let Flow::Return(v) = self.block(body, f)? {
-                        return Ok(Flow::Return(v));
-                    }
-                }
+                return self.repeat(items, f, body, &at, |f, x| f.vals[var.index()] = x);
             }
             StmtKind::ForScan { scan, body } => {
                 let rows = self.scan(scan, f, usize::MAX).map_err(|e| e.map_rt(at))?;
                 f.vals[self.p.found.index()] = Value::Bool(!rows.is_empty());
-                for row in rows {
-                    f.tick().map_err(at)?;
-                    set_columns(f, scan, Some(&row));
-                    if let Flow::Return(v) = self.block(body, f)? {
-                        return Ok(Flow::Return(v));
-                    }
-                }
+                return self.repeat(rows, f, body, &at, |f, row| set_columns(f, scan, Some(&row)));
             }
             StmtKind::Get(g) => {
                 let key = g.key.iter().map(|e| eval(e, f)).collect::<Result<Vec<_>, _>>()?;
