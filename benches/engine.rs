@@ -92,7 +92,8 @@ fn bench_engine(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("scan_primary/adhoc", limit), &limit, |b, &limit| {
             b.iter(|| {
                 let k = next();
-                let range = KeyRange::from_values(&[], Bound::Included(&Value::Int(k)), Bound::Unbounded).expect("range");
+                let range =
+                    KeyRange::from_values(&[], Bound::Included(&Value::Int(k)), Bound::Unbounded).expect("range");
                 let scan = Scan { table: t, index: None, range, direction: Direction::Forward, limit };
                 black_box(w.run(1, |tx| tx.scan(&scan)).expect("scan"));
             })

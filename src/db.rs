@@ -289,9 +289,13 @@ impl Worker {
     }
 
     /// Calls procedure `id` of `registry` once.
-    pub fn call_id(&mut self, registry: &ProcedureRegistry, id: u32, args: &[ParamValue]) -> Result<CallOutcome, TxnError> {
-        let procedure =
-            Arc::clone(registry.get(id).ok_or_else(|| TxnError::NoSuchProcedure(format!("#{id}")))?);
+    pub fn call_id(
+        &mut self,
+        registry: &ProcedureRegistry,
+        id: u32,
+        args: &[ParamValue],
+    ) -> Result<CallOutcome, TxnError> {
+        let procedure = Arc::clone(registry.get(id).ok_or_else(|| TxnError::NoSuchProcedure(format!("#{id}")))?);
         let mut tx = self.inner.ctx.begin(&mut self.state);
         tx.set_invocation(Invocation { procedure_id: id, args: Arc::from(args) });
         let values = match procedure.run(&mut tx, args) {
@@ -303,7 +307,12 @@ impl Worker {
     }
 
     /// Calls a procedure, retrying conflicts up to `attempts_max` times with exponential backoff.
-    pub fn call_retrying(&mut self, name: &str, args: &[ParamValue], attempts_max: u32) -> Result<CallOutcome, TxnError> {
+    pub fn call_retrying(
+        &mut self,
+        name: &str,
+        args: &[ParamValue],
+        attempts_max: u32,
+    ) -> Result<CallOutcome, TxnError> {
         let registry = self.inner.procedures.load_full();
         let id = registry.id_of(name).ok_or_else(|| TxnError::NoSuchProcedure(name.to_string()))?;
         retrying(attempts_max, || self.call_id(&registry, id, args))

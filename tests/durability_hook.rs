@@ -1,9 +1,7 @@
 //! The commit hook: a scheme sees every committing transaction at its serialization point, with its
 //! write set, procedure call and predecessors, and decides when it may be acknowledged.
 
-use lazarus::durability::{
-    CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, WorkerLog,
-};
+use lazarus::durability::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, WorkerLog};
 use lazarus::storage::{ParamValue, Value};
 use lazarus::txn::{ConflictReason, TxnError};
 use lazarus::{Database, DatabaseConfig};
@@ -11,13 +9,16 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// (table, key, after-image, previous last writer) of one write.
+type SeenWrite = (u32, Vec<u8>, Option<Vec<Value>>, u64);
+
 /// What the recording scheme saw of one commit.
 #[derive(Clone, Debug)]
 struct Seen {
     worker: usize,
     tid: u64,
     commit_seq: u64,
-    writes: Vec<(u32, Vec<u8>, Option<Vec<Value>>, u64)>,
+    writes: Vec<SeenWrite>,
     read_last_writers: Vec<u64>,
     procedure: Option<(u32, Vec<ParamValue>)>,
 }

@@ -209,7 +209,8 @@ fn a_range_insert_after_a_scan_is_a_phantom() {
     let mut w1 = db.worker();
     let mut w2 = db.worker();
     // Primary-key range [100, 200).
-    let range = KeyRange::from_values(&[], Bound::Included(&Value::Int(100)), Bound::Excluded(&Value::Int(200))).unwrap();
+    let range =
+        KeyRange::from_values(&[], Bound::Included(&Value::Int(100)), Bound::Excluded(&Value::Int(200))).unwrap();
     let scan = Scan { table: t, index: None, range, direction: Direction::Forward, limit: 10 };
     let mut tx1 = w1.begin();
     assert!(tx1.scan(&scan).unwrap().is_empty());

@@ -107,7 +107,8 @@ pub fn run_transfer(options: &TransferOptions) -> Result<RunReport, BenchError> 
     if options.accounts < 2 {
         return Err(BenchError::Options("at least 2 accounts are needed".into()));
     }
-    let db = Database::open(DatabaseConfig { epoch_interval_ms: options.epoch_interval_ms, ..DatabaseConfig::default() })?;
+    let db =
+        Database::open(DatabaseConfig { epoch_interval_ms: options.epoch_interval_ms, ..DatabaseConfig::default() })?;
     db.load_module("transfer.proc", TRANSFER_SOURCE)?;
     load_accounts(&db, options)?;
     let stop = Arc::new(AtomicBool::new(false));

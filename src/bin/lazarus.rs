@@ -91,7 +91,13 @@ fn check(files: &[String]) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn bench(threads: usize, duration_s: f64, accounts: u32, epoch_interval_ms: u64, seed: u64) -> anyhow::Result<ExitCode> {
+fn bench(
+    threads: usize,
+    duration_s: f64,
+    accounts: u32,
+    epoch_interval_ms: u64,
+    seed: u64,
+) -> anyhow::Result<ExitCode> {
     if !(duration_s.is_finite() && duration_s > 0.0 && duration_s <= 86_400.0) {
         bail!("--duration-s must be in (0, 86400], got {duration_s}");
     }

@@ -99,7 +99,10 @@ pub trait FileSystem: Send + Sync {
         while at < buf.len() {
             let n = file.read_at(at as u64, &mut buf[at..])?;
             if n == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while read", path.display())));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} shrank while read", path.display()),
+                ));
             }
             at += n;
         }

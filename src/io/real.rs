@@ -48,7 +48,8 @@ impl FileSystem for RealFs {
         match mode {
             OpenMode::Read => options.read(true),
             OpenMode::CreateNew => options.read(true).write(true).create_new(true),
-            OpenMode::Append => options.read(true).append(true).create(true),
+            // Not O_APPEND: on Linux, pwrite on an O_APPEND file ignores the offset and appends.
+            OpenMode::Append => options.read(true).write(true).create(true),
             OpenMode::ReadWrite => options.read(true).write(true),
         };
         let file = options.open(path).map_err(|e| with_path(e, path))?;

@@ -134,6 +134,11 @@ impl<'w> Transaction<'w> {
         }
     }
 
+    /// The size limits this transaction runs under.
+    pub fn limits(&self) -> &TxnLimits {
+        &self.ctx.limits
+    }
+
     /// The catalog this transaction runs against.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
@@ -440,8 +445,7 @@ impl<'w> Transaction<'w> {
     /// Runs Silo's commit protocol. On success the writes are installed and visible; the result
     /// may be released to the client once `durability` says so. On a conflict nothing was written.
     pub fn commit(mut self) -> Result<Committed, TxnError> {
-        let mut order: Vec<usize> =
-            (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
+        let mut order: Vec<usize> = (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
         // Phase 1: lock the write set in the global order (table id, then key): deadlock-free.
         order.sort_by(|&a, &b| {
             let (wa, wb) = (&self.writes[a], &self.writes[b]);
@@ -569,7 +573,9 @@ impl<'w> Transaction<'w> {
         let floor = read_max.max(write_max).max(self.worker.last_tid);
         match floor.epoch().cmp(&epoch) {
             std::cmp::Ordering::Less => Ok(Tid::new(epoch, 0)),
-            std::cmp::Ordering::Equal => floor.next_in_epoch().ok_or(TxnError::Conflict(ConflictReason::SequenceExhausted)),
+            std::cmp::Ordering::Equal => {
+                floor.next_in_epoch().ok_or(TxnError::Conflict(ConflictReason::SequenceExhausted))
+            }
             // A TID from a later epoch than the global one cannot have been read: the epoch only
             // grows and was read after every read. Treat it as a conflict rather than break rule (c).
             std::cmp::Ordering::Greater => Err(TxnError::Conflict(ConflictReason::ReadChanged)),
@@ -746,18 +752,17 @@ fn entry_matches(t: &Table, index: Option<usize>, entry_key: &Key, record: &Reco
     if row.len() != t.schema.columns.len() {
         return false;
     }
-    t.schema
-        .primary_key_of(&row)
-        .and_then(|pk| t.schema.secondary_key_of(i, &row, &pk))
-        .is_ok_and(|k| &k == entry_key)
+    t.schema.primary_key_of(&row).and_then(|pk| t.schema.secondary_key_of(i, &row, &pk)).is_ok_and(|k| &k == entry_key)
 }
 
 /// The primary key inside an index entry key.
 fn primary_part(t: &Table, index: Option<usize>, entry_key: &Key) -> Result<Key, TxnError> {
     let Some(i) = index else { return Ok(entry_key.clone()) };
     let columns = t.schema.indexes[i].columns.len();
-    let start = key::encoded_prefix_len(entry_key, columns)
-        .ok_or(TxnError::Key(key::KeyError::Malformed { offset: 0, reason: "secondary entry shorter than its columns" }))?;
+    let start = key::encoded_prefix_len(entry_key, columns).ok_or(TxnError::Key(key::KeyError::Malformed {
+        offset: 0,
+        reason: "secondary entry shorter than its columns",
+    }))?;
     Ok(Key::from(&entry_key[start..]))
 }
 
