@@ -112,6 +112,7 @@ mod tests {
     fn keeps_the_contract() {
         contract_tests::check_contract(&LockedBTree::default());
         contract_tests::check_edges(&LockedBTree::default());
+        contract_tests::check_scans_after_removals(&LockedBTree::default());
     }
 
     #[test]

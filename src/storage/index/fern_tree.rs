@@ -162,6 +162,7 @@ mod tests {
     fn keeps_the_contract() {
         contract_tests::check_contract(&FernTree::default());
         contract_tests::check_edges(&FernTree::default());
+        contract_tests::check_scans_after_removals(&FernTree::default());
     }
 
     #[test]

@@ -379,6 +379,52 @@ pub(crate) mod contract_tests {
         assert_eq!(seen, vec![vec![20, 1, 7], vec![20, 0], vec![20]]);
     }
 
+    /// Scans after removals emptied the edges of the key space: inserts 100 keys on each side of
+    /// 1000 stable ones, removes them again, then scans from both ends with unbounded and
+    /// out-of-range bounds.
+    pub(crate) fn check_scans_after_removals(index: &dyn OrderedIndex) {
+        let key = |i: u32| Key::from(i.to_be_bytes().to_vec());
+        for i in 1000..2000u32 {
+            index.insert_if_absent(key(i), rec(i64::from(i))).unwrap();
+        }
+        let extra: Vec<_> = (900..1000u32).chain(2000..2100).map(|i| (key(i), rec(0))).collect();
+        for (k, r) in &extra {
+            index.insert_if_absent(k.clone(), Arc::clone(r)).unwrap();
+        }
+        for (k, r) in &extra {
+            assert!(index.remove(k, r));
+        }
+        let first = |range: &KeyRange, dir: Direction| {
+            let mut got = Vec::new();
+            index.scan(range, dir, 3, &mut |k, _| {
+                got.push(u32::from_be_bytes([k[0], k[1], k[2], k[3]]));
+                true
+            });
+            got
+        };
+        let wide = KeyRange { start: Bound::Included(key(0)), end: Bound::Excluded(key(5000)) };
+        for range in [KeyRange::all(), wide] {
+            assert_eq!(first(&range, Direction::Forward), vec![1000, 1001, 1002], "{range:?}");
+            assert_eq!(first(&range, Direction::Backward), vec![1999, 1998, 1997], "{range:?}");
+        }
+        // A hole in the middle: scans starting in it, or crossing it, continue past it.
+        for i in 1200..1600u32 {
+            let r = index.get(&key(i)).unwrap();
+            assert!(index.remove(&key(i), &r));
+        }
+        let from = |i: u32| KeyRange { start: Bound::Included(key(i)), end: Bound::Unbounded };
+        let down_to = |i: u32| KeyRange { start: Bound::Unbounded, end: Bound::Included(key(i)) };
+        assert_eq!(first(&from(1250), Direction::Forward), vec![1600, 1601, 1602]);
+        assert_eq!(first(&down_to(1550), Direction::Backward), vec![1199, 1198, 1197]);
+        let mut n = 0;
+        index.scan(&from(1100), Direction::Forward, 200, &mut |_, _| {
+            n += 1;
+            true
+        });
+        assert_eq!(n, 200);
+        assert_eq!(index.len(), 600);
+    }
+
     /// Writers insert and remove while readers scan forward and backward: every scan must see
     /// strictly ordered keys inside its range, and keys that were present throughout must be seen.
     pub(crate) fn check_concurrent_scans(index: Arc<dyn OrderedIndex>) {

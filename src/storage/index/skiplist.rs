@@ -105,6 +105,7 @@ mod tests {
     fn keeps_the_contract() {
         contract_tests::check_contract(&SkipListIndex::default());
         contract_tests::check_edges(&SkipListIndex::default());
+        contract_tests::check_scans_after_removals(&SkipListIndex::default());
     }
 
     #[test]
