@@ -8,7 +8,8 @@
 //! - [`proc`]: the stored-procedure language, its IR and compiler.
 //! - [`io`]: the one trait all file I/O goes through.
 //! - [`db`]: the embedded database that ties them together.
-//! - [`bench`]: the workload driver behind `lazarus bench`.
+//! - [`bench`]: the driver behind `lazarus bench`: timing, histograms, timelines.
+//! - [`workload`]: TPC-C, Smallbank, YCSB, KV and transfer, in the procedure language.
 
 pub mod bench;
 pub mod db;
@@ -17,5 +18,6 @@ pub mod io;
 pub mod proc;
 pub mod storage;
 pub mod txn;
+pub mod workload;
 
 pub use db::{Database, DatabaseConfig, Worker};

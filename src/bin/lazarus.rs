@@ -2,7 +2,10 @@
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use lazarus::bench::{TransferOptions, run_transfer};
+use lazarus::bench::result::RunSummary;
+use lazarus::bench::{RunOptions, open_load_run};
+use lazarus::workload::WorkloadOptions;
+use lazarus::{DatabaseConfig, workload};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,34 +25,19 @@ enum Command {
         #[arg(required = true)]
         files: Vec<String>,
     },
-    /// Run the transfer workload and report throughput and abort rate.
-    Bench {
-        /// Worker threads.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
-        /// Seconds to run.
-        #[arg(long, default_value_t = 5.0)]
-        duration_s: f64,
-        /// Number of accounts (fewer means more conflicts).
-        #[arg(long, default_value_t = 10_000)]
-        accounts: u32,
-        /// Epoch interval in milliseconds.
-        #[arg(long, default_value_t = 40)]
-        epoch_interval_ms: u64,
-        /// Seed of the parameter generators.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    /// Run a workload for a duration and report throughput, aborts and latency percentiles.
+    Bench(Box<BenchArgs>),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Check { files }) => check(&files),
-        Some(Command::Bench { threads, duration_s, accounts, epoch_interval_ms, seed }) => {
-            bench(threads, duration_s, accounts, epoch_interval_ms, seed)
-        }
-        None => bench(2, 5.0, 10_000, 40, 1),
+        Some(Command::Bench(args)) => bench(&args),
+        None => match Cli::parse_from(["lazarus", "bench"]).command {
+            Some(Command::Bench(args)) => bench(&args),
+            _ => Ok(ExitCode::FAILURE),
+        },
     };
     match result {
         Ok(code) => code,
@@ -91,32 +79,120 @@ fn check(files: &[String]) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn bench(
+/// Options of `lazarus bench`.
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Workload: transfer, tpcc, smallbank, ycsb, kv.
+    #[arg(long, default_value = "transfer")]
+    workload: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Seconds to run (after loading).
+    #[arg(long, default_value_t = 5.0)]
     duration_s: f64,
-    accounts: u32,
+    /// Durability scheme.
+    #[arg(long, default_value = "none")]
+    durability: String,
+    /// Epoch interval in milliseconds.
+    #[arg(long, default_value_t = 40)]
     epoch_interval_ms: u64,
+    /// Seed of the parameter generators (a run is reproducible from it).
+    #[arg(long, default_value_t = 1)]
     seed: u64,
-) -> anyhow::Result<ExitCode> {
-    if !(duration_s.is_finite() && duration_s > 0.0 && duration_s <= 86_400.0) {
-        bail!("--duration-s must be in (0, 86400], got {duration_s}");
+    /// Write the timeline (0.5 s windows) to this CSV file.
+    #[arg(long)]
+    timeline: Option<std::path::PathBuf>,
+    /// Write the run's summary to this JSON file (for `lazarus report`).
+    #[arg(long)]
+    result: Option<std::path::PathBuf>,
+    /// Label of this run in reports.
+    #[arg(long)]
+    label: Option<String>,
+    /// Timeline window in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    window_ms: u64,
+    /// TPC-C: warehouses.
+    #[arg(long)]
+    warehouses: Option<u32>,
+    /// TPC-C: transaction mix, e.g. `new-order,payment` (50/50, as Taurus runs it).
+    #[arg(long)]
+    mix: Option<String>,
+    /// TPC-C: run without inserts (PACMAN's fixed-size database).
+    #[arg(long)]
+    no_inserts: bool,
+    /// Transfer, Smallbank: number of accounts.
+    #[arg(long)]
+    accounts: Option<u32>,
+    /// Smallbank: fraction of transactions on the hotspot (0..1).
+    #[arg(long)]
+    hotspot_fraction: Option<f64>,
+    /// Smallbank: number of hotspot accounts.
+    #[arg(long)]
+    hotspot_accounts: Option<u32>,
+    /// YCSB, KV: number of records.
+    #[arg(long)]
+    records: Option<u64>,
+    /// YCSB: variant `silor` or `taurus`.
+    #[arg(long)]
+    variant: Option<String>,
+    /// YCSB, KV: Zipfian theta (uniform when absent).
+    #[arg(long)]
+    zipf_theta: Option<f64>,
+    /// YCSB, KV: fraction of reads.
+    #[arg(long)]
+    read_fraction: Option<f64>,
+    /// YCSB, KV: value size in bytes.
+    #[arg(long)]
+    value_size_bytes: Option<usize>,
+}
+
+fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if !(args.duration_s.is_finite() && args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
+        bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
-    let options = TransferOptions {
-        threads,
-        duration: Duration::from_secs_f64(duration_s),
-        accounts,
-        epoch_interval_ms,
-        seed,
-        ..TransferOptions::default()
+    if args.durability != "none" {
+        bail!("--durability {:?} is not available yet; available: none", args.durability);
+    }
+    let options = WorkloadOptions {
+        warehouses: args.warehouses,
+        mix: args.mix.clone(),
+        no_inserts: args.no_inserts,
+        accounts: args.accounts,
+        hotspot_fraction: args.hotspot_fraction,
+        hotspot_accounts: args.hotspot_accounts,
+        records: args.records,
+        variant: args.variant.clone(),
+        zipf_theta: args.zipf_theta,
+        read_fraction: args.read_fraction,
+        value_size_bytes: args.value_size_bytes,
     };
+    let workload = workload::build(&args.workload, &options)?;
+    let run_options = RunOptions {
+        threads: args.threads,
+        duration: Duration::from_secs_f64(args.duration_s),
+        seed: args.seed,
+        window_ms: args.window_ms,
+        progress: true,
+    };
+    let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, ..DatabaseConfig::default() };
     eprintln!(
-        "running transfer: {threads} thread(s), {accounts} accounts, {duration_s} s, durability none, epoch {epoch_interval_ms} ms"
+        "lazarus bench: workload {}, {} thread(s), {} s, durability {}, epoch {} ms, seed {}",
+        args.workload, args.threads, args.duration_s, args.durability, args.epoch_interval_ms, args.seed
     );
-    let report = run_transfer(&options)?;
-    println!("committed      {}", report.committed);
-    println!("throughput     {:.0} txn/s", report.throughput_per_s());
-    println!("conflict rate  {:.4}", report.conflict_rate());
-    println!("user aborts    {}", report.user_aborts);
-    println!("total balance  {} (invariant holds)", report.total_balance);
+    let result = open_load_run(config, &workload, &run_options)?;
+    let summary = RunSummary::new(&result, &args.workload, &args.durability, args.threads, args.label.clone());
+    print!("{}", summary.render());
+    println!("consistency     checked, holds");
+    if let Some(path) = &args.timeline {
+        let csv = lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms);
+        std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("timeline written to {}", path.display());
+    }
+    if let Some(path) = &args.result {
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("result written to {}", path.display());
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -127,6 +127,11 @@ pub trait LogScheme: Send + Sync {
 
     /// Flushes and stops the scheme's threads. Tickets not yet durable stay not durable.
     fn shutdown(&self) -> Result<(), DurabilityError>;
+
+    /// Whether a checkpoint is being taken now (the bench timeline marks these intervals).
+    fn checkpoint_active(&self) -> bool {
+        false
+    }
 }
 
 /// A worker's logging state: per-worker buffers live here, so the commit path takes no lock.
