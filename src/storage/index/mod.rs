@@ -13,7 +13,54 @@
 //! - `scan` visits keys in strictly increasing (forward) or decreasing (backward) order, each at
 //!   most once, and stops after `limit` visits or when the visitor returns `false`. It need not be
 //!   a snapshot: entries inserted or removed during the scan may or may not be seen.
-//! - No operation blocks indefinitely on another thread's scan.
+//! - No operation blocks indefinitely on another thread's scan. This is stronger than it looks:
+//!   the engine's scan visitors call `Record::stable_read`, which spins while a record is locked,
+//!   and committing writers hold record locks while they insert into and remove from indexes. A
+//!   backend that holds a lock across the visitor (the locked B-tree's read lock, ferntree's leaf
+//!   latch) can therefore deadlock a scanner with a committer: the scanner waits for the record,
+//!   the committer for the index. `contract_tests::check_scan_does_not_block_writers` shows it;
+//!   only the lock-free backends pass.
+//! - A visitor must not write to the index it is scanning.
+//!
+//! # Backends, and the choice of the default
+//!
+//! | backend | reads | writes | scans | notes |
+//! |---|---|---|---|---|
+//! | [`btree::LockedBTree`] | shared lock | exclusive lock on the whole map | lock held across the visitor | baseline |
+//! | [`scc_tree::SccTree`] (default) | no lock (epoch) | lock on one leaf | no lock | two crate bugs worked around |
+//! | [`skiplist::SkipListIndex`] | lock-free | lock-free | lock-free; backward = one search per step | |
+//! | [`fern_tree::FernTree`] | optimistic, no lock | leaf latch + key stripe | shared leaf latch across the visitor | beta crate |
+//!
+//! Measured with `cargo bench --bench index` at 1M keys on a 2-core machine (numbers and ratios
+//! in `docs/PERFORMANCE.md`, "Ordered index backends"): on two cores the locked B-tree is the
+//! fastest or tied in most single-thread operations (it is hard to beat a `BTreeMap` when there
+//! is no contention); `scc` is within about 1.0-1.25x of it on gets, inserts and 50-key scans in
+//! both directions, `ferntree` within 1.2-2x (slower scans), the skip list 2-6x slower (18x on
+//! short backward scans, since each backward step is a new search). The two-thread mixed
+//! workload is within noise between the B-tree, `scc` and `ferntree` on this shared 2-core box.
+//!
+//! The default is [`IndexBackend::SccTree`] anyway, for two reasons that the 2-core numbers do not
+//! capture:
+//! - **Liveness.** Only the lock-free backends keep the "never blocks on a scan" rule with the
+//!   engine's visitors (above). With the locked B-tree a scan that meets a record locked by a
+//!   committing transaction can deadlock with it.
+//! - **Read scalability.** Silo's design point is many cores with read-mostly trees. An `RwLock`
+//!   read acquisition writes the lock word, so every reader on every core bounces one cache line,
+//!   and a writer stalls all readers of the table. `scc` readers write nothing shared and writers
+//!   lock a single leaf. On two cores this cannot show; it is the property the engine is built for.
+//!
+//! `ferntree` would be the other candidate (optimistic reads, competitive gets), but it is labelled
+//! beta, its scans hold a leaf latch across the visitor (the liveness problem again, on one leaf),
+//! and version 0.7 needed two workarounds of its own (see [`fern_tree`]). The skip list is correct
+//! but the slowest everywhere. The locked B-tree stays as the reference implementation and for
+//! A/B runs (`IndexBackend::from_name("locked-btree")`).
+//!
+//! `scc` 3.8.8 needs two workarounds, both in [`scc_tree`] and both covered by tests: a range whose
+//! lower bound is below the smallest key (or, backward, whose upper bound is above the largest)
+//! takes time superlinear in the tree size inside the crate (4 ms at 10k keys, 0.9 s at 100k, 8 s
+//! at 200k; minutes at 1M), so the bound is dropped when it lies outside the keys; and `range`
+//! with an unbounded near side returns nothing once removals emptied the edge leaf, so those
+//! scans use `iter()` instead.
 
 pub mod btree;
 pub mod fern_tree;
@@ -107,10 +154,10 @@ pub trait OrderedIndex: Send + Sync {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum IndexBackend {
     /// `parking_lot::RwLock<BTreeMap>`: the baseline.
-    #[default]
     LockedBTree,
-    /// `scc::TreeIndex`: a lock-free-read B+tree, with the slow lower-bound case worked around
-    /// (see [`scc_tree`]).
+    /// `scc::TreeIndex`: a B+tree with lock-free reads and scans, with two crate bugs worked
+    /// around (see [`scc_tree`]). The default: see the module docs for why.
+    #[default]
     SccTree,
     /// `crossbeam_skiplist::SkipList`: a lock-free skip list (see [`skiplist`]).
     SkipList,

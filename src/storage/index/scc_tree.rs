@@ -16,19 +16,19 @@
 //! the largest key `<=` the lower bound. When the lower bound is *below the smallest key in the
 //! tree* there is no such key: the search falls back to trying the unbounded child and then every
 //! child of each internal node, recursively, before giving up and starting from the minimum. The
-//! cost grows with the tree (measured in `benches/index.rs` and `docs/PERFORMANCE.md`: tens of
-//! milliseconds per scan at 1M keys against about a microsecond normally). Backward iteration has
+//! cost is superlinear in the tree size (measured by `benches/index.rs` for a 50-key scan: about
+//! 4 ms at 10k keys, 0.7-1.1 s at 100k, 4-11 s at 200k; reportedly minutes at 1M). Backward iteration has
 //! the mirror case: an upper bound *above the largest key* searches for the smallest key `>=` it
-//! and hits the same fallback. Both cases are common for Lazarus, because a range built from a key
+//! and hits the same fallback (measured once: 8 ms at 16k keys, 0.22 s at 64k). Both cases are common for Lazarus, because a range built from a key
 //! prefix (`KeyRange::prefix`, `KeyRange::from_values`) starts below the first key of the first
 //! table partition and ends above the last key of the last one.
 //!
-//! The workaround costs one extra descent: before a forward scan with a lower bound, read the
-//! smallest key (`iter().next()`, a leftmost descent); if the bound is below it, scan with an
-//! unbounded start instead. Symmetrically, before a backward scan with an upper bound, read the
-//! largest key (`iter().next_back()`) and drop the bound if it lies above it. Dropping the bound
-//! is exact when nothing changes meanwhile; a key inserted concurrently below the old bound could
-//! now be met, so every visited key is still checked against both bounds.
+//! The workaround costs one extra descent: a forward scan first reads the smallest key with
+//! `iter().next()` (a leftmost descent); if the lower bound is below it (or absent), the scan just
+//! continues with that iterator, otherwise it calls `range`, which can then always find a key
+//! `<=` the bound. Backward scans do the same with `iter().next_back()` and the upper bound.
+//! Dropping the bound is exact when nothing changes meanwhile; a key inserted concurrently below
+//! the old bound could now be met, so keys are still checked against both bounds.
 //!
 //! # Empty edge leaves, and the second workaround
 //!
@@ -59,26 +59,6 @@ pub struct SccTree {
 }
 
 impl SccTree {
-    /// The lower bound to hand to `TreeIndex::range`: `Unbounded` when `start` lies below the
-    /// smallest key, so the pathological search never runs. `None` when the tree is empty.
-    fn effective_start<'k>(&self, start: &'k Bound<Key>, guard: &Guard) -> Option<Bound<&'k [u8]>> {
-        let first = self.tree.iter(guard).next()?.0;
-        Some(match start {
-            Bound::Included(s) | Bound::Excluded(s) if s.as_ref() < first.as_ref() => Bound::Unbounded,
-            b => slice_bound(b),
-        })
-    }
-
-    /// The upper bound to hand to `TreeIndex::range` for a backward scan: `Unbounded` when `end`
-    /// lies above the largest key. `None` when the tree is empty.
-    fn effective_end<'k>(&self, end: &'k Bound<Key>, guard: &Guard) -> Option<Bound<&'k [u8]>> {
-        let last = self.tree.iter(guard).next_back()?.0;
-        Some(match end {
-            Bound::Included(e) | Bound::Excluded(e) if e.as_ref() > last.as_ref() => Bound::Unbounded,
-            b => slice_bound(b),
-        })
-    }
-
     /// The range scan straight through `TreeIndex::range`, without the workaround. Only for the
     /// benchmark that shows why the workaround exists.
     #[doc(hidden)]
@@ -135,25 +115,38 @@ impl OrderedIndex for SccTree {
         }
         let guard = Guard::new();
         let walk = RangeWalk::new(range, direction, limit);
+        // Start at the edge the scan comes from; if the near bound does not lie past the edge key,
+        // keep iterating from there (both workarounds in the module docs), otherwise let `range`
+        // find the bound.
+        let mut edge = self.tree.iter(&guard);
         match direction {
-            Direction::Forward => match self.effective_start(&range.start, &guard) {
-                None => {}
-                // `Range` with an unbounded start stops at once if the leftmost leaf was emptied
-                // by removals (see the module docs); `Iter` steps over empty leaves.
-                Some(Bound::Unbounded) => visit_in_range(self.tree.iter(&guard), walk, visit),
-                Some(start) => {
-                    let iter = self.tree.range::<[u8], _>((start, slice_bound(&range.end)), &guard);
+            Direction::Forward => {
+                let Some(first) = edge.next() else { return };
+                let from_edge = match &range.start {
+                    Bound::Unbounded => true,
+                    Bound::Included(s) | Bound::Excluded(s) => s.as_ref() < first.0.as_ref(),
+                };
+                if from_edge {
+                    visit_in_range(std::iter::once(first).chain(edge), walk, visit);
+                } else {
+                    let bounds = (slice_bound(&range.start), slice_bound(&range.end));
+                    visit_in_range(self.tree.range::<[u8], _>(bounds, &guard), walk.far_bound_enforced(), visit);
+                }
+            }
+            Direction::Backward => {
+                let Some(last) = edge.next_back() else { return };
+                let from_edge = match &range.end {
+                    Bound::Unbounded => true,
+                    Bound::Included(e) | Bound::Excluded(e) => e.as_ref() > last.0.as_ref(),
+                };
+                if from_edge {
+                    visit_in_range(std::iter::once(last).chain(edge.rev()), walk, visit);
+                } else {
+                    let bounds = (slice_bound(&range.start), slice_bound(&range.end));
+                    let iter = self.tree.range::<[u8], _>(bounds, &guard).rev();
                     visit_in_range(iter, walk.far_bound_enforced(), visit);
                 }
-            },
-            Direction::Backward => match self.effective_end(&range.end, &guard) {
-                None => {}
-                Some(Bound::Unbounded) => visit_in_range(self.tree.iter(&guard).rev(), walk, visit),
-                Some(end) => {
-                    let iter = self.tree.range::<[u8], _>((slice_bound(&range.start), end), &guard);
-                    visit_in_range(iter.rev(), walk.far_bound_enforced(), visit);
-                }
-            },
+            }
         }
     }
 
