@@ -10,12 +10,14 @@
 //! - [`db`]: the embedded database that ties them together.
 //! - [`bench`]: the driver behind `lazarus bench`: timing, histograms, timelines.
 //! - [`workload`]: TPC-C, Smallbank, YCSB, KV and transfer, in the procedure language.
+//! - [`report`]: `lazarus report`: charts and tables of bench output files as one HTML page.
 
 pub mod bench;
 pub mod db;
 pub mod durability;
 pub mod io;
 pub mod proc;
+pub mod report;
 pub mod storage;
 pub mod txn;
 pub mod workload;

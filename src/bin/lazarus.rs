@@ -27,6 +27,8 @@ enum Command {
     },
     /// Run a workload for a duration and report throughput, aborts and latency percentiles.
     Bench(Box<BenchArgs>),
+    /// Turn timeline .csv and result .json files of `lazarus bench` into an HTML page of charts.
+    Report(ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { files }) => check(&files),
         Some(Command::Bench(args)) => bench(&args),
+        Some(Command::Report(args)) => report(&args),
         None => match Cli::parse_from(["lazarus", "bench"]).command {
             Some(Command::Bench(args)) => bench(&args),
             _ => Ok(ExitCode::FAILURE),
@@ -193,6 +196,41 @@ fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         let json = serde_json::to_string_pretty(&summary)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("result written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Options of `lazarus report`.
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Input files: `.csv` timelines (`bench --timeline`) and `.json` results (`bench --result`).
+    #[arg(required = true)]
+    files: Vec<std::path::PathBuf>,
+    /// Output directory; `index.html` is written into it.
+    #[arg(long, default_value = "report")]
+    out: std::path::PathBuf,
+    /// Page title.
+    #[arg(long, default_value = "Lazarus bench report")]
+    title: String,
+    /// Plots to draw, comma-separated: throughput, latency, bars, or all.
+    #[arg(long, default_value = "all")]
+    plots: lazarus::report::PlotSet,
+    /// Also write one PNG per chart into the output directory.
+    #[arg(long)]
+    png: bool,
+}
+
+fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let options = lazarus::report::ReportOptions {
+        out: args.out.clone(),
+        title: args.title.clone(),
+        plots: args.plots,
+        png: args.png,
+    };
+    let output = lazarus::report::render_report(&args.files, &options)?;
+    println!("report written to {} ({} charts)", output.index.display(), output.charts);
+    for png in &output.pngs {
+        println!("  {}", png.display());
     }
     Ok(ExitCode::SUCCESS)
 }
