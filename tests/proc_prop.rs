@@ -181,15 +181,16 @@ impl Gen {
 
     fn scan_loop(&mut self, depth: usize, e: String) {
         let r = self.fresh("r");
-        let (head, dir) = if self.pick(2) == 0 {
-            (format!("select k, v from t where k >= {e}"), "k")
-        } else {
-            (format!("select k, v from t index t_by_v where v < {e}"), "v")
+        let (head, dir, columns) = match self.pick(3) {
+            0 => (format!("select k, v from t where k >= {e}"), "k", vec!["k", "v"]),
+            1 => (format!("select k, v from t index t_by_v where v < {e}"), "v", vec!["k", "v"]),
+            // Values of v repeat, so `distinct` drops rows.
+            _ => (format!("select distinct v from t index t_by_v where v < {e}"), "v", vec!["v"]),
         };
         let order = if self.pick(2) == 0 { "desc" } else { "asc" };
         let limit = self.pick(4);
         self.out.push_str(&format!("for {r} in {head} order by {dir} {order} limit {limit} "));
-        self.scopes.push(vec![(format!("{r}.k"), false), (format!("{r}.v"), false)]);
+        self.scopes.push(columns.iter().map(|c| (format!("{r}.{c}"), false)).collect());
         self.block(depth + 1);
         self.scopes.pop();
     }

@@ -183,6 +183,8 @@ pub enum StmtKind {
 /// The query part shared by `select ... into` and `for ... in select`.
 #[derive(Clone, Debug)]
 pub struct Select {
+    /// `select distinct`: repeated rows (equal in every selected column) are dropped.
+    pub distinct: bool,
     /// Selected columns; `None` for `*`.
     pub columns: Option<Vec<Name>>,
     /// The table.

@@ -144,6 +144,7 @@ impl Interp<'_, '_, '_> {
         let args =
             ScanArgs { table, index: s.index, prefix: &prefix, lower, upper, direction: s.direction, limit, cap };
         match runtime::scan(self.tx, args) {
+            Ok(Ok(rows)) if s.distinct => Ok(runtime::distinct_rows(rows, &s.columns)),
             Ok(Ok(rows)) => Ok(rows),
             Ok(Err(m)) => Err(ScanError::Rt(m)),
             Err(e) => Err(ScanError::Txn(e)),

@@ -403,6 +403,9 @@ pub struct ScanOp {
     pub direction: Direction,
     /// Most rows (an int expression; `ScanFirst` scans at most one row whatever it says).
     pub limit: Expr,
+    /// `select distinct`: of the rows read (at most `limit`), those equal in every selected column
+    /// to an earlier one are dropped ([`super::runtime::distinct_rows`]). `for` loops only.
+    pub distinct: bool,
     /// Table positions of the columns read.
     pub columns: Vec<usize>,
     /// The variables receiving them.

@@ -413,9 +413,20 @@ impl Parser {
         }
     }
 
-    /// `select cols [into vars] from t [index i] [where ...] [order by c [asc|desc]] [limit e]`.
+    /// `select [distinct] cols [into vars] from t [index i] [where ...] [order by c [asc|desc]] [limit e]`.
     fn select(&mut self, into_allowed: bool) -> PResult<(Select, Option<Vec<Name>>)> {
         self.expect_kw("select", "")?;
+        // `distinct` is a keyword only here, and only when a column list follows it (so a column
+        // called `distinct` still works: `select distinct from t`, `select distinct, x ...`).
+        let distinct = self.is_kw("distinct")
+            && match self.tok_at(1) {
+                Tok::Ident(next) => !is_reserved(next),
+                Tok::Punct(p) => *p == "*",
+                _ => false,
+            };
+        if distinct {
+            self.advance();
+        }
         let columns = if self.eat_punct("*") {
             None
         } else {
@@ -443,7 +454,7 @@ impl Parser {
         let conds = self.where_clause()?;
         let order = self.order_by()?;
         let limit = if self.eat_kw("limit") { Some(self.concat()?) } else { None };
-        Ok((Select { columns, table, index, conds, order, limit }, targets))
+        Ok((Select { distinct, columns, table, index, conds, order, limit }, targets))
     }
 
     fn order_by(&mut self) -> PResult<Option<(Name, bool)>> {

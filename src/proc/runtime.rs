@@ -9,8 +9,9 @@
 use super::ir::{Procedure, Ty, Var};
 use super::limits::{LOOP_ITERATIONS_MAX, SCAN_LIMIT_MAX};
 use super::ops::RtResult;
-use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value};
+use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value, key};
 use crate::txn::{Scan, Transaction, TxnError};
+use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -149,6 +150,22 @@ pub fn scan(tx: &mut Transaction<'_>, a: ScanArgs<'_>) -> Result<RtResult<Vec<Ro
     let range = KeyRange::from_values(a.prefix, lower.as_ref(), upper.as_ref())?;
     let rows = tx.scan(&Scan { table: a.table, index: a.index, range, direction: a.direction, limit })?;
     Ok(Ok(rows))
+}
+
+/// `select distinct`: keeps the first of the rows that are equal in every column at `positions`
+/// (equal as [`Value`]'s `==`: nulls equal each other, as SQL's `distinct` treats them), in order.
+pub fn distinct_rows(rows: Vec<Row>, positions: &[usize]) -> Vec<Row> {
+    let mut seen: HashSet<Vec<u8>> = HashSet::with_capacity(rows.len());
+    let mut buf = Vec::new();
+    rows.into_iter()
+        .filter(|row| {
+            buf.clear();
+            for v in columns_of(Some(row), positions) {
+                key::encode_value(&v, &mut buf);
+            }
+            !seen.contains(&buf) && seen.insert(buf.clone())
+        })
+        .collect()
 }
 
 /// Inserts a row.

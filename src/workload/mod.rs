@@ -1,13 +1,17 @@
 //! Benchmark workloads, each written in the procedure language (`workloads/*.proc`) with a loader,
 //! a parameter generator and consistency checks. See [`crate::bench::workload::Workload`].
 
+pub mod tpcc;
+pub mod kv;
+pub mod smallbank;
 pub mod transfer;
+pub mod ycsb;
 
 use crate::bench::workload::{Workload, WorkloadError};
 use std::sync::Arc;
 
 /// The names `lazarus bench --workload` accepts.
-pub const NAMES: &[&str] = &["transfer"];
+pub const NAMES: &[&str] = &["transfer", "tpcc", "smallbank", "ycsb", "kv"];
 
 /// Options that select a workload's variant and size. Each workload reads the fields it knows
 /// and ignores the rest; `None` means that workload's default.
@@ -47,6 +51,10 @@ pub fn build(name: &str, options: &WorkloadOptions) -> Result<Arc<dyn Workload>,
             }
             Ok(Arc::new(w))
         }
+        "tpcc" => Ok(Arc::new(tpcc::Tpcc::new(options.warehouses.unwrap_or(1), options.mix.as_deref(), options.no_inserts)?)),
+        "smallbank" => Ok(Arc::new(smallbank::Smallbank::from_options(options)?)),
+        "ycsb" => Ok(Arc::new(ycsb::Ycsb::from_options(options)?)),
+        "kv" => Ok(Arc::new(kv::Kv::from_options(options)?)),
         _ => Err(WorkloadError::Options(format!("unknown workload {name:?}; known: {}", NAMES.join(", ")))),
     }
 }

@@ -289,7 +289,18 @@ impl ProcChecker<'_> {
             Plan::Scan { index, prefix, lower, upper, direction } => (index, prefix, lower, upper, direction),
             Plan::Get(key) => (None, key, None, None, Direction::Forward),
         };
-        ScanOp { table: table_ref(schema), index, prefix, lower, upper, direction, limit, columns, into: Vec::new() }
+        ScanOp {
+            table: table_ref(schema),
+            index,
+            prefix,
+            lower,
+            upper,
+            direction,
+            limit,
+            distinct: false,
+            columns,
+            into: Vec::new(),
+        }
     }
 
     /// The scan of `for r in select ...` and the selected column names.
@@ -299,7 +310,9 @@ impl ProcChecker<'_> {
         let plan = self.plan(&schema, sel, false);
         let limit = self.limit(sel, true);
         let (positions, names) = selected?;
-        Some((self.scan_op(&schema, plan?, limit, positions), names))
+        let mut scan = self.scan_op(&schema, plan?, limit, positions);
+        scan.distinct = sel.distinct;
+        Some((scan, names))
     }
 
     /// `select cols into vars from ...`: a get or the first row of a scan.
@@ -308,6 +321,10 @@ impl ProcChecker<'_> {
         let Some(schema) = self.table(&sel.table) else { return nothing };
         if sel.columns.is_none() {
             self.diags.err(sel.table.span, "select ... into needs a column list, not '*'");
+            return nothing;
+        }
+        if sel.distinct {
+            self.diags.err(sel.table.span, "'distinct' is only allowed in a 'for' loop's select");
             return nothing;
         }
         let selected = self.selected(&schema, sel);

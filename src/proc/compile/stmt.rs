@@ -238,6 +238,7 @@ impl Ctx<'_> {
             direction: op.direction,
             limit: expr(&op.limit),
             cap,
+            distinct: op.distinct.then(|| op.columns.clone()),
             targets: op.into.iter().map(|v| v.index()).zip(op.columns.iter().copied()).collect(),
         })
     }
@@ -253,6 +254,8 @@ struct CompiledScan {
     direction: Direction,
     limit: ExprFn,
     cap: usize,
+    /// `select distinct`: the selected column positions rows are compared on.
+    distinct: Option<Vec<usize>>,
     /// (frame slot, column position) pairs filled from each row.
     targets: Vec<(usize, usize)>,
 }
@@ -274,7 +277,11 @@ impl CompiledScan {
             limit,
             cap: self.cap,
         };
-        runtime::scan(tx, args)?.map_err(|m| loc.err(m))
+        let rows = runtime::scan(tx, args)?.map_err(|m| loc.err(m))?;
+        Ok(match &self.distinct {
+            Some(positions) => runtime::distinct_rows(rows, positions),
+            None => rows,
+        })
     }
 
     fn set_columns(&self, f: &mut Frame, row: Option<&Row>) {
