@@ -44,7 +44,7 @@ pub enum ReportError {
         path: PathBuf,
     },
     /// A file could not be read.
-    #[error("{}: cannot read: {source}", path.display())]
+    #[error("{}: cannot read", path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -75,7 +75,7 @@ pub enum ReportError {
     #[error("unknown plot {0:?}; known: throughput, latency, bars, all")]
     UnknownPlot(String),
     /// An output file or directory could not be written.
-    #[error("{}: cannot write: {source}", path.display())]
+    #[error("{}: cannot write", path.display())]
     Write {
         /// The file or directory.
         path: PathBuf,
