@@ -365,6 +365,8 @@ fn check_index_consistency(db: &Database, t: u32) {
         assert!(!word.is_absent() && word.is_latest(), "primary index holds a dead record for {key:?}");
         assert!(!word.is_locked());
         assert_eq!(&table.schema.primary_key_of(&row).unwrap(), key);
+        let point = table.point.get(key).expect("point index lacks a key of the ordered index");
+        assert!(Arc::ptr_eq(&point, record), "point and ordered index disagree on {key:?}");
         primary_rows.push(row);
         true
     });
@@ -378,6 +380,7 @@ fn check_index_consistency(db: &Database, t: u32) {
         true
     });
     assert_eq!(entries.len(), primary_rows.len(), "secondary index and primary differ in size");
+    assert_eq!(table.point.len(), primary_rows.len(), "point index and ordered index differ in size");
 }
 
 #[test]

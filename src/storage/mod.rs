@@ -11,6 +11,7 @@
 
 pub mod index;
 pub mod key;
+pub mod point;
 pub mod record;
 pub mod schema;
 pub mod table;

@@ -12,6 +12,7 @@
 
 use super::index::{IndexBackend, OrderedIndex};
 use super::key::Key;
+use super::point::PointIndex;
 use super::record::Record;
 use super::schema::{SchemaError, TableId, TableSchema};
 use super::value::Row;
@@ -28,8 +29,12 @@ pub struct Table {
     pub id: TableId,
     /// The schema.
     pub schema: TableSchema,
-    /// Primary index: encoded primary key → record.
+    /// Ordered primary index: encoded primary key → record, for scans. Holds a subset of
+    /// `point` at every moment (see [`crate::storage::point`]); change it only through
+    /// [`Table::link`] and [`Table::unlink`].
     pub primary: Box<dyn OrderedIndex>,
+    /// Hash primary index: encoded primary key → record, for point lookups.
+    pub point: PointIndex,
     /// One index per `schema.indexes` entry: index key ++ primary key → record.
     pub secondary: Vec<Box<dyn OrderedIndex>>,
 }
@@ -45,7 +50,7 @@ impl Table {
     pub fn new(id: TableId, schema: TableSchema, backend: IndexBackend) -> Result<Table, SchemaError> {
         schema.validate()?;
         let secondary = schema.indexes.iter().map(|_| backend.build()).collect();
-        Ok(Table { id, schema, primary: backend.build(), secondary })
+        Ok(Table { id, schema, primary: backend.build(), point: PointIndex::default(), secondary })
     }
 
     /// Loads a row outside any transaction, with the given TID: for bulk loaders and recovery,
@@ -54,7 +59,7 @@ impl Table {
         self.schema.check_row(&row)?;
         let key = self.schema.primary_key_of(&row)?;
         let record = Arc::new(Record::present(Arc::clone(&row), tid, 0));
-        if self.primary.insert_if_absent(key.clone(), Arc::clone(&record)).is_err() {
+        if self.link(&key, &record).is_err() {
             return Err(LoadError::DuplicateKey { table: self.schema.name.clone(), key });
         }
         for (i, index) in self.secondary.iter().enumerate() {
@@ -65,9 +70,34 @@ impl Table {
         Ok(())
     }
 
+    /// The record that owns primary key `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+        self.point.get(key)
+    }
+
+    /// Links `record` under primary key `key` in both primary indexes, unless the key has a
+    /// record; returns that record if so. The point index decides, then the ordered index
+    /// follows, so the ordered index never holds a record the point index lacks.
+    pub fn link(&self, key: &Key, record: &Arc<Record>) -> Result<(), Arc<Record>> {
+        self.point.insert_if_absent(key.clone(), Arc::clone(record))?;
+        if let Err(stale) = self.primary.insert_if_absent(key.clone(), Arc::clone(record)) {
+            // Unreachable while both are changed only here and in `unlink`, under record locks;
+            // repair rather than leave the two out of step.
+            self.primary.remove(key, &stale);
+            let _ = self.primary.insert_if_absent(key.clone(), Arc::clone(record));
+        }
+        Ok(())
+    }
+
+    /// Unlinks `record` from primary key `key`: ordered index first, then the point index.
+    pub fn unlink(&self, key: &[u8], record: &Arc<Record>) {
+        self.primary.remove(key, record);
+        self.point.remove(key, record);
+    }
+
     /// Number of present rows (counts index entries, so exact only when no writer runs).
     pub fn len(&self) -> usize {
-        self.primary.len()
+        self.point.len()
     }
 
     /// Whether the table has no rows.

@@ -98,7 +98,8 @@ pub struct Transaction<'w> {
     catalog: Arc<Catalog>,
     reads: Vec<ReadEntry>,
     writes: Vec<WriteEntry>,
-    write_slots: HashMap<(TableId, Key), usize>,
+    /// (table, key) → index into `writes`. foldhash: the std SipHash showed in profiles.
+    write_slots: HashMap<(TableId, Key), usize, foldhash::fast::RandomState>,
     absences: Vec<Absence>,
     scans: Vec<ScanCheck>,
     invocation: Option<Invocation>,
@@ -127,7 +128,7 @@ impl<'w> Transaction<'w> {
             catalog: ctx.catalog.load_full(),
             reads: Vec::new(),
             writes: Vec::new(),
-            write_slots: HashMap::new(),
+            write_slots: HashMap::default(),
             absences: Vec::new(),
             scans: Vec::new(),
             invocation: None,
@@ -171,7 +172,7 @@ impl<'w> Transaction<'w> {
         if let Some(&slot) = self.write_slots.get(&(table.id, key.clone())) {
             return Ok(self.writes[slot].row.clone());
         }
-        match table.primary.get(key) {
+        match table.get(key) {
             Some(record) => {
                 let (word, row) = record.stable_read();
                 self.push_read(record, word)?;
@@ -261,7 +262,7 @@ impl<'w> Transaction<'w> {
             entry.row = row;
             return Ok(true);
         }
-        let Some(record) = t.primary.get(&key) else {
+        let Some(record) = t.get(&key) else {
             self.absences.push(Absence { table: t.id, key });
             return Ok(false);
         };
@@ -530,7 +531,7 @@ impl<'w> Transaction<'w> {
         }
         for a in &self.absences {
             let t = self.table(a.table)?;
-            if let Some(record) = t.primary.get(&a.key)
+            if let Some(record) = t.get(&a.key)
                 && !self.locked_by_me(&record, &mine)
             {
                 let w = record.word();
@@ -627,7 +628,7 @@ impl<'w> Transaction<'w> {
                     if old_present {
                         remove_stale_secondary(&t, &w.key, &old, None, record);
                     }
-                    t.primary.remove(&w.key, record);
+                    t.unlink(&w.key, record);
                     let empty: Row = Arc::from(Vec::<Value>::new());
                     record.install(empty, TidWord::new(tid, false, true), ticket.last_writer);
                 }
@@ -645,7 +646,7 @@ impl<'w> Transaction<'w> {
         }
         for (table, key, record) in &undo.placeholders {
             if let Some(t) = self.catalog.table(*table) {
-                t.primary.remove(key, record);
+                t.unlink(key, record);
             }
             // Unlinked: anyone still holding it sees `latest` cleared and retries.
             record.unlock_with(TidWord::new(record.word().tid(), false, true));
@@ -672,7 +673,7 @@ fn lock_or_create(t: &Table, key: &Key, undo: &mut Undo) -> Result<(Arc<Record>,
     // Bounded: each retry means another transaction unlinked the record we found, which it
     // does at most once per record.
     for _ in 0..1000 {
-        if let Some(existing) = t.primary.get(key) {
+        if let Some(existing) = t.get(key) {
             let word = existing.lock();
             if word.is_latest() {
                 return Ok((existing, word));
@@ -681,7 +682,7 @@ fn lock_or_create(t: &Table, key: &Key, undo: &mut Undo) -> Result<(Arc<Record>,
             continue;
         }
         let placeholder = Arc::new(Record::locked_placeholder());
-        if t.primary.insert_if_absent(key.clone(), Arc::clone(&placeholder)).is_ok() {
+        if t.link(key, &placeholder).is_ok() {
             undo.placeholders.push((t.id, key.clone(), Arc::clone(&placeholder)));
             let word = placeholder.word().unlocked();
             return Ok((placeholder, word));
