@@ -279,6 +279,8 @@ fn mixed(index: &Arc<dyn OrderedIndex>, probes: &[Key], iters: u64) -> Duration 
 
 fn main() {
     let mut c = Criterion::default()
+        // Plots need system fonts, which a bare machine lacks (criterion panics on FontUnavailable).
+        .without_plots()
         .sample_size(20)
         .warm_up_time(Duration::from_millis(700))
         .measurement_time(Duration::from_secs(2))

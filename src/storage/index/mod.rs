@@ -33,11 +33,11 @@
 //!
 //! Measured with `cargo bench --bench index` at 1M keys on a 2-core machine (numbers and ratios
 //! in `docs/PERFORMANCE.md`, "Ordered index backends"): on two cores the locked B-tree is the
-//! fastest or tied in most single-thread operations (it is hard to beat a `BTreeMap` when there
-//! is no contention); `scc` is within about 1.0-1.25x of it on gets, inserts and 50-key scans in
-//! both directions, `ferntree` within 1.2-2x (slower scans), the skip list 2-6x slower (18x on
-//! short backward scans, since each backward step is a new search). The two-thread mixed
-//! workload is within noise between the B-tree, `scc` and `ferntree` on this shared 2-core box.
+//! fastest or tied almost everywhere (an uncontended `BTreeMap` is hard to beat). `scc` costs
+//! 1.2-1.5x on gets, 1.1-1.7x on inserts, 1.0-1.2x on 50-key scans both ways and 1.0-1.7x on a
+//! two-thread mix; `ferntree` is close on gets but 1.5-2.2x on scans; the skip list is 2-4x
+//! slower and 5-18x on backward scans (each backward step is a new search). The runs were on a
+//! shared machine and vary up to 2x between runs; the ordering did not change.
 //!
 //! The default is [`IndexBackend::SccTree`] anyway, for two reasons that the 2-core numbers do not
 //! capture:
