@@ -74,6 +74,9 @@ pub struct Committed {
     pub durability: DurabilityTicket,
 }
 
+/// Most index entries a scan collects per batch before reading their records.
+const SCAN_BATCH_MAX: usize = 256;
+
 /// Limits that bound a transaction's memory.
 #[derive(Clone, Debug)]
 pub struct TxnLimits {
@@ -304,11 +307,22 @@ impl<'w> Transaction<'w> {
         let mut seen = HashMap::new();
         let mut last_key: Option<Key> = None;
         let mut reads = Vec::new();
-        let mut failure = None;
-        {
-            index.scan(&scan.range, scan.direction, usize::MAX, &mut |entry_key, record| {
+        // Entries are collected in batches and read after the index scan returns: reading a
+        // record may wait for its lock, and a committer holding that lock may need the index, so
+        // a visitor must never wait (see the index contract).
+        let batch = (scan.limit + 1).min(SCAN_BATCH_MAX);
+        let mut range = scan.range.clone();
+        let mut full = false;
+        'batches: loop {
+            let mut entries: Vec<(Key, Arc<Record>)> = Vec::with_capacity(batch);
+            index.scan(&range, scan.direction, batch, &mut |k, r| {
+                entries.push((k.clone(), Arc::clone(r)));
+                true
+            });
+            let index_exhausted = entries.len() < batch;
+            for (entry_key, record) in entries {
                 while out.len() < scan.limit
-                    && own_iter.peek().is_some_and(|(k, _)| comes_before(k, entry_key, scan.direction))
+                    && own_iter.peek().is_some_and(|(k, _)| comes_before(k, &entry_key, scan.direction))
                 {
                     if let Some((k, row)) = own_iter.next() {
                         last_key = Some(k);
@@ -316,28 +330,28 @@ impl<'w> Transaction<'w> {
                     }
                 }
                 if out.len() >= scan.limit {
-                    return false;
+                    full = true;
+                    break 'batches;
                 }
-                seen.insert(entry_key.clone(), Arc::as_ptr(record) as usize);
-                last_key = Some(entry_key.clone());
-                match self.visible_entry(&t, scan.index, entry_key, record, &mut reads) {
-                    Ok(Some(row)) => out.push(row),
-                    Ok(None) => {}
-                    Err(e) => {
-                        failure = Some(e);
-                        return false;
-                    }
+                seen.insert(entry_key.clone(), Arc::as_ptr(&record) as usize);
+                if let Some(row) = self.visible_entry(&t, scan.index, &entry_key, &record, &mut reads)? {
+                    out.push(row);
                 }
-                out.len() < scan.limit
-            });
-        }
-        if let Some(e) = failure {
-            return Err(e);
+                last_key = Some(entry_key);
+                if out.len() >= scan.limit {
+                    full = true;
+                    break 'batches;
+                }
+            }
+            match (&last_key, index_exhausted) {
+                (Some(last), false) => range = range_after(&scan.range, last.clone(), scan.direction),
+                _ => break,
+            }
         }
         for (record, word) in reads {
             self.push_read(record, word)?;
         }
-        let exhausted = out.len() < scan.limit;
+        let exhausted = !full;
         for (_, row) in own_iter {
             if out.len() >= scan.limit {
                 break;
@@ -772,6 +786,14 @@ fn comes_before(a: &Key, b: &Key, direction: Direction) -> bool {
     match direction {
         Direction::Forward => a < b,
         Direction::Backward => a > b,
+    }
+}
+
+/// The rest of `range` after `last`, in scan direction.
+fn range_after(range: &KeyRange, last: Key, direction: Direction) -> KeyRange {
+    match direction {
+        Direction::Forward => KeyRange { start: Bound::Excluded(last), end: range.end.clone() },
+        Direction::Backward => KeyRange { start: range.start.clone(), end: Bound::Excluded(last) },
     }
 }
 
