@@ -29,6 +29,9 @@ enum Command {
     Bench(Box<BenchArgs>),
     /// Turn timeline .csv and result .json files of `lazarus bench` into an HTML page of charts.
     Report(ReportArgs),
+    /// The first-run job: load a small workload, run it under each available durability scheme,
+    /// and write an HTML report (the default when no command is given).
+    Demo(DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,8 +40,9 @@ fn main() -> ExitCode {
         Some(Command::Check { files }) => check(&files),
         Some(Command::Bench(args)) => bench(&args),
         Some(Command::Report(args)) => report(&args),
-        None => match Cli::parse_from(["lazarus", "bench"]).command {
-            Some(Command::Bench(args)) => bench(&args),
+        Some(Command::Demo(args)) => demo(&args),
+        None => match Cli::parse_from(["lazarus", "demo"]).command {
+            Some(Command::Demo(args)) => demo(&args),
             _ => Ok(ExitCode::FAILURE),
         },
     };
@@ -151,6 +155,23 @@ struct BenchArgs {
 }
 
 fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let (summary, timeline_csv) = run_bench(args)?;
+    print!("{}", summary.render());
+    println!("consistency     checked, holds");
+    if let Some(path) = &args.timeline {
+        std::fs::write(path, timeline_csv).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("timeline written to {}", path.display());
+    }
+    if let Some(path) = &args.result {
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("result written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Opens, loads, runs and checks one bench; returns its summary and timeline CSV.
+fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
     if !(args.duration_s.is_finite() && args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
         bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
@@ -185,18 +206,60 @@ fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     );
     let result = open_load_run(config, &workload, &run_options)?;
     let summary = RunSummary::new(&result, &args.workload, &args.durability, args.threads, args.label.clone());
-    print!("{}", summary.render());
-    println!("consistency     checked, holds");
-    if let Some(path) = &args.timeline {
-        let csv = lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms);
-        std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("timeline written to {}", path.display());
+    Ok((summary, lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms)))
+}
+
+/// The durability schemes `lazarus bench --durability` accepts today.
+const SCHEMES: &[&str] = &["none"];
+
+/// Options of `lazarus demo`.
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Workload to run [default: tpcc with one warehouse per thread].
+    #[arg(long)]
+    workload: Option<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Seconds per scheme.
+    #[arg(long, default_value_t = 3.0)]
+    duration_s: f64,
+    /// Where the report goes.
+    #[arg(long, default_value = "report")]
+    out: std::path::PathBuf,
+}
+
+fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    // A small TPC-C when it is built in, else the transfer workload.
+    let default = if workload::NAMES.contains(&"tpcc") { "tpcc" } else { "transfer" };
+    let workload_name = args.workload.clone().unwrap_or_else(|| default.to_string());
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let mut inputs = Vec::new();
+    for scheme in SCHEMES {
+        let mut bench_args = Cli::parse_from(["lazarus", "bench"]);
+        let Some(Command::Bench(bench)) = bench_args.command.as_mut() else { bail!("internal: no bench defaults") };
+        bench.workload = workload_name.clone();
+        bench.threads = args.threads;
+        bench.duration_s = args.duration_s;
+        bench.durability = scheme.to_string();
+        bench.warehouses = Some(args.threads.max(1) as u32);
+        eprintln!("demo: {workload_name} under durability {scheme} for {} s", args.duration_s);
+        let (summary, timeline) = run_bench(bench)?;
+        print!("{}", summary.render());
+        let csv = args.out.join(format!("{scheme}.csv"));
+        let json = args.out.join(format!("{scheme}.json"));
+        std::fs::write(&csv, timeline).with_context(|| format!("cannot write {}", csv.display()))?;
+        std::fs::write(&json, serde_json::to_string_pretty(&summary)?)
+            .with_context(|| format!("cannot write {}", json.display()))?;
+        inputs.extend([csv, json]);
     }
-    if let Some(path) = &args.result {
-        let json = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("result written to {}", path.display());
-    }
+    let options = lazarus::report::ReportOptions {
+        out: args.out.clone(),
+        title: format!("Lazarus demo: {workload_name}"),
+        ..lazarus::report::ReportOptions::default()
+    };
+    let output = lazarus::report::render_report(&inputs, &options)?;
+    println!("report written to {}", output.index.display());
     Ok(ExitCode::SUCCESS)
 }
 
