@@ -232,3 +232,21 @@ fn valid_file_has_no_diagnostics() {
     let d = diags("procedure ok(id int) {\n    select balance into b from account where id = id;\n    return b;\n}");
     assert!(d.is_empty(), "{d:?}");
 }
+
+#[test]
+fn distinct_only_in_for_loops_and_still_a_column_name() {
+    expect(
+        "procedure p() {\n    select distinct qty into q from line where w = 1 and o = 2 and n = 3;\n}",
+        5,
+        37,
+        "'distinct' is only allowed in a 'for' loop's select",
+    );
+    // Where no column list follows it, `distinct` is a column name.
+    let ok = "table t (k int not null, distinct int, primary key (k));
+procedure p() {
+    select distinct into d from t where k = 1;
+    for r in select distinct, k from t where k > 0 limit 5 { }
+    for r in select distinct distinct from t where k > 0 limit 5 { }
+}";
+    assert_eq!(check_file_report("d.proc", ok), Vec::new());
+}

@@ -391,3 +391,38 @@ fn bank_example_runs() {
     ok(&db, "close_account", &[int(3)]);
     assert_eq!(ok(&db, "total_for", &[text("ann")]), vec![Value::Int(1), Value::Float(67.5)]);
 }
+
+#[test]
+fn select_distinct_drops_repeated_rows_in_order() {
+    let db = db("procedure distinct_qty(w int) {
+        let n = 0;
+        let sum = 0;
+        let firsts = '';
+        for r in select distinct qty from line where w = w limit 100 {
+            n = n + 1;
+            if r.qty is not null {
+                sum = sum + r.qty;
+                firsts = firsts || text(r.qty) || ',';
+            }
+        }
+        return n, sum, firsts, found;
+    }
+    procedure distinct_limited(w int) {
+        let n = 0;
+        for r in select distinct qty from line where w = w limit 3 { n = n + 1; }
+        return n;
+    }");
+    let mut w = db.worker();
+    for (o, n, qty) in [(1, 1, Some(5)), (1, 2, Some(7)), (1, 3, Some(5)), (2, 1, None), (2, 2, Some(7)), (3, 1, None)]
+    {
+        let qty = qty.map_or(ParamValue::Scalar(Value::Null), int);
+        w.call("add_line", &[int(1), int(o), int(n), qty]).unwrap();
+    }
+    // Rows in key order: 5, 7, 5, null, 7, null → 5, 7, null (nulls are not distinct).
+    let out = w.call("distinct_qty", &[int(1)]).unwrap().values;
+    assert_eq!(out, vec![Value::Int(3), Value::Int(12), Value::text("5,7,"), Value::Bool(true)]);
+    // The limit bounds the rows read (5, 7, 5), before repeats are dropped.
+    assert_eq!(w.call("distinct_limited", &[int(1)]).unwrap().values, vec![Value::Int(2)]);
+    let none = w.call("distinct_qty", &[int(9)]).unwrap().values;
+    assert_eq!(none, vec![Value::Int(0), Value::Int(0), Value::text(""), Value::Bool(false)]);
+}

@@ -70,8 +70,14 @@ pub fn bind_args(p: &Procedure, args: &[ParamValue]) -> Result<Frame, TxnError> 
         match (var.array, arg) {
             (false, ParamValue::Scalar(v)) => frame.vals[i] = fit(v, var).map_err(fail)?,
             (true, ParamValue::Array(items)) => {
-                let fitted: Result<Vec<Value>, String> = items.iter().map(|v| fit(v, var)).collect();
-                frame.arrays[i] = Some(Arc::from(fitted.map_err(fail)?));
+                // Share the caller's array when every element already has the element type.
+                let as_is = items.iter().all(|v| v.is_null() || v.column_type().map(Ty::from_column) == Some(var.ty));
+                frame.arrays[i] = Some(if as_is {
+                    Arc::clone(items)
+                } else {
+                    let fitted: Result<Vec<Value>, String> = items.iter().map(|v| fit(v, var)).collect();
+                    Arc::from(fitted.map_err(fail)?)
+                });
             }
             _ => {
                 let want = if var.array { format!("an array of {}", var.ty) } else { format!("a scalar {}", var.ty) };

@@ -51,7 +51,10 @@ pub fn build(name: &str, options: &WorkloadOptions) -> Result<Arc<dyn Workload>,
             }
             Ok(Arc::new(w))
         }
-        "tpcc" => Ok(Arc::new(tpcc::Tpcc::new(options.warehouses.unwrap_or(1), options.mix.as_deref(), options.no_inserts)?)),
+        "tpcc" => {
+            let w = tpcc::Tpcc::new(options.warehouses.unwrap_or(1), options.mix.as_deref(), options.no_inserts)?;
+            Ok(Arc::new(w))
+        }
         "smallbank" => Ok(Arc::new(smallbank::Smallbank::from_options(options)?)),
         "ycsb" => Ok(Arc::new(ycsb::Ycsb::from_options(options)?)),
         "kv" => Ok(Arc::new(kv::Kv::from_options(options)?)),

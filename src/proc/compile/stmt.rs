@@ -53,6 +53,26 @@ fn eval_all(fs: &[ExprFn], f: &Frame) -> RtResult<Vec<Value>> {
     fs.iter().map(|e| e(f)).collect()
 }
 
+/// Primary keys of up to this many columns are evaluated on the stack.
+const KEY_INLINE: usize = 4;
+
+/// Evaluates a primary key and passes it to `use_key`, without a heap allocation for short keys.
+fn with_key<T>(
+    fs: &[ExprFn],
+    f: &Frame,
+    loc: &Loc,
+    use_key: impl FnOnce(&[Value]) -> Result<T, TxnError>,
+) -> Result<T, TxnError> {
+    if fs.len() > KEY_INLINE {
+        return use_key(&eval_all(fs, f).map_err(|m| loc.err(m))?);
+    }
+    let mut buf: [Value; KEY_INLINE] = Default::default();
+    for (slot, e) in buf.iter_mut().zip(fs) {
+        *slot = e(f).map_err(|m| loc.err(m))?;
+    }
+    use_key(&buf[..fs.len()])
+}
+
 impl Ctx<'_> {
     /// Compiles a block.
     pub(crate) fn block(&self, stmts: &[Stmt]) -> Result<Vec<StmtFn>, Diagnostic> {
@@ -112,8 +132,8 @@ impl Ctx<'_> {
             StmtKind::Delete(d) => {
                 let (table, key, found) = (self.table(&d.table, s)?, exprs(&d.key), self.proc.found.index());
                 Ok(Box::new(move |f, tx| {
-                    let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
-                    f.vals[found] = Value::Bool(runtime::delete(tx, table, &key)?);
+                    let deleted = with_key(&key, f, &loc, |key| runtime::delete(tx, table, key))?;
+                    f.vals[found] = Value::Bool(deleted);
                     Ok(Flow::Next)
                 }))
             }
@@ -195,8 +215,7 @@ impl Ctx<'_> {
         let (table, key, found) = (self.table(&g.table, s)?, exprs(&g.key), self.proc.found.index());
         let targets: Vec<(usize, usize)> = g.into.iter().map(|v| v.index()).zip(g.columns.iter().copied()).collect();
         Ok(Box::new(move |f, tx| {
-            let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
-            let row = runtime::get(tx, table, &key)?;
+            let row = with_key(&key, f, &loc, |key| runtime::get(tx, table, key))?;
             f.vals[found] = Value::Bool(row.is_some());
             for &(slot, col) in &targets {
                 f.vals[slot] = row.as_ref().and_then(|r| r.get(col)).cloned().unwrap_or(Value::Null);
@@ -209,19 +228,20 @@ impl Ctx<'_> {
         let (table, key, found) = (self.table(&u.table, s)?, exprs(&u.key), self.proc.found.index());
         let sets: Vec<(usize, ExprFn)> = u.sets.iter().map(|(p, e)| (*p, expr(e))).collect();
         Ok(Box::new(move |f, tx| {
-            let key = eval_all(&key, f).map_err(|m| loc.err(m))?;
-            let Some(old) = runtime::get(tx, table, &key)? else {
+            let Some(old) = with_key(&key, f, &loc, |key| runtime::get(tx, table, key))? else {
                 f.vals[found] = Value::Bool(false);
                 return Ok(Flow::Next);
             };
             let mut new = old.to_vec();
             f.row = Some(old);
-            // All set expressions see the old row, so evaluate them before writing any.
-            let values: RtResult<Vec<Value>> = sets.iter().map(|(_, e)| e(f)).collect();
+            // All set expressions see the old row (`f.row`), never `new`, so writing each value
+            // into `new` as soon as it is computed is the same as computing them all first.
+            let values: RtResult<()> = sets.iter().try_for_each(|(p, e)| {
+                new[*p] = e(f)?;
+                Ok(())
+            });
             f.row = None;
-            for ((p, _), v) in sets.iter().zip(values.map_err(|m| loc.err(m))?) {
-                new[*p] = v;
-            }
+            values.map_err(|m| loc.err(m))?;
             f.vals[found] = Value::Bool(runtime::update(tx, table, new)?);
             Ok(Flow::Next)
         }))

@@ -72,11 +72,17 @@ fn check_district(worker: &mut Worker, ids: &TableIds, w: i64, d: i64, next_o_id
         return Err(inconsistent(2, w, Some(d), detail));
     }
     if new_orders > 0 && max_no - min_no + 1 != new_orders {
-        let detail = format!("max(NO_O_ID) - min(NO_O_ID) + 1 = {} but there are {new_orders} new orders", max_no - min_no + 1);
+        let detail =
+            format!("max(NO_O_ID) - min(NO_O_ID) + 1 = {} but there are {new_orders} new orders", max_no - min_no + 1);
         return Err(inconsistent(3, w, Some(d), detail));
     }
     if ol_cnt_sum != lines {
-        return Err(inconsistent(4, w, Some(d), format!("sum(O_OL_CNT) = {ol_cnt_sum} but there are {lines} order lines")));
+        return Err(inconsistent(
+            4,
+            w,
+            Some(d),
+            format!("sum(O_OL_CNT) = {ol_cnt_sum} but there are {lines} order lines"),
+        ));
     }
     Ok(())
 }
@@ -89,7 +95,8 @@ pub fn for_each_row(
     prefix: &[Value],
     mut f: impl FnMut(&Row),
 ) -> Result<(), WorkloadError> {
-    let mut range = KeyRange::from_values(prefix, Bound::Unbounded, Bound::Unbounded).map_err(crate::txn::TxnError::from)?;
+    let mut range =
+        KeyRange::from_values(prefix, Bound::Unbounded, Bound::Unbounded).map_err(crate::txn::TxnError::from)?;
     loop {
         let scan = Scan { table, index: None, range: range.clone(), direction: Direction::Forward, limit: PAGE_ROWS };
         let (page, _) = worker.run(100, |tx| {

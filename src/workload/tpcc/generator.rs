@@ -3,6 +3,7 @@
 //! Each worker thread is a terminal of its home warehouse `thread % warehouses + 1`, as in Silo's
 //! harness; the district is chosen uniformly per transaction. No keying or think time.
 
+use super::native::{NewOrder, Payment};
 use super::random::TpccRng;
 use super::{DISTRICTS_PER_WAREHOUSE, ITEMS, Kind, ProcIds};
 use crate::bench::workload::{TxnCall, TxnGenerator, TxnRequest};
@@ -24,10 +25,6 @@ pub struct Generator {
 
 fn int(v: i64) -> ParamValue {
     ParamValue::Scalar(Value::Int(v))
-}
-
-fn ints(v: Vec<i64>) -> ParamValue {
-    ParamValue::Array(v.into_iter().map(Value::Int).collect())
 }
 
 fn bool_(b: bool) -> ParamValue {
@@ -61,7 +58,11 @@ impl Generator {
 
     /// 60% by last name, else by id (clauses 2.5.1.2, 2.6.1.2): (id, last name).
     fn customer(&mut self) -> (i64, Option<String>) {
-        if self.rng.uniform(1, 100) <= 60 { (0, Some(self.rng.last_name_run())) } else { (self.rng.customer_id(), None) }
+        if self.rng.uniform(1, 100) <= 60 {
+            (0, Some(self.rng.last_name_run()))
+        } else {
+            (self.rng.customer_id(), None)
+        }
     }
 
     /// The kind for a uniform draw in `0..total weight`.
@@ -73,35 +74,32 @@ impl Generator {
     }
 
     /// Clause 2.4.1: 5..=15 lines, NURand items, 1% remote supply warehouses, 1% rollbacks.
-    pub fn new_order_args(&mut self) -> Vec<ParamValue> {
+    pub fn new_order(&mut self) -> NewOrder {
         let d = self.district();
         let c = self.rng.customer_id();
         let lines = self.rng.uniform(5, 15) as usize;
         let rollback = self.rng.uniform(1, 100) == 1;
-        let (mut items, mut supply, mut quantities) =
-            (Vec::with_capacity(lines), Vec::with_capacity(lines), Vec::with_capacity(lines));
+        let mut a = NewOrder {
+            w: self.home,
+            d,
+            c,
+            items: Vec::with_capacity(lines),
+            supply: Vec::with_capacity(lines),
+            quantities: Vec::with_capacity(lines),
+            entry_d: super::now_us(),
+        };
         for n in 0..lines {
             let unused = rollback && n + 1 == lines;
-            items.push(if unused { ITEMS + 1 } else { self.rng.item_id() });
+            a.items.push(if unused { ITEMS + 1 } else { self.rng.item_id() });
             let remote = self.warehouses > 1 && self.rng.uniform(1, 100) == 1;
-            supply.push(if remote { self.remote_warehouse() } else { self.home });
-            quantities.push(self.rng.uniform(1, 10));
+            a.supply.push(if remote { self.remote_warehouse() } else { self.home });
+            a.quantities.push(self.rng.uniform(1, 10));
         }
-        let entry = super::now_us();
-        vec![
-            int(self.home),
-            int(d),
-            int(c),
-            ints(items),
-            ints(supply),
-            ints(quantities),
-            int(entry),
-            bool_(self.inserts),
-        ]
+        a
     }
 
     /// Clause 2.5.1: 85% home customer, 15% a remote warehouse's; amount 1.00..=5000.00.
-    pub fn payment_args(&mut self) -> Vec<ParamValue> {
+    pub fn payment(&mut self) -> Payment {
         let d = self.district();
         let (cw, cd) = if self.warehouses > 1 && self.rng.uniform(1, 100) > 85 {
             (self.remote_warehouse(), self.district())
@@ -110,18 +108,7 @@ impl Generator {
         };
         let (c, last) = self.customer();
         let amount = self.rng.uniform(100, 500_000);
-        let date = self.stamp();
-        vec![
-            int(self.home),
-            int(d),
-            int(cw),
-            int(cd),
-            int(c),
-            text_or_null(last),
-            int(amount),
-            int(date),
-            bool_(self.inserts),
-        ]
+        Payment { w: self.home, d, cw, cd, c, last, amount, h_date: self.stamp() }
     }
 
     /// Clause 2.6.1.
@@ -146,8 +133,8 @@ impl Generator {
     /// The request for a transaction of kind `kind`.
     pub fn request(&mut self, kind: Kind) -> TxnRequest {
         let (id, args) = match kind {
-            Kind::NewOrder => (self.procs.new_order, self.new_order_args()),
-            Kind::Payment => (self.procs.payment, self.payment_args()),
+            Kind::NewOrder => (self.procs.new_order, self.new_order().params(self.inserts)),
+            Kind::Payment => (self.procs.payment, self.payment().params(self.inserts)),
             Kind::OrderStatus => (self.procs.order_status, self.order_status_args()),
             Kind::Delivery => (self.procs.delivery, self.delivery_args()),
             Kind::StockLevel => (self.procs.stock_level, self.stock_level_args()),

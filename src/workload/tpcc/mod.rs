@@ -36,6 +36,7 @@
 pub mod check;
 pub mod generator;
 pub mod loader;
+pub mod native;
 pub mod random;
 
 use crate::bench::workload::{TxnGenerator, Workload, WorkloadError};
@@ -181,7 +182,10 @@ impl TableIds {
     pub fn of(db: &Database) -> Result<TableIds, WorkloadError> {
         let catalog = db.catalog();
         let id = |name: &str| {
-            catalog.table_by_name(name).map(|t| t.id).ok_or_else(|| WorkloadError::Txn(TxnError::NoSuchTable(name.into())))
+            catalog
+                .table_by_name(name)
+                .map(|t| t.id)
+                .ok_or_else(|| WorkloadError::Txn(TxnError::NoSuchTable(name.into())))
         };
         Ok(TableIds {
             warehouse: id("warehouse")?,
