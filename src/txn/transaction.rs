@@ -61,8 +61,9 @@ struct ScanCheck {
     /// The part of the range the scan covered (up to the last key visited when it stopped early).
     covered: KeyRange,
     /// Every entry the scan visited (key → record address); their records are in the read set.
-    /// A key whose record is now a different one counts as unseen.
-    seen: HashMap<Key, usize>,
+    /// A key whose record is now a different one counts as unseen. Sorted by key ascending
+    /// (a scan visits keys in order), so validation merges it with its re-scan.
+    seen: Vec<(Key, usize)>,
 }
 
 /// What a committed transaction returns.
@@ -172,7 +173,9 @@ impl<'w> Transaction<'w> {
 
     /// Reads the row with encoded primary key `key`.
     pub fn get_by_key(&mut self, table: &Table, key: &Key) -> Result<Option<Row>, TxnError> {
-        if let Some(&slot) = self.write_slots.get(&(table.id, key.clone())) {
+        if !self.write_slots.is_empty()
+            && let Some(&slot) = self.write_slots.get(&(table.id, key.clone()))
+        {
             return Ok(self.writes[slot].row.clone());
         }
         match table.get(key) {
@@ -304,7 +307,7 @@ impl<'w> Transaction<'w> {
             return Ok(out);
         }
         let mut own_iter = own.into_iter().peekable();
-        let mut seen = HashMap::new();
+        let mut seen = Vec::new();
         let mut last_key: Option<Key> = None;
         let mut reads = Vec::new();
         // Entries are collected in batches and read after the index scan returns: reading a
@@ -333,7 +336,7 @@ impl<'w> Transaction<'w> {
                     full = true;
                     break 'batches;
                 }
-                seen.insert(entry_key.clone(), Arc::as_ptr(&record) as usize);
+                seen.push((entry_key.clone(), Arc::as_ptr(&record) as usize));
                 if let Some(row) = self.visible_entry(&t, scan.index, &entry_key, &record, &mut reads)? {
                     out.push(row);
                 }
@@ -362,6 +365,9 @@ impl<'w> Transaction<'w> {
             (false, Some(last)) => covered_range(&scan.range, last, scan.direction),
             _ => scan.range.clone(),
         };
+        if scan.direction == Direction::Backward {
+            seen.reverse();
+        }
         self.scans.push(ScanCheck { table: t.id, index: scan.index, covered, seen });
         Ok(out)
     }
@@ -376,8 +382,7 @@ impl<'w> Transaction<'w> {
         record: &Arc<Record>,
         reads: &mut Vec<(Arc<Record>, TidWord)>,
     ) -> Result<Option<Row>, TxnError> {
-        let pk = primary_part(t, index, entry_key)?;
-        if self.write_slots.contains_key(&(t.id, pk)) {
+        if !self.write_slots.is_empty() && self.write_slots.contains_key(&(t.id, primary_part(t, index, entry_key)?)) {
             return Ok(None); // own rows come from the write set
         }
         let (word, row) = record.stable_read();
@@ -568,9 +573,15 @@ impl<'w> Transaction<'w> {
             None => t.primary.as_ref(),
             Some(i) => t.secondary[i].as_ref(),
         };
+        let mut next_seen = 0usize;
         let mut phantom = false;
         index.scan(&s.covered, Direction::Forward, usize::MAX, &mut |entry_key, record| {
-            if s.seen.get(entry_key) == Some(&(Arc::as_ptr(record) as usize)) || self.locked_by_me(record, mine) {
+            while next_seen < s.seen.len() && s.seen[next_seen].0 < *entry_key {
+                next_seen += 1;
+            }
+            let was_seen =
+                s.seen.get(next_seen).is_some_and(|(k, p)| k == entry_key && *p == Arc::as_ptr(record) as usize);
+            if was_seen || self.locked_by_me(record, mine) {
                 return true;
             }
             let w = record.word();
