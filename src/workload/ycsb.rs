@@ -29,7 +29,6 @@ use crate::storage::{ParamValue, Value};
 use keys::KeyChooser;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
-use std::sync::Arc;
 
 /// The source of the workload's schema and procedures.
 pub const SOURCE: &str = include_str!("../../workloads/ycsb.proc");
@@ -152,11 +151,11 @@ fn key_arg(k: u64) -> ParamValue {
     int(k as i64)
 }
 
-/// `size` random bytes.
-fn random_value(rng: &mut SmallRng, size: usize) -> Value {
-    let mut buf = vec![0u8; size];
-    rng.fill_bytes(&mut buf);
-    Value::Bytes(Arc::from(buf))
+/// `size` random bytes, drawn into `scratch` and copied into one allocation.
+fn random_value(rng: &mut SmallRng, scratch: &mut Vec<u8>, size: usize) -> Value {
+    scratch.resize(size, 0);
+    rng.fill_bytes(scratch);
+    Value::bytes(scratch)
 }
 
 impl Ycsb {
@@ -205,8 +204,9 @@ impl Ycsb {
     fn load_batch(&self, worker: &mut Worker, lo: u64, hi: u64) -> Result<(), WorkloadError> {
         let mut rng = SmallRng::seed_from_u64(lo);
         let fields = if self.variant == Variant::Taurus { FIELDS } else { 1 };
-        let vals: Vec<Value> =
-            (0..(hi - lo) as usize * fields).map(|_| random_value(&mut rng, self.value_size)).collect();
+        let mut scratch = Vec::new();
+        let count = (hi - lo) as usize * fields;
+        let vals: Vec<Value> = (0..count).map(|_| random_value(&mut rng, &mut scratch, self.value_size)).collect();
         let procedure = if self.variant == Variant::Taurus { "ycsb_load_usertable" } else { "ycsb_load_kv" };
         worker.call_retrying(procedure, &[key_arg(lo), ParamValue::from(vals)], 100)?;
         Ok(())
@@ -264,6 +264,7 @@ impl Workload for Ycsb {
             variant: self.variant,
             read_fraction: if self.read_fraction.is_nan() { 0.0 } else { self.read_fraction.clamp(0.0, 1.0) },
             value_size: self.value_size,
+            scratch: Vec::new(),
             ids: [id("ycsb_get"), id("ycsb_put"), id("ycsb_read2_write2")],
         })
     }
@@ -292,6 +293,8 @@ struct YcsbGenerator {
     variant: Variant,
     read_fraction: f64,
     value_size: usize,
+    /// Buffer for drawing values.
+    scratch: Vec<u8>,
     /// Procedure ids of get, put, read2-write2.
     ids: [u32; 3],
 }
@@ -302,7 +305,7 @@ impl YcsbGenerator {
         if self.rng.random_bool(self.read_fraction) {
             TxnRequest { kind: 0, call: TxnCall::Procedure { id: self.ids[0], args: vec![key] } }
         } else {
-            let value = ParamValue::Scalar(random_value(&mut self.rng, self.value_size));
+            let value = ParamValue::Scalar(random_value(&mut self.rng, &mut self.scratch, self.value_size));
             TxnRequest { kind: 1, call: TxnCall::Procedure { id: self.ids[1], args: vec![key, value] } }
         }
     }
@@ -311,8 +314,8 @@ impl YcsbGenerator {
         let [r0, r1, w0, w1]: [u64; 4] = self.keys.distinct(&mut self.rng);
         let mut field = || int(self.rng.random_range(0..FIELDS as i64));
         let (rf0, rf1, wf0, wf1) = (field(), field(), field(), field());
-        let v0 = ParamValue::Scalar(random_value(&mut self.rng, self.value_size));
-        let v1 = ParamValue::Scalar(random_value(&mut self.rng, self.value_size));
+        let v0 = ParamValue::Scalar(random_value(&mut self.rng, &mut self.scratch, self.value_size));
+        let v1 = ParamValue::Scalar(random_value(&mut self.rng, &mut self.scratch, self.value_size));
         let args = vec![key_arg(r0), rf0, key_arg(r1), rf1, key_arg(w0), wf0, v0, key_arg(w1), wf1, v1];
         TxnRequest { kind: 0, call: TxnCall::Procedure { id: self.ids[2], args } }
     }
