@@ -138,7 +138,6 @@ impl Database {
             )));
         }
         let epochs = EpochManager::new(1);
-        let handle = epochs.start_advancer(config.epoch_interval_ms)?;
         let inner = Inner {
             ctx: TxnContext {
                 catalog: ArcSwap::from_pointee(Catalog::default()),
@@ -150,9 +149,16 @@ impl Database {
             ddl: Mutex::new(()),
             index_backend: config.index_backend,
             next_worker: AtomicUsize::new(0),
-            epoch_thread: Mutex::new(Some(handle)),
+            epoch_thread: Mutex::new(None),
         };
-        Ok(Database { inner: Arc::new(inner) })
+        let db = Database { inner: Arc::new(inner) };
+        // Recovery runs before any transaction; the epoch restarts above everything it restored.
+        let recovered_epoch = db.inner.ctx.scheme.recover(&db)?;
+        db.inner.ctx.epochs.advance_to(recovered_epoch + 1);
+        db.inner.ctx.scheme.start(Arc::clone(&db.inner.ctx.epochs))?;
+        let handle = db.inner.ctx.epochs.start_advancer(config.epoch_interval_ms)?;
+        *db.inner.epoch_thread.lock() = Some(handle);
+        Ok(db)
     }
 
     /// The current catalog.
@@ -176,18 +182,33 @@ impl Database {
     }
 
     /// Creates a table. Returns its id.
+    ///
+    /// The table goes through the procedure language's DDL (`table ...; index ...;`), so that it
+    /// is validated once and recorded like any module; its names must therefore be identifiers
+    /// of the language.
     pub fn create_table(&self, schema: TableSchema) -> Result<u32, DbError> {
-        let _ddl = self.inner.ddl.lock();
-        let current = self.inner.ctx.catalog.load();
-        let next = current.with_table(schema, self.inner.index_backend)?;
-        let id = (next.tables().len() - 1) as u32;
-        self.inner.ctx.catalog.store(Arc::new(next));
-        Ok(id)
+        schema.validate().map_err(|e| DbError::Catalog(e.into()))?;
+        let ddl = table_ddl(&schema);
+        self.load_module(&format!("create_table({})", schema.name), &ddl)?;
+        self.catalog()
+            .table_by_name(&schema.name)
+            .map(|t| t.id)
+            .ok_or_else(|| DbError::Config(format!("table {} was not created", schema.name)))
     }
 
     /// Parses, type-checks and compiles a source file of tables and procedures, then creates its
-    /// tables and registers its procedures. Nothing is changed if any error is found.
+    /// tables and registers its procedures. Nothing is changed if any error is found. The
+    /// durability scheme records the module first, so that recovery can rebuild the catalog.
     pub fn load_module(&self, file_name: &str, source: &str) -> Result<Vec<u32>, DbError> {
+        self.load_module_inner(file_name, source, true)
+    }
+
+    /// Loads a module that recovery found in the scheme's catalog (it is not recorded again).
+    pub fn load_module_recovered(&self, file_name: &str, source: &str) -> Result<Vec<u32>, DbError> {
+        self.load_module_inner(file_name, source, false)
+    }
+
+    fn load_module_inner(&self, file_name: &str, source: &str, record: bool) -> Result<Vec<u32>, DbError> {
         let _ddl = self.inner.ddl.lock();
         let mut catalog = Catalog::clone(&self.inner.ctx.catalog.load_full());
         let module = proc::check_source(file_name, source, &catalog).map_err(DbError::Source)?;
@@ -203,6 +224,9 @@ impl Database {
         let mut compiled = Vec::new();
         for p in module.procedures {
             compiled.push(CompiledProcedure::compile(Arc::new(p), &catalog).map_err(|d| DbError::Source(vec![d]))?);
+        }
+        if record {
+            self.inner.ctx.scheme.record_module(file_name, source)?;
         }
         let mut procedures = registry.procedures.clone();
         let mut by_name = registry.by_name.clone();
@@ -252,6 +276,23 @@ impl Drop for Inner {
             let _ = handle.join();
         }
     }
+}
+
+/// The procedure-language DDL that declares `schema`.
+fn table_ddl(schema: &TableSchema) -> String {
+    let names =
+        |positions: &[usize]| positions.iter().map(|&p| schema.columns[p].name.as_str()).collect::<Vec<_>>().join(", ");
+    let columns: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|c| format!("{} {}{}", c.name, c.ty.name(), if c.nullable { "" } else { " not null" }))
+        .collect();
+    let mut ddl =
+        format!("table {} ({}, primary key ({}));\n", schema.name, columns.join(", "), names(&schema.primary_key));
+    for index in &schema.indexes {
+        ddl.push_str(&format!("index {} on {} ({});\n", index.name, schema.name, names(&index.columns)));
+    }
+    ddl
 }
 
 /// What a procedure call returns.

@@ -25,7 +25,10 @@
 //! error if the scheme has failed (after a failed fsync a scheme acknowledges nothing more).
 //! Read-only transactions get a ticket too: they may have read data that is not yet durable.
 
+pub mod codec;
+pub mod frame;
 pub mod none;
+pub mod value;
 
 use crate::storage::{Key, ParamValue, Row, TableId};
 use crate::txn::tid::Tid;
@@ -109,6 +112,16 @@ pub enum DurabilityError {
     /// An I/O error.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// Recovery found damage in the durable part of a file, or a file it cannot use.
+    #[error("{}: at byte {offset}: {reason}", file.display())]
+    Corrupt {
+        /// The file.
+        file: std::path::PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// A durability scheme. See the module docs for the contract.
@@ -128,6 +141,27 @@ pub trait LogScheme: Send + Sync {
     /// Flushes and stops the scheme's threads. Tickets not yet durable stay not durable.
     fn shutdown(&self) -> Result<(), DurabilityError>;
 
+    /// Records a module of DDL and procedures (procedure-language source) so that recovery can
+    /// rebuild the catalog before it replays the log. Called before the module takes effect.
+    fn record_module(&self, file_name: &str, source: &str) -> Result<(), DurabilityError> {
+        let _ = (file_name, source);
+        Ok(())
+    }
+
+    /// Rebuilds the database from what the scheme wrote before (called once, on open, before
+    /// any transaction runs). Returns the largest epoch the recovered state may contain; the
+    /// global epoch restarts above it.
+    fn recover(&self, db: &crate::db::Database) -> Result<u64, DurabilityError> {
+        let _ = db;
+        Ok(0)
+    }
+
+    /// Starts the scheme's threads (called once, after recovery).
+    fn start(&self, epochs: Arc<crate::txn::epoch::EpochManager>) -> Result<(), DurabilityError> {
+        let _ = epochs;
+        Ok(())
+    }
+
     /// Whether a checkpoint is being taken now (the bench timeline marks these intervals).
     fn checkpoint_active(&self) -> bool {
         false
@@ -136,6 +170,12 @@ pub trait LogScheme: Send + Sync {
 
 /// A worker's logging state: per-worker buffers live here, so the commit path takes no lock.
 pub trait WorkerLog: Send {
+    /// Called after the lock phase, just before the global epoch is read. A scheme that computes
+    /// a lower bound on the epochs of its workers' future log records (SiloR's `e_w`) marks the
+    /// worker as "reading the epoch" here, so the bound can never exceed the epoch this commit
+    /// is about to read.
+    fn before_serialization_point(&mut self) {}
+
     /// Called at the serialization point (write set locked, epoch read), before validation.
     fn serialization_point(&mut self, epoch: u64) -> u64;
 

@@ -45,6 +45,15 @@ impl Record {
         }
     }
 
+    /// An absent, latest, unlocked record with a TID: a deletion replayed by recovery.
+    pub fn tombstone(tid: Tid) -> Record {
+        Record {
+            word: AtomicU64::new(TidWord::new(tid, true, true).0),
+            last_writer: AtomicU64::new(0),
+            row: ArcSwap::new(Arc::new(Vec::new())),
+        }
+    }
+
     /// An absent, latest record that is already locked: the placeholder an insert links into the
     /// primary index during its lock phase.
     pub fn locked_placeholder() -> Record {

@@ -95,6 +95,59 @@ impl Table {
         self.point.remove(key, record);
     }
 
+    /// Recovery: makes `row` (or, for `None`, a deletion) the key's state if `tid` is larger than
+    /// the TID the key holds (SiloR §5.2: the largest TID wins, in any replay order). A deletion
+    /// leaves a tombstone — an absent record with its TID — so that an older write replayed later
+    /// cannot resurrect the key; [`Table::finish_recovery`] sweeps them. Secondary indexes are not
+    /// maintained here. Safe to call from many recovery threads; not while transactions run.
+    /// Returns whether the key's state changed.
+    pub fn install_if_newer(&self, key: &Key, row: Option<Row>, tid: Tid) -> bool {
+        loop {
+            if let Some(record) = self.get(key) {
+                let word = record.lock();
+                if tid <= word.tid() {
+                    record.unlock();
+                    return false;
+                }
+                let absent = row.is_none();
+                let row = row.unwrap_or_else(|| Arc::new(Vec::new()));
+                record.install(row, crate::txn::tid::TidWord::new(tid, true, absent), 0);
+                return true;
+            }
+            let record = Arc::new(match &row {
+                Some(row) => Record::present(Arc::clone(row), tid, 0),
+                None => Record::tombstone(tid),
+            });
+            if self.link(key, &record).is_ok() {
+                return true;
+            }
+        }
+    }
+
+    /// Recovery: removes tombstones and builds every secondary index from the primary index.
+    pub fn finish_recovery(&self) {
+        let mut dead = Vec::new();
+        let mut live = Vec::new();
+        self.primary.scan(&super::index::KeyRange::all(), super::index::Direction::Forward, usize::MAX, &mut |k, r| {
+            if r.word().is_absent() {
+                dead.push((k.clone(), Arc::clone(r)));
+            } else {
+                live.push((k.clone(), Arc::clone(r)));
+            }
+            true
+        });
+        for (key, record) in dead {
+            self.unlink(&key, &record);
+        }
+        for (i, index) in self.secondary.iter().enumerate() {
+            for (key, record) in &live {
+                if let Ok(entry) = self.schema.secondary_key_of(i, &record.row_unchecked(), key) {
+                    let _ = index.insert_if_absent(entry, Arc::clone(record));
+                }
+            }
+        }
+    }
+
     /// Number of present rows (counts index entries, so exact only when no writer runs).
     pub fn len(&self) -> usize {
         self.point.len()

@@ -62,6 +62,11 @@ impl EpochManager {
         next
     }
 
+    /// Raises `E` to at least `epoch` (recovery restarts the epoch above everything recovered).
+    pub fn advance_to(&self, epoch: u64) {
+        self.global.fetch_max(epoch, Ordering::SeqCst);
+    }
+
     /// Registers a function to call after every advance (durability schemes flush at epoch
     /// boundaries).
     pub fn observe(&self, observer: EpochObserver) {

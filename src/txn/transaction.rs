@@ -227,6 +227,51 @@ impl<'w> Transaction<'w> {
         self.modify(&t, key, Some(row))
     }
 
+    /// Read-modify-write of the row with primary key `pk` in one lookup: `build` gets the current
+    /// row (as [`Transaction::get`] would return it) and returns its replacement. Returns `false`
+    /// (and calls nothing) if there is no such row.
+    ///
+    /// This is exactly `get` followed by [`Transaction::update`], minus the second index lookup,
+    /// stable read and read-set entry for the record `get` has just read: that entry already
+    /// makes validation fail if the record changes before commit, and the record is locked from
+    /// the write entry. If `build` changes the primary key, the new key is updated as `update`
+    /// would.
+    pub fn update_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        build: impl FnOnce(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        let key = t.schema.encode_primary_key(pk)?;
+        if !self.write_slots.is_empty() && self.write_slots.contains_key(&(table, key.clone())) {
+            // Our own write: no record to reuse; the write-set path of `update` applies.
+            let Some(old) = self.get_by_key(&t, &key)? else { return Ok(false) };
+            let new = build(old)?;
+            t.schema.check_row(&new)?;
+            let new_key = t.schema.primary_key_of(&new)?;
+            return self.modify(&t, new_key, Some(new));
+        }
+        let Some(record) = t.get(&key) else {
+            self.absences.push(Absence { table, key });
+            return Ok(false);
+        };
+        let (word, old) = record.stable_read();
+        self.push_read(Arc::clone(&record), word)?;
+        if word.is_absent() {
+            self.absences.push(Absence { table, key });
+            return Ok(false);
+        }
+        let new = build(old)?;
+        t.schema.check_row(&new)?;
+        let new_key = t.schema.primary_key_of(&new)?;
+        if new_key != key {
+            return self.modify(&t, new_key, Some(new));
+        }
+        self.push_write(table, key, WriteOp::Update, Some(new), Some(record))?;
+        Ok(true)
+    }
+
     /// Writes `row` whether or not its key exists (upsert). The previous row is not read, so this
     /// adds nothing to the read set: a blind write.
     pub fn put(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
@@ -477,6 +522,7 @@ impl<'w> Transaction<'w> {
             return Err(e);
         }
         // Phase 2: the serialization point. The fence keeps the epoch read after the locks.
+        self.worker.log.before_serialization_point();
         fence(Ordering::SeqCst);
         let epoch = self.ctx.epochs.current();
         let commit_seq = self.worker.log.serialization_point(epoch);

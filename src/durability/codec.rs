@@ -1,0 +1,297 @@
+//! Byte layouts of rows and of logged transactions, shared by every scheme that logs data.
+//!
+//! All integers are little-endian.
+//!
+//! **Value**: a tag byte, then the body.
+//!
+//! | tag | value | body |
+//! |-----|-------|------|
+//! | 0 | null | none |
+//! | 1 | bool | 1 byte (0 or 1) |
+//! | 2 | int | 8 bytes, two's complement |
+//! | 3 | float | 8 bytes, IEEE 754 bits |
+//! | 4 | text | u32 length, then UTF-8 bytes |
+//! | 5 | bytes | u32 length, then the bytes |
+//!
+//! **Row**: u16 column count, then each value.
+//!
+//! **Transaction entry** (value logging: SiloR §3 "a committed transaction's TID plus the table,
+//! key, and value information for all records modified"):
+//!
+//! ```text
+//! u64  tid            Silo TID, status bits clear
+//! u32  write_count
+//! write_count times:
+//!   u32  table        table id in the catalog
+//!   u8   op           1 = put (after-image follows), 2 = delete
+//!   u16  key_len      encoded primary key (src/storage/key.rs), at most 4096 bytes
+//!   ..   key
+//!   ..   row          only for op = 1
+//! ```
+//!
+//! Decoding checks every length against the bytes that remain and reports the offset of the
+//! first byte it could not make sense of.
+
+use crate::storage::key::KEY_SIZE_MAX_BYTES;
+use crate::storage::{Key, Row, TableId, Value};
+use crate::txn::Tid;
+use std::sync::Arc;
+
+const TAG_NULL: u8 = 0;
+const TAG_BOOL: u8 = 1;
+const TAG_INT: u8 = 2;
+const TAG_FLOAT: u8 = 3;
+const TAG_TEXT: u8 = 4;
+const TAG_BYTES: u8 = 5;
+const OP_PUT: u8 = 1;
+const OP_DELETE: u8 = 2;
+/// The most writes one logged transaction may hold.
+pub const WRITES_MAX: u32 = 1 << 20;
+
+/// Bytes that are not a valid encoding.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("undecodable at byte {offset}: {reason}")]
+pub struct DecodeError {
+    /// Offset (within the decoded buffer) of the first bad byte.
+    pub offset: usize,
+    /// What was wrong.
+    pub reason: &'static str,
+}
+
+/// Appends the encoding of `row`.
+pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
+    assert!(row.len() <= usize::from(u16::MAX), "row of {} columns", row.len());
+    out.extend_from_slice(&(row.len() as u16).to_le_bytes());
+    for value in row {
+        encode_value(value, out);
+    }
+}
+
+fn encode_value(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Null => out.push(TAG_NULL),
+        Value::Bool(b) => out.extend_from_slice(&[TAG_BOOL, u8::from(*b)]),
+        Value::Int(i) => {
+            out.push(TAG_INT);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        Value::Float(f) => {
+            out.push(TAG_FLOAT);
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Value::Text(s) => encode_sized(TAG_TEXT, s.as_bytes(), out),
+        Value::Bytes(b) => encode_sized(TAG_BYTES, b, out),
+    }
+}
+
+fn encode_sized(tag: u8, bytes: &[u8], out: &mut Vec<u8>) {
+    let len = u32::try_from(bytes.len()).unwrap_or_else(|_| panic!("value of {} bytes", bytes.len()));
+    out.push(tag);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// One write of a logged transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryWrite {
+    /// The table.
+    pub table: TableId,
+    /// The encoded primary key.
+    pub key: Key,
+    /// The after-image; `None` for a delete.
+    pub row: Option<Row>,
+}
+
+/// A logged transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Its TID.
+    pub tid: Tid,
+    /// Its writes.
+    pub writes: Vec<EntryWrite>,
+}
+
+/// Appends a transaction entry.
+pub fn encode_entry<'a>(
+    tid: Tid,
+    writes: impl ExactSizeIterator<Item = (TableId, &'a [u8], Option<&'a [Value]>)>,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(&tid.to_u64().to_le_bytes());
+    let count = u32::try_from(writes.len()).unwrap_or(u32::MAX);
+    assert!(count <= WRITES_MAX, "transaction of {} writes", writes.len());
+    out.extend_from_slice(&count.to_le_bytes());
+    for (table, key, row) in writes {
+        assert!(key.len() <= KEY_SIZE_MAX_BYTES);
+        out.extend_from_slice(&table.to_le_bytes());
+        out.push(if row.is_some() { OP_PUT } else { OP_DELETE });
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(key);
+        if let Some(row) = row {
+            encode_row(row, out);
+        }
+    }
+}
+
+/// A cursor over bytes being decoded.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes, at: 0 }
+    }
+
+    /// The offset of the next byte.
+    pub fn offset(&self) -> usize {
+        self.at
+    }
+
+    /// Whether every byte has been read.
+    pub fn is_empty(&self) -> bool {
+        self.at >= self.bytes.len()
+    }
+
+    fn fail<T>(&self, reason: &'static str) -> Result<T, DecodeError> {
+        Err(DecodeError { offset: self.at, reason })
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let Some(slice) = self.bytes.get(self.at..self.at.saturating_add(n)) else {
+            return self.fail("truncated");
+        };
+        self.at += n;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    /// A u8.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    /// A little-endian u16.
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    /// A little-endian u32.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    /// A little-endian u64.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// A row.
+    pub fn row(&mut self) -> Result<Row, DecodeError> {
+        let columns = self.u16()?;
+        let mut row = Vec::with_capacity(usize::from(columns));
+        for _ in 0..columns {
+            row.push(self.value()?);
+        }
+        Ok(Arc::new(row))
+    }
+
+    fn value(&mut self) -> Result<Value, DecodeError> {
+        Ok(match self.u8()? {
+            TAG_NULL => Value::Null,
+            TAG_BOOL => Value::Bool(self.u8()? != 0),
+            TAG_INT => Value::Int(i64::from_le_bytes(self.array()?)),
+            TAG_FLOAT => Value::Float(f64::from_bits(u64::from_le_bytes(self.array()?))),
+            TAG_TEXT => {
+                let len = self.u32()? as usize;
+                let start = self.at;
+                let text = std::str::from_utf8(self.take(len)?)
+                    .map_err(|_| DecodeError { offset: start, reason: "text is not UTF-8" })?;
+                Value::Text(Arc::from(text))
+            }
+            TAG_BYTES => {
+                let len = self.u32()? as usize;
+                Value::Bytes(Arc::from(self.take(len)?))
+            }
+            _ => return self.fail("unknown value tag"),
+        })
+    }
+
+    /// A transaction entry.
+    pub fn entry(&mut self) -> Result<Entry, DecodeError> {
+        let tid = Tid::from_u64(self.u64()?);
+        let count = self.u32()?;
+        if count > WRITES_MAX {
+            return self.fail("write count exceeds the limit");
+        }
+        let mut writes = Vec::with_capacity(count.min(1024) as usize);
+        for _ in 0..count {
+            let table = self.u32()?;
+            let op = self.u8()?;
+            let key_len = usize::from(self.u16()?);
+            if key_len > KEY_SIZE_MAX_BYTES {
+                return self.fail("key longer than the limit");
+            }
+            let key = Key::from(self.take(key_len)?);
+            let row = match op {
+                OP_PUT => Some(self.row()?),
+                OP_DELETE => None,
+                _ => return self.fail("unknown write op"),
+            };
+            writes.push(EntryWrite { table, key, row });
+        }
+        Ok(Entry { tid, writes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_row() -> Vec<Value> {
+        vec![
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(-5),
+            Value::Float(2.5),
+            Value::text("héllo"),
+            Value::bytes(&[0, 1, 255]),
+        ]
+    }
+
+    #[test]
+    fn entries_round_trip() {
+        let row = sample_row();
+        let mut out = Vec::new();
+        let writes = vec![(3u32, &b"key1"[..], Some(&row[..])), (4u32, &b"k2"[..], None)];
+        encode_entry(Tid::new(9, 4), writes.into_iter(), &mut out);
+        let mut r = Reader::new(&out);
+        let entry = r.entry().unwrap();
+        assert!(r.is_empty());
+        assert_eq!(entry.tid, Tid::new(9, 4));
+        assert_eq!(entry.writes.len(), 2);
+        assert_eq!(entry.writes[0].row.as_deref(), Some(&row));
+        assert_eq!(entry.writes[1], EntryWrite { table: 4, key: Key::from(&b"k2"[..]), row: None });
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let row = sample_row();
+        let mut out = Vec::new();
+        encode_entry(Tid::new(1, 1), vec![(0u32, &b"k"[..], Some(&row[..]))].into_iter(), &mut out);
+        for cut in 0..out.len() {
+            assert!(Reader::new(&out[..cut]).entry().is_err(), "cut at {cut}");
+        }
+        let mut bad = out.clone();
+        bad[8 + 4 + 4] = 9; // the op byte
+        assert_eq!(Reader::new(&bad).entry().unwrap_err().reason, "unknown write op");
+    }
+}

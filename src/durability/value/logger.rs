@@ -1,0 +1,197 @@
+//! SiloR's loggers (§3.4–3.5) and the distinguished thread that maintains `pepoch`.
+//!
+//! A logger owns one log directory and a disjoint group of workers. Each round (when a worker
+//! parks a full buffer, or every `sync_interval_ms`) it:
+//! 1. reads the global epoch `E`;
+//! 2. for each of its workers, takes every filled buffer and the current one, and computes the
+//!    worker's bound `e_w`: `E` if the worker is not committing, the epoch of its commit if it is
+//!    (see [`super::worker`]);
+//! 3. appends the buffers to `data.log` as framed blocks and hands them back to their workers;
+//! 4. syncs the file, then publishes `e_l = min(e_w)` with the file's sequence number and synced
+//!    length: every record of an epoch < `e_l` from this logger's workers is durable;
+//! 5. every `rotate_epochs` epochs, renames `data.log` to `old_data.<max epoch>.<seq>` and starts
+//!    a new one.
+//!
+//! The distinguished thread computes `pepoch = min(e_l) − 1`, writes it (with each logger's
+//! durable position) to the `pepoch` file atomically and durably, and only then publishes it;
+//! a transaction of epoch `e` is acknowledged once `e ≤ pepoch`.
+//!
+//! Any I/O error is fatal to the scheme (fsyncgate): the failure is recorded, `pepoch` stops
+//! advancing, and every later commit fails with the recorded message.
+
+use super::files::{self, DurablePosition, LogHeader, Pepoch};
+use super::worker::{Buffer, READING, WorkerSlot};
+use super::{LoggerShared, SchemeShared};
+use crate::durability::frame;
+use crate::io::{File, OpenMode};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// A logger's open current file.
+struct CurrentFile {
+    file: Box<dyn File>,
+    seq: u64,
+    len_bytes: u64,
+    /// Largest epoch written to this file.
+    max_epoch: u64,
+    /// Epoch at which the file was started, for rotation.
+    first_epoch: u64,
+}
+
+/// Runs a logger until the scheme stops or fails.
+pub fn run_logger(scheme: Arc<SchemeShared>, logger: Arc<LoggerShared>, first_seq: u64) {
+    if let Err(e) = logger_loop(&scheme, &logger, first_seq) {
+        scheme.fail(format!("logger {} ({}): {e}", logger.id, logger.dir.display()));
+    }
+}
+
+fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> std::io::Result<()> {
+    let mut current = create_file(scheme, logger, first_seq, scheme.epochs().current())?;
+    loop {
+        let stopping = logger.wait_for_work(Duration::from_millis(scheme.options.sync_interval_ms));
+        if scheme.has_failed() {
+            return Ok(());
+        }
+        let epoch_now = scheme.epochs().current();
+        let (taken, bound) = collect(logger, epoch_now);
+        write_buffers(&mut current, &taken)?;
+        give_back(taken);
+        current.file.sync_data()?;
+        logger.publish(bound, current.seq, current.len_bytes);
+        scheme.wake_pepoch();
+        if current.max_epoch >= current.first_epoch + scheme.options.rotate_epochs {
+            current = rotate(scheme, logger, current, epoch_now)?;
+            logger.publish(bound, current.seq, current.len_bytes);
+        }
+        if stopping {
+            return Ok(());
+        }
+    }
+}
+
+/// Takes the buffers of every worker of the group and computes `e_l`.
+fn collect(logger: &LoggerShared, epoch_now: u64) -> (Vec<(Arc<WorkerSlot>, Buffer)>, u64) {
+    let slots = logger.slots.lock().clone();
+    let mut taken = Vec::new();
+    let mut bound = epoch_now;
+    for slot in slots {
+        let active = wait_not_reading(&slot);
+        if active >= 2 {
+            bound = bound.min(active - 2);
+        }
+        let mut buffers = slot.buffers.lock();
+        let full = std::mem::take(&mut buffers.full);
+        if !buffers.current.bytes.is_empty() {
+            match buffers.free.pop() {
+                Some(fresh) => {
+                    let current = std::mem::replace(&mut buffers.current, fresh);
+                    drop(buffers);
+                    taken.push((Arc::clone(&slot), current));
+                }
+                None => bound = bound.min(buffers.current.min_epoch),
+            }
+        }
+        taken.extend(full.into_iter().map(|b| (Arc::clone(&slot), b)));
+    }
+    (taken, bound)
+}
+
+/// Waits while the worker is between announcing a commit and learning its epoch (a few
+/// instructions on the worker's side).
+fn wait_not_reading(slot: &WorkerSlot) -> u64 {
+    let mut spins = 0u32;
+    loop {
+        let active = slot.active.load(Ordering::SeqCst);
+        if active != READING {
+            return active;
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn write_buffers(current: &mut CurrentFile, taken: &[(Arc<WorkerSlot>, Buffer)]) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for (_, buffer) in taken {
+        frame::encode_block(&buffer.bytes, &mut out);
+        current.max_epoch = current.max_epoch.max(buffer.max_epoch);
+    }
+    if !out.is_empty() {
+        current.file.append(&out)?;
+        current.len_bytes += out.len() as u64;
+    }
+    Ok(())
+}
+
+/// Returns written buffers to their workers right after the write (SiloR §3.3).
+fn give_back(taken: Vec<(Arc<WorkerSlot>, Buffer)>) {
+    for (slot, mut buffer) in taken {
+        buffer.clear();
+        slot.buffers.lock().free.push(buffer);
+        slot.freed.notify_all();
+    }
+}
+
+fn create_file(scheme: &SchemeShared, logger: &LoggerShared, seq: u64, epoch: u64) -> std::io::Result<CurrentFile> {
+    let path = logger.dir.join(files::CURRENT_LOG);
+    let fs = &scheme.options.fs;
+    let mut file = fs.open(&path, OpenMode::CreateNew)?;
+    let header = files::encode_log_header(LogHeader { logger: logger.id as u32, file_seq: seq });
+    file.append(&header)?;
+    file.sync_data()?;
+    fs.sync_dir(&logger.dir)?;
+    Ok(CurrentFile { file, seq, len_bytes: header.len() as u64, max_epoch: 0, first_epoch: epoch })
+}
+
+fn rotate(
+    scheme: &SchemeShared,
+    logger: &LoggerShared,
+    current: CurrentFile,
+    epoch: u64,
+) -> std::io::Result<CurrentFile> {
+    let fs = &scheme.options.fs;
+    let old: PathBuf = logger.dir.join(files::old_log_name(current.max_epoch, current.seq));
+    drop(current.file);
+    fs.rename(&logger.dir.join(files::CURRENT_LOG), &old)?;
+    fs.sync_dir(&logger.dir)?;
+    create_file(scheme, logger, current.seq + 1, epoch)
+}
+
+/// Runs the distinguished pepoch thread until the scheme stops or fails.
+pub fn run_pepoch(scheme: Arc<SchemeShared>) {
+    if let Err(e) = pepoch_loop(&scheme) {
+        scheme.fail(format!("pepoch writer ({}): {e}", scheme.pepoch_dir().display()));
+    }
+}
+
+fn pepoch_loop(scheme: &SchemeShared) -> std::io::Result<()> {
+    loop {
+        let stopping = scheme.wait_pepoch_work(Duration::from_millis(scheme.options.sync_interval_ms));
+        if scheme.has_failed() {
+            return Ok(());
+        }
+        let positions: Vec<(u64, DurablePosition)> = scheme.loggers.iter().map(|l| l.durable()).collect();
+        let min_logger_epoch = positions.iter().map(|(e, _)| *e).min().unwrap_or(0);
+        let epoch = min_logger_epoch.saturating_sub(1);
+        if epoch > scheme.pepoch() {
+            let holes = scheme.holes.lock().clone();
+            let pepoch = Pepoch { epoch, positions: positions.into_iter().map(|(_, p)| p).collect(), holes };
+            write_pepoch(scheme, &pepoch)?;
+            scheme.publish_pepoch(epoch);
+        }
+        if stopping {
+            return Ok(());
+        }
+    }
+}
+
+fn write_pepoch(scheme: &SchemeShared, pepoch: &Pepoch) -> std::io::Result<()> {
+    let path: &Path = &scheme.pepoch_dir().join(files::PEPOCH_FILE);
+    scheme.options.fs.write_atomic(path, &files::encode_pepoch(pepoch))
+}
