@@ -183,7 +183,7 @@ pub struct SchemeShared {
 
 impl SchemeShared {
     fn epochs(&self) -> &EpochManager {
-        self.epochs.get().map_or_else(|| unreachable!("threads start after the epoch manager is set"), |e| e)
+        self.epochs.get().unwrap_or_else(|| unreachable!("threads start after the epoch manager is set"))
     }
 
     fn pepoch(&self) -> u64 {
