@@ -213,7 +213,7 @@ fn damage_inside_the_durable_part_names_the_file_and_offset() {
     let mut damaged = bytes.clone();
     let at = durable_len as usize - 10;
     damaged[at] ^= 0x10;
-    std::fs::write(&case_file_in(case.path(), dir.path(), &path), damaged).unwrap();
+    std::fs::write(case_file_in(case.path(), dir.path(), &path), damaged).unwrap();
     let err = open(options(case.path())).err().expect("a damaged durable block must be an error");
     let text = err.to_string();
     assert!(text.contains("at byte"), "{text}");
