@@ -48,12 +48,32 @@ const VALUE_SIZE_MAX: usize = 1 << 20;
 const LOAD_BATCH: u64 = 1000;
 /// Rows per page when reading the whole table.
 const SCAN_PAGE: usize = 10_000;
-/// Random characters the generators cut set data from.
-const DATA_POOL: usize = 4096;
+/// Distinct data strings each generator draws set data from (shared, not copied, per set).
+const DATA_POOL: usize = 64;
 
 /// The name of key `n`.
 pub fn key_name(n: u64) -> String {
     format!("{KEY_PREFIX}{n}")
+}
+
+/// Key `n` as a text value, built on the stack (the generator's hot path: no formatting machinery).
+fn key_text(n: u64) -> Value {
+    let mut buf = [0u8; KEY_PREFIX.len() + 20];
+    buf[..KEY_PREFIX.len()].copy_from_slice(KEY_PREFIX.as_bytes());
+    let mut digits = [0u8; 20];
+    let (mut rest, mut len) = (n, 0);
+    loop {
+        digits[len] = b'0' + (rest % 10) as u8;
+        len += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[KEY_PREFIX.len() + i] = digits[len - 1 - i];
+    }
+    Value::text(std::str::from_utf8(&buf[..KEY_PREFIX.len() + len]).unwrap_or(KEY_PREFIX))
 }
 
 /// The `n` of a key name `key:<n>`.
@@ -125,10 +145,6 @@ fn key_value(row: &[Value]) -> Result<(&str, &str), WorkloadError> {
         (Some(k), Some(v)) => Ok((k, v)),
         _ => Err(WorkloadError::Inconsistent(format!("kv row is not (text, text): {row:?}"))),
     }
-}
-
-fn text(s: &str) -> ParamValue {
-    ParamValue::Scalar(Value::text(s))
 }
 
 /// The KV workload and its options.
@@ -256,12 +272,17 @@ impl Workload for Kv {
         let registry = db.procedures();
         let records = self.records.max(1);
         let mut rng = SmallRng::seed_from_u64(thread_seed(seed, thread));
-        let pool: String = (&mut rng).sample_iter(Alphanumeric).take(DATA_POOL).map(char::from).collect();
+        let data_len = self.value_size.saturating_sub(VERSION_DIGITS);
+        let pool = (0..DATA_POOL)
+            .map(|_| {
+                let data: String = (&mut rng).sample_iter(Alphanumeric).take(data_len).map(char::from).collect();
+                ParamValue::Scalar(Value::text(&data))
+            })
+            .collect();
         Box::new(KvGenerator {
             keys: KeyChooser::new(records, self.zipf_theta).unwrap_or_else(|_| KeyChooser::uniform(records)),
             rng,
             read_fraction: if self.read_fraction.is_nan() { 0.0 } else { self.read_fraction.clamp(0.0, 1.0) },
-            data_len: self.value_size.saturating_sub(VERSION_DIGITS).min(DATA_POOL),
             pool,
             issued: Arc::clone(self.issued()),
             get_id: registry.id_of("kv_get").unwrap_or(u32::MAX),
@@ -288,9 +309,8 @@ struct KvGenerator {
     keys: KeyChooser,
     rng: SmallRng,
     read_fraction: f64,
-    data_len: usize,
-    /// Random alphanumeric characters; a set's data is a random slice.
-    pool: String,
+    /// Random alphanumeric data values; a set sends one of them.
+    pool: Vec<ParamValue>,
     issued: Arc<[AtomicU64]>,
     get_id: u32,
     set_id: u32,
@@ -299,15 +319,14 @@ struct KvGenerator {
 impl TxnGenerator for KvGenerator {
     fn next_request(&mut self) -> TxnRequest {
         let n = self.keys.sample(&mut self.rng);
-        let key = text(&key_name(n));
+        let key = ParamValue::Scalar(key_text(n));
         if self.rng.random_bool(self.read_fraction) {
             return TxnRequest { kind: 0, call: TxnCall::Procedure { id: self.get_id, args: vec![key] } };
         }
         if let Some(count) = self.issued.get(n as usize) {
             count.fetch_add(1, Ordering::AcqRel);
         }
-        let at = self.rng.random_range(0..=self.pool.len() - self.data_len);
-        let data = text(self.pool.get(at..at + self.data_len).unwrap_or_default());
+        let data = self.pool[self.rng.random_range(0..self.pool.len())].clone();
         TxnRequest { kind: 1, call: TxnCall::Procedure { id: self.set_id, args: vec![key, data] } }
     }
 }
@@ -319,6 +338,9 @@ mod tests {
     #[test]
     fn names_and_versions_parse() {
         assert_eq!(key_index(&key_name(42)), Some(42));
+        for n in [0, 7, 10, 99, 12_345, u64::MAX] {
+            assert_eq!(key_text(n), Value::text(&key_name(n)));
+        }
         assert_eq!(key_index("memtier-1"), None);
         assert_eq!(parse_version("000000000017abcdef"), Some(17));
         assert_eq!(parse_version("00000000001x"), None);
