@@ -4,9 +4,13 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use lazarus::bench::result::RunSummary;
 use lazarus::bench::{RunOptions, open_load_run};
+use lazarus::durability::LogScheme;
+use lazarus::durability::none::NoLogging;
+use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::workload::WorkloadOptions;
 use lazarus::{DatabaseConfig, workload};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Lazarus: an in-memory transactional database with fast durability and recovery.
@@ -29,6 +33,15 @@ enum Command {
     Bench(Box<BenchArgs>),
     /// Turn timeline .csv and result .json files of `lazarus bench` into an HTML page of charts.
     Report(ReportArgs),
+    /// Recover a database from its value-logging directories and report each phase.
+    Recover {
+        /// Log directories, in the order the database used them.
+        #[arg(long, required = true)]
+        log_dir: Vec<std::path::PathBuf>,
+        /// Recovery threads [default: all cores].
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
     Demo(DemoArgs),
@@ -41,8 +54,10 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => demo(&args),
+        Some(Command::Recover { log_dir, threads }) => recover(log_dir, threads),
         None => match Cli::parse_from(["lazarus", "demo"]).command {
             Some(Command::Demo(args)) => demo(&args),
+            Some(Command::Recover { log_dir, threads }) => recover(log_dir, threads),
             _ => Ok(ExitCode::FAILURE),
         },
     };
@@ -98,9 +113,18 @@ struct BenchArgs {
     /// Seconds to run (after loading).
     #[arg(long, default_value_t = 5.0)]
     duration_s: f64,
-    /// Durability scheme.
+    /// Durability scheme: none, value.
     #[arg(long, default_value = "none")]
     durability: String,
+    /// Log directory (repeat for several loggers, one per disk).
+    #[arg(long)]
+    log_dir: Vec<std::path::PathBuf>,
+    /// Delete what the log directories hold before the run.
+    #[arg(long)]
+    fresh: bool,
+    /// Value logging: rotate data.log every this many epochs.
+    #[arg(long, default_value_t = 100)]
+    rotate_epochs: u64,
     /// Epoch interval in milliseconds.
     #[arg(long, default_value_t = 40)]
     epoch_interval_ms: u64,
@@ -175,9 +199,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
     if !(args.duration_s.is_finite() && args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
         bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
-    if args.durability != "none" {
-        bail!("--durability {:?} is not available yet; available: none", args.durability);
-    }
+    let scheme = build_scheme(args)?;
     let options = WorkloadOptions {
         warehouses: args.warehouses,
         mix: args.mix.clone(),
@@ -199,7 +221,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         window_ms: args.window_ms,
         progress: true,
     };
-    let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, ..DatabaseConfig::default() };
+    let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
     eprintln!(
         "lazarus bench: workload {}, {} thread(s), {} s, durability {}, epoch {} ms, seed {}",
         args.workload, args.threads, args.duration_s, args.durability, args.epoch_interval_ms, args.seed
@@ -210,7 +232,79 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
 }
 
 /// The durability schemes `lazarus bench --durability` accepts today.
-const SCHEMES: &[&str] = &["none"];
+const SCHEMES: &[&str] = &["none", "value"];
+
+/// Builds the durability scheme `--durability` names, over fresh log directories.
+fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
+    match args.durability.as_str() {
+        "none" => Ok(Arc::new(NoLogging)),
+        "value" => {
+            if args.log_dir.is_empty() {
+                bail!("--durability value needs at least one --log-dir DIR");
+            }
+            for dir in &args.log_dir {
+                prepare_log_dir(dir, args.fresh)?;
+            }
+            let mut options = ValueOptions::new(args.log_dir.clone());
+            options.rotate_epochs = args.rotate_epochs;
+            Ok(Arc::new(ValueLogging::new(options)?))
+        }
+        other => bail!("unknown --durability {other:?}; available: {}", SCHEMES.join(", ")),
+    }
+}
+
+/// A bench loads its workload into an empty database, so its log directory must hold no log:
+/// refuse a used one unless `--fresh` says to delete what is there.
+fn prepare_log_dir(dir: &std::path::Path, fresh: bool) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let used = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?.next().is_some();
+    if !used {
+        return Ok(());
+    }
+    if !fresh {
+        bail!("log directory {} is not empty; pass --fresh to delete its contents before the run", dir.display());
+    }
+    std::fs::remove_dir_all(dir).with_context(|| format!("cannot empty {}", dir.display()))?;
+    Ok(())
+}
+
+fn recover(log_dirs: Vec<std::path::PathBuf>, threads: Option<usize>) -> anyhow::Result<ExitCode> {
+    for dir in &log_dirs {
+        if !dir.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+    }
+    let mut options = ValueOptions::new(log_dirs);
+    if let Some(threads) = threads {
+        options.recovery_threads = threads;
+    }
+    let scheme = Arc::new(ValueLogging::new(options)?);
+    let started = std::time::Instant::now();
+    let db = lazarus::Database::open(DatabaseConfig {
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..DatabaseConfig::default()
+    })?;
+    let total_s = started.elapsed().as_secs_f64();
+    let report = scheme.recovery.lock().clone().context("recovery did not run")?;
+    let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
+    println!("recovered to pepoch {} ({} tables, {rows} rows)", report.pepoch, db.catalog().tables().len());
+    println!("catalog         {:>10.1} ms", report.catalog_ms);
+    println!(
+        "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s",
+        report.replay_ms,
+        report.files,
+        report.bytes,
+        report.entries,
+        report.entries_skipped,
+        report.replay_bytes_per_s() / 1e9
+    );
+    println!("index rebuild   {:>10.1} ms", report.rebuild_ms);
+    println!("total           {:>10.1} ms", total_s * 1e3);
+    db.close()?;
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Options of `lazarus demo`.
 #[derive(clap::Args)]
@@ -242,6 +336,8 @@ fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         bench.threads = args.threads;
         bench.duration_s = args.duration_s;
         bench.durability = scheme.to_string();
+        bench.log_dir = vec![args.out.join("logs").join(scheme)];
+        bench.fresh = true;
         bench.warehouses = Some(args.threads.max(1) as u32);
         eprintln!("demo: {workload_name} under durability {scheme} for {} s", args.duration_s);
         let (summary, timeline) = run_bench(bench)?;
