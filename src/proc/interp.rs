@@ -101,19 +101,16 @@ impl Interp<'_, '_, '_> {
             StmtKind::Update(u) => {
                 let table = self.table_id(&u.table.name)?;
                 let key = u.key.iter().map(|e| eval(e, f)).collect::<Result<Vec<_>, _>>()?;
-                let updated = match runtime::get(self.tx, table, &key)? {
-                    None => false,
-                    Some(old) => {
-                        f.row = Some(old.clone());
-                        let mut new = old.to_vec();
-                        let values = u.sets.iter().map(|(_, e)| eval(e, f)).collect::<Result<Vec<_>, _>>();
-                        f.row = None;
-                        for ((p, _), v) in u.sets.iter().zip(values?) {
-                            new[*p] = v;
-                        }
-                        runtime::update(self.tx, table, new)?
+                let updated = runtime::update(self.tx, table, &key, |old| {
+                    f.row = Some(old.clone());
+                    let mut new = old.to_vec();
+                    let values = u.sets.iter().map(|(_, e)| eval(e, f)).collect::<Result<Vec<_>, _>>();
+                    f.row = None;
+                    for ((p, _), v) in u.sets.iter().zip(values?) {
+                        new[*p] = v;
                     }
-                };
+                    Ok(new)
+                })?;
                 f.vals[self.p.found.index()] = Value::Bool(updated);
             }
             StmtKind::Delete(d) => {

@@ -187,9 +187,19 @@ pub fn delete(tx: &mut Transaction<'_>, table: TableId, key: &[Value]) -> Result
     tx.delete(table, key)
 }
 
-/// Installs an updated row (built from the row [`get`] returned).
-pub fn update(tx: &mut Transaction<'_>, table: TableId, row: Vec<Value>) -> Result<bool, TxnError> {
-    tx.update(table, Arc::new(row))
+/// `update`: replaces the row with primary key `key` by `build(old row)`, with one lookup
+/// ([`Transaction::update_with`]). `false` if there is no row or the key has a null (then `build`
+/// is not called).
+pub fn update(
+    tx: &mut Transaction<'_>,
+    table: TableId,
+    key: &[Value],
+    build: impl FnOnce(Row) -> Result<Vec<Value>, TxnError>,
+) -> Result<bool, TxnError> {
+    if key.iter().any(Value::is_null) {
+        return Ok(false);
+    }
+    tx.update_with(table, key, |old| build(old).map(Arc::new))
 }
 
 /// The column values of `row` at `positions`, or nulls when there is no row.

@@ -73,6 +73,33 @@ fn with_key<T>(
     use_key(&buf[..fs.len()])
 }
 
+/// An evaluated primary key that owns its values, on the stack for short keys: for statements
+/// that need the frame mutably after evaluating the key.
+enum KeyValues {
+    Inline([Value; KEY_INLINE], usize),
+    Heap(Vec<Value>),
+}
+
+impl KeyValues {
+    fn eval(fs: &[ExprFn], f: &Frame, loc: &Loc) -> Result<KeyValues, TxnError> {
+        if fs.len() > KEY_INLINE {
+            return Ok(KeyValues::Heap(eval_all(fs, f).map_err(|m| loc.err(m))?));
+        }
+        let mut buf: [Value; KEY_INLINE] = Default::default();
+        for (slot, e) in buf.iter_mut().zip(fs) {
+            *slot = e(f).map_err(|m| loc.err(m))?;
+        }
+        Ok(KeyValues::Inline(buf, fs.len()))
+    }
+
+    fn as_slice(&self) -> &[Value] {
+        match self {
+            KeyValues::Inline(buf, n) => &buf[..*n],
+            KeyValues::Heap(v) => v,
+        }
+    }
+}
+
 impl Ctx<'_> {
     /// Compiles a block.
     pub(crate) fn block(&self, stmts: &[Stmt]) -> Result<Vec<StmtFn>, Diagnostic> {
@@ -228,21 +255,22 @@ impl Ctx<'_> {
         let (table, key, found) = (self.table(&u.table, s)?, exprs(&u.key), self.proc.found.index());
         let sets: Vec<(usize, ExprFn)> = u.sets.iter().map(|(p, e)| (*p, expr(e))).collect();
         Ok(Box::new(move |f, tx| {
-            let Some(old) = with_key(&key, f, &loc, |key| runtime::get(tx, table, key))? else {
-                f.vals[found] = Value::Bool(false);
-                return Ok(Flow::Next);
-            };
-            let mut new = old.to_vec();
-            f.row = Some(old);
-            // All set expressions see the old row (`f.row`), never `new`, so writing each value
-            // into `new` as soon as it is computed is the same as computing them all first.
-            let values: RtResult<()> = sets.iter().try_for_each(|(p, e)| {
-                new[*p] = e(f)?;
-                Ok(())
-            });
-            f.row = None;
-            values.map_err(|m| loc.err(m))?;
-            f.vals[found] = Value::Bool(runtime::update(tx, table, new)?);
+            // The key is evaluated before the frame is lent to the set expressions.
+            let key = KeyValues::eval(&key, f, &loc)?;
+            let updated = runtime::update(tx, table, key.as_slice(), |old| {
+                let mut new = old.to_vec();
+                f.row = Some(old);
+                // All set expressions see the old row (`f.row`), never `new`, so writing each value
+                // into `new` as soon as it is computed is the same as computing them all first.
+                let values: RtResult<()> = sets.iter().try_for_each(|(p, e)| {
+                    new[*p] = e(f)?;
+                    Ok(())
+                });
+                f.row = None;
+                values.map_err(|m| loc.err(m))?;
+                Ok(new)
+            })?;
+            f.vals[found] = Value::Bool(updated);
             Ok(Flow::Next)
         }))
     }

@@ -100,20 +100,23 @@ fn must(row: Option<Row>, what: &str) -> Result<Row, TxnError> {
     row.ok_or_else(|| TxnError::UserAbort(format!("no {what}")))
 }
 
-/// Reads the row at `key`, applies `change` to a copy and writes it back (the procedures'
-/// `update`: a get, then `Transaction::update`).
+/// Reads the row at `key`, applies `change` to a copy and writes it back in one lookup (the
+/// procedures' `update`: `Transaction::update_with`). Returns the new row.
 fn update(
     tx: &mut Transaction<'_>,
     table: TableId,
     key: &[Value],
     change: impl FnOnce(&mut Vec<Value>),
 ) -> Result<Option<Row>, TxnError> {
-    let Some(old) = tx.get(table, key)? else { return Ok(None) };
-    let mut new = old.to_vec();
-    change(&mut new);
-    let new: Row = Arc::from(new);
-    tx.update(table, Arc::clone(&new))?;
-    Ok(Some(new))
+    let mut written = None;
+    tx.update_with(table, key, |old| {
+        let mut new = old.to_vec();
+        change(&mut new);
+        let new: Row = Arc::from(new);
+        written = Some(Arc::clone(&new));
+        Ok(new)
+    })?;
+    Ok(written)
 }
 
 fn add(row: &mut [Value], i: usize, delta: i64) {
