@@ -1,9 +1,9 @@
 //! Benchmark workloads, each written in the procedure language (`workloads/*.proc`) with a loader,
 //! a parameter generator and consistency checks. See [`crate::bench::workload::Workload`].
 
-pub mod tpcc;
 pub mod kv;
 pub mod smallbank;
+pub mod tpcc;
 pub mod transfer;
 pub mod ycsb;
 
