@@ -35,8 +35,136 @@ const TAG_FLOAT: u8 = 0x03;
 const TAG_TEXT: u8 = 0x04;
 const TAG_BYTES: u8 = 0x05;
 
-/// An encoded key. Cheap to clone; ordered by bytes.
-pub type Key = Arc<[u8]>;
+/// Keys up to this many bytes are stored inline in [`Key`] (no allocation). 38 makes a `Key` 40
+/// bytes and holds four integer columns (4 × 9 bytes): every primary key of TPC-C.
+pub const KEY_INLINE_BYTES: usize = 38;
+
+/// An encoded key: ordered, compared and hashed as its bytes (so a `&[u8]` looks it up in maps
+/// keyed by `Key`). Short keys live inline, so building one allocates nothing and comparing one
+/// inside an index entry touches no other cache line: profiling TPC-C showed a cold out-of-line
+/// key behind most hash-index probes and B-tree comparisons (`docs/PERFORMANCE.md`). Longer keys
+/// are shared (`Arc<[u8]>`), so every clone is cheap.
+#[derive(Clone)]
+pub struct Key(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; KEY_INLINE_BYTES] },
+    Heap(Arc<[u8]>),
+}
+
+impl Key {
+    /// The key's bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+            Repr::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl From<&[u8]> for Key {
+    #[inline]
+    fn from(b: &[u8]) -> Key {
+        if b.len() <= KEY_INLINE_BYTES {
+            let mut bytes = [0u8; KEY_INLINE_BYTES];
+            bytes[..b.len()].copy_from_slice(b);
+            Key(Repr::Inline { len: b.len() as u8, bytes })
+        } else {
+            Key(Repr::Heap(Arc::from(b)))
+        }
+    }
+}
+
+impl From<Vec<u8>> for Key {
+    fn from(v: Vec<u8>) -> Key {
+        if v.len() <= KEY_INLINE_BYTES { Key::from(v.as_slice()) } else { Key(Repr::Heap(Arc::from(v))) }
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Key {
+    fn from(b: &[u8; N]) -> Key {
+        Key::from(&b[..])
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// Maps keyed by `Key` are searched with `&[u8]`: `Eq`, `Ord` and `Hash` below are the bytes',
+/// as `Borrow` requires.
+impl std::borrow::Borrow<[u8]> for Key {
+    #[inline]
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl PartialEq for Key {
+    #[inline]
+    fn eq(&self, other: &Key) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    #[inline]
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    #[inline]
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl std::hash::Hash for Key {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_bytes(), f)
+    }
+}
+
+thread_local! {
+    /// Scratch space for encoding keys: a key is encoded here and then copied into its `Key`,
+    /// inline when short, so encoding allocates nothing.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(256));
+}
+
+/// Runs `f` with an empty scratch buffer (a fresh one if the thread's is in use).
+pub fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            f(&mut buf)
+        }
+        Err(_) => f(&mut Vec::new()),
+    })
+}
 
 /// Errors from encoding or decoding a key.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -99,9 +227,10 @@ fn encode_escaped(bytes: &[u8], out: &mut Vec<u8>) {
 
 /// Encodes a tuple of values into a key.
 pub fn encode_key(values: &[Value]) -> Result<Key, KeyError> {
-    let mut out = Vec::with_capacity(values.len() * 9);
-    encode_into(values.iter(), &mut out)?;
-    Ok(Arc::from(out))
+    with_scratch(|out| {
+        encode_into(values.iter(), out)?;
+        Ok(Key::from(out.as_slice()))
+    })
 }
 
 /// Encodes values into `out` (which is cleared first), enforcing the size limit.

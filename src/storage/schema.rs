@@ -179,9 +179,10 @@ impl TableSchema {
 
     /// Encodes the primary key of `row`.
     pub fn primary_key_of(&self, row: &[Value]) -> Result<Key, SchemaError> {
-        let mut buf = Vec::new();
-        self.encode_columns(row, &self.primary_key, &mut buf)?;
-        Ok(Key::from(buf))
+        key::with_scratch(|buf| {
+            self.encode_columns(row, &self.primary_key, buf)?;
+            Ok(Key::from(buf.as_slice()))
+        })
     }
 
     /// Encodes primary-key values given in key order (not a whole row).
@@ -198,10 +199,11 @@ impl TableSchema {
     /// Encodes the secondary-index entry key of `row` for index `index`: index columns, then the
     /// primary key.
     pub fn secondary_key_of(&self, index: usize, row: &[Value], primary: &[u8]) -> Result<Key, SchemaError> {
-        let mut buf = Vec::new();
-        self.encode_columns(row, &self.indexes[index].columns, &mut buf)?;
-        buf.extend_from_slice(primary);
-        Ok(Key::from(buf))
+        key::with_scratch(|buf| {
+            self.encode_columns(row, &self.indexes[index].columns, buf)?;
+            buf.extend_from_slice(primary);
+            Ok(Key::from(buf.as_slice()))
+        })
     }
 
     fn encode_columns(&self, row: &[Value], positions: &[usize], buf: &mut Vec<u8>) -> Result<(), SchemaError> {

@@ -37,6 +37,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+// ferntree reads keys optimistically, so a key type must say how it is stored in a node. `Key` is
+// not `Copy` (a long key holds an `Arc`), so it takes the crate's boxed storage, as `Arc<[u8]>`
+// (the former key type) did: the crate's macro, which routes displaced keys through its epoch GC.
+ferntree::impl_optimistic_read_boxed!(Key);
+
 /// Number of writer stripes; a power of two.
 const STRIPES: usize = 64;
 
