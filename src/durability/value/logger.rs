@@ -49,6 +49,7 @@ pub fn run_logger(scheme: Arc<SchemeShared>, logger: Arc<LoggerShared>, first_se
 
 fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> std::io::Result<()> {
     let mut current = create_file(scheme, logger, first_seq, scheme.epochs().current())?;
+    let mut synced_epoch = 0u64;
     loop {
         let stopping = logger.wait_for_work(Duration::from_millis(scheme.options.sync_interval_ms));
         if scheme.has_failed() {
@@ -58,10 +59,18 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
         let (taken, bound) = collect(logger, epoch_now);
         write_buffers(&mut current, &taken)?;
         give_back(taken);
-        current.file.sync_data()?;
-        logger.publish(bound, current.seq, current.len_bytes);
-        scheme.wake_pepoch();
+        // `pepoch` can only move when an epoch ends, so a sync is worth its cost once per epoch
+        // (the epoch manager wakes the loggers at each advance); full buffers in between are
+        // written but not synced.
+        if epoch_now > synced_epoch || stopping {
+            current.file.sync_data()?;
+            synced_epoch = epoch_now;
+            logger.publish(bound, current.seq, current.len_bytes);
+            scheme.wake_pepoch();
+        }
         if current.max_epoch >= current.first_epoch + scheme.options.rotate_epochs {
+            current.file.sync_data()?;
+            logger.publish(bound, current.seq, current.len_bytes);
             current = rotate(scheme, logger, current, epoch_now)?;
             logger.publish(bound, current.seq, current.len_bytes);
         }

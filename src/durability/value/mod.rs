@@ -53,7 +53,8 @@ pub struct ValueOptions {
     pub log_dirs: Vec<PathBuf>,
     /// Rotate `data.log` after this many epochs (SiloR: 100).
     pub rotate_epochs: u64,
-    /// A logger syncs at least this often, in milliseconds.
+    /// A logger takes its workers' buffers at least this often, in milliseconds; it syncs when
+    /// the epoch has advanced since its last sync (the epoch manager also wakes it then).
     pub sync_interval_ms: u64,
     /// Size of one worker log buffer (SiloR: 512 KB).
     pub buffer_size_bytes: usize,
@@ -71,7 +72,7 @@ impl ValueOptions {
         ValueOptions {
             log_dirs,
             rotate_epochs: 100,
-            sync_interval_ms: 2,
+            sync_interval_ms: 10,
             buffer_size_bytes: 512 << 10,
             buffers_per_worker: 8,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -381,9 +382,11 @@ impl LogScheme for ValueLogging {
     }
 
     fn start(&self, epochs: Arc<EpochManager>) -> Result<(), DurabilityError> {
-        if self.shared.epochs.set(epochs).is_err() {
+        if self.shared.epochs.set(Arc::clone(&epochs)).is_err() {
             return Err(DurabilityError::Failed("the value scheme was started twice".into()));
         }
+        let loggers = self.shared.loggers.clone();
+        epochs.observe(Box::new(move |_| loggers.iter().for_each(|l| l.wake())));
         let first_seq = self.first_seq.lock().clone();
         for (i, logger) in self.shared.loggers.iter().enumerate() {
             let (scheme, logger, seq) = (Arc::clone(&self.shared), Arc::clone(logger), first_seq[i]);
