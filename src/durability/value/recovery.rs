@@ -226,41 +226,25 @@ fn replay_files(
     pepoch: &Pepoch,
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
-    let next = AtomicUsize::new(0);
-    let (bytes, entries, skipped, max_epoch) =
-        (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let failure: Mutex<Option<DurabilityError>> = Mutex::new(None);
     let catalog = db.catalog();
-    let threads = options.recovery_threads.min(replay.len()).max(1);
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                while failure.lock().is_none() {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(file) = replay.get(i) else { return };
-                    match replay_file(options.fs.as_ref(), &catalog, file, pepoch) {
-                        Ok(stats) => {
-                            bytes.fetch_add(stats.bytes, Ordering::Relaxed);
-                            entries.fetch_add(stats.entries, Ordering::Relaxed);
-                            skipped.fetch_add(stats.skipped, Ordering::Relaxed);
-                            max_epoch.fetch_max(stats.max_epoch, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            failure.lock().get_or_insert(e);
-                        }
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = failure.into_inner() {
-        return Err(e);
+    let mut total = FileStats::default();
+    // Files one after another, newest first; the blocks of each file spread over every thread,
+    // so one large file uses all cores (blocks are independent: largest TID wins).
+    for file in replay {
+        let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
+        let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
+        let blocks = frame_blocks(&file.path, valid)?;
+        total.bytes += valid.len() as u64;
+        let stats = apply_blocks(options.recovery_threads, &catalog, file, valid, &blocks, pepoch)?;
+        total.entries += stats.entries;
+        total.skipped += stats.skipped;
+        total.max_epoch = total.max_epoch.max(stats.max_epoch);
     }
     report.files = replay.len();
-    report.bytes = bytes.into_inner();
-    report.entries = entries.into_inner();
-    report.entries_skipped = skipped.into_inner();
-    Ok(max_epoch.into_inner())
+    report.bytes = total.bytes;
+    report.entries = total.entries;
+    report.entries_skipped = total.skipped;
+    Ok(total.max_epoch)
 }
 
 #[derive(Default)]
@@ -271,47 +255,88 @@ struct FileStats {
     max_epoch: u64,
 }
 
-fn replay_file(
-    fs: &dyn FileSystem,
-    catalog: &crate::storage::Catalog,
-    file: &LogFile,
-    pepoch: &Pepoch,
-) -> Result<FileStats, DurabilityError> {
-    let bytes = fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
-    let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
-    let (_, mut at) = files::decode_log_header(valid).map_err(|e| corrupt(&file.path, 0, e.to_string()))?;
-    let mut stats = FileStats { bytes: valid.len() as u64, ..FileStats::default() };
+/// Checks the framing of every block of a file's valid part; returns each block's payload range.
+fn frame_blocks(path: &Path, valid: &[u8]) -> Result<Vec<(usize, usize)>, DurabilityError> {
+    let (_, mut at) = files::decode_log_header(valid).map_err(|e| corrupt(path, 0, e.to_string()))?;
+    let mut blocks = Vec::new();
     while at < valid.len() {
-        let (payload, size) =
-            frame::decode_block(&valid[at..]).map_err(|e| corrupt(&file.path, at as u64, e.to_string()))?;
-        let mut reader = Reader::new(payload);
-        while !reader.is_empty() {
-            let entry_offset = (at + HEADER_SIZE_BYTES + reader.offset()) as u64;
-            let entry = reader.entry().map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
-            let epoch = entry.tid.epoch();
-            stats.max_epoch = stats.max_epoch.max(epoch);
-            if epoch > pepoch.epoch || pepoch.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch)) {
-                stats.skipped += 1;
-                continue;
-            }
-            stats.entries += 1;
-            for write in entry.writes {
-                let table = catalog.table(write.table).ok_or_else(|| {
-                    corrupt(
-                        &file.path,
-                        entry_offset,
-                        format!("record for table id {} which does not exist", write.table),
-                    )
-                })?;
-                if let Some(row) = &write.row {
-                    table.schema.check_row(row).map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
-                }
-                table.install_if_newer(&write.key, write.row, entry.tid);
-            }
-        }
+        let (payload, size) = frame::decode_block(&valid[at..]).map_err(|e| corrupt(path, at as u64, e.to_string()))?;
+        blocks.push((at + HEADER_SIZE_BYTES, at + HEADER_SIZE_BYTES + payload.len()));
         at += size;
     }
-    Ok(stats)
+    Ok(blocks)
+}
+
+/// Applies the entries of `blocks` with up to `threads` threads, each taking the next block.
+fn apply_blocks(
+    threads: usize,
+    catalog: &crate::storage::Catalog,
+    file: &LogFile,
+    valid: &[u8],
+    blocks: &[(usize, usize)],
+    pepoch: &Pepoch,
+) -> Result<FileStats, DurabilityError> {
+    let next = AtomicUsize::new(0);
+    let (entries, skipped, max_epoch) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let failure: Mutex<Option<DurabilityError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(blocks.len()).max(1) {
+            scope.spawn(|| {
+                let mut stats = FileStats::default();
+                while let Some(&(start, end)) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if let Err(e) = apply_block(catalog, file, &valid[start..end], start, pepoch, &mut stats) {
+                        failure.lock().get_or_insert(e);
+                        return;
+                    }
+                }
+                entries.fetch_add(stats.entries, Ordering::Relaxed);
+                skipped.fetch_add(stats.skipped, Ordering::Relaxed);
+                max_epoch.fetch_max(stats.max_epoch, Ordering::Relaxed);
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner() {
+        return Err(e);
+    }
+    Ok(FileStats {
+        bytes: 0,
+        entries: entries.into_inner(),
+        skipped: skipped.into_inner(),
+        max_epoch: max_epoch.into_inner(),
+    })
+}
+
+/// Applies one block's entries; `offset` is the payload's offset in the file, for errors.
+fn apply_block(
+    catalog: &crate::storage::Catalog,
+    file: &LogFile,
+    payload: &[u8],
+    offset: usize,
+    pepoch: &Pepoch,
+    stats: &mut FileStats,
+) -> Result<(), DurabilityError> {
+    let mut reader = Reader::new(payload);
+    while !reader.is_empty() {
+        let entry_offset = (offset + reader.offset()) as u64;
+        let entry = reader.entry().map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
+        let epoch = entry.tid.epoch();
+        stats.max_epoch = stats.max_epoch.max(epoch);
+        if epoch > pepoch.epoch || pepoch.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch)) {
+            stats.skipped += 1;
+            continue;
+        }
+        stats.entries += 1;
+        for write in entry.writes {
+            let table = catalog.table(write.table).ok_or_else(|| {
+                corrupt(&file.path, entry_offset, format!("record for table id {} which does not exist", write.table))
+            })?;
+            if let Some(row) = &write.row {
+                table.schema.check_row(row).map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
+            }
+            table.install_if_newer(&write.key, write.row, entry.tid);
+        }
+    }
+    Ok(())
 }
 
 /// Sweeps tombstones and builds every table's secondary indexes, tables in parallel.
