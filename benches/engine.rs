@@ -1,6 +1,6 @@
-//! Engine micro-benchmarks: one-thread latency of a point-get transaction, an update transaction,
-//! and scans through the primary key and a secondary index, through the ad-hoc API and through a
-//! compiled stored procedure.
+//! Engine micro-benchmarks: one-thread latency of a point-get transaction, an update transaction
+//! (get + update, and `update_with` in one lookup), and scans through the primary key and a
+//! secondary index, through the ad-hoc API and through a compiled stored procedure.
 //!
 //! Run: `cargo bench --bench engine`
 
@@ -83,6 +83,20 @@ fn bench_engine(c: &mut Criterion) {
                 let mut new = (*row).clone();
                 new[2] = Value::Int(new[2].as_int().unwrap_or(0) + 1);
                 tx.update(t, Arc::new(new))
+            })
+            .expect("update");
+        })
+    });
+    // The same read-modify-write in one lookup (what the procedures' `update` compiles to).
+    g.bench_function("update_with/adhoc", |b| {
+        b.iter(|| {
+            let k = next();
+            w.run(1, |tx| {
+                tx.update_with(t, &[Value::Int(k)], |row| {
+                    let mut new = (*row).clone();
+                    new[2] = Value::Int(new[2].as_int().unwrap_or(0) + 1);
+                    Ok(Arc::new(new))
+                })
             })
             .expect("update");
         })
