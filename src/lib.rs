@@ -10,9 +10,11 @@
 //! - [`db`]: the embedded database that ties them together.
 //! - [`bench`]: the driver behind `lazarus bench`: timing, histograms, timelines.
 //! - [`workload`]: TPC-C, Smallbank, YCSB, KV and transfer, in the procedure language.
+//! - [`crash`]: `lazarus crash-test`: SIGKILL trials against the value scheme, recovery, verification.
 //! - [`report`]: `lazarus report`: charts and tables of bench output files as one HTML page.
 
 pub mod bench;
+pub mod crash;
 pub mod db;
 pub mod durability;
 pub mod io;

@@ -51,6 +51,12 @@ enum Command {
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
     Demo(DemoArgs),
+    /// Kill a workload child process with SIGKILL at seeded moments, recover, and verify that
+    /// every acknowledged transaction survived and the state is consistent.
+    CrashTest(Box<CrashTestArgs>),
+    /// The process a crash test kills (internal).
+    #[command(hide = true)]
+    CrashChild(Box<CrashChildArgs>),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +67,8 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => demo(&args),
         Some(Command::Recover { log_dir, threads }) => recover(log_dir, threads),
+        Some(Command::CrashTest(args)) => crash_test(&args),
+        Some(Command::CrashChild(args)) => crash_child(&args),
         None => match Cli::parse_from(["lazarus", "demo"]).command {
             Some(Command::Demo(args)) => demo(&args),
             Some(Command::Recover { log_dir, threads }) => recover(log_dir, threads),
@@ -397,5 +405,154 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     for png in &output.pngs {
         println!("  {}", png.display());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `crash-test` and `crash-child` share: the workload and engine settings.
+#[derive(clap::Args)]
+struct CrashConfigArgs {
+    /// Workload: kv, tpcc, transfer.
+    #[arg(long, default_value = "kv")]
+    workload: String,
+    /// KV: number of keys.
+    #[arg(long, default_value_t = 10_000)]
+    records: u64,
+    /// TPC-C: warehouses.
+    #[arg(long, default_value_t = 1)]
+    warehouses: u32,
+    /// Transfer: accounts.
+    #[arg(long, default_value_t = 1_000)]
+    accounts: u32,
+    /// Worker threads of the child.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Epoch interval in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    epoch_interval_ms: u64,
+    /// Value logging: rotate data.log every this many epochs.
+    #[arg(long, default_value_t = 10)]
+    rotate_epochs: u64,
+}
+
+impl CrashConfigArgs {
+    fn config(&self) -> lazarus::crash::CrashConfig {
+        lazarus::crash::CrashConfig {
+            workload: self.workload.clone(),
+            records: self.records,
+            warehouses: self.warehouses,
+            accounts: self.accounts,
+            threads: self.threads,
+            epoch_interval_ms: self.epoch_interval_ms,
+            rotate_epochs: self.rotate_epochs,
+        }
+    }
+}
+
+/// Options of `lazarus crash-test`.
+#[derive(clap::Args)]
+struct CrashTestArgs {
+    #[command(flatten)]
+    config: CrashConfigArgs,
+    /// Trials; trial i uses seed + i.
+    #[arg(long, default_value_t = 20)]
+    trials: u64,
+    /// Seed of the first trial.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Shortest run before a kill, in milliseconds after the child has recovered.
+    #[arg(long, default_value_t = 100)]
+    min_ms: u64,
+    /// Longest run before a kill.
+    #[arg(long, default_value_t = 400)]
+    max_ms: u64,
+    /// Kill/restart rounds per trial (later rounds sometimes kill during recovery).
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// Also truncate or flip a bit of the newest log file of a copy, and recover that.
+    #[arg(long)]
+    damage: bool,
+    /// Directory for the trials [default: a new one under the temp dir].
+    #[arg(long)]
+    work_dir: Option<std::path::PathBuf>,
+    /// Keep every trial directory (failed ones are always kept).
+    #[arg(long)]
+    keep: bool,
+    /// Test the harness: the child acknowledges at commit, before durability.
+    #[arg(long, hide = true)]
+    ack_before_durable: bool,
+}
+
+fn crash_test(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("cannot find the lazarus binary")?;
+    let mut options = lazarus::crash::CrashOptions::new(args.config.config(), exe);
+    options.trials = args.trials;
+    options.seed = args.seed;
+    options.min_ms = args.min_ms;
+    options.max_ms = args.max_ms;
+    options.rounds = args.rounds;
+    options.damage = args.damage;
+    options.work_dir = args.work_dir.clone();
+    options.keep = args.keep;
+    options.ack_before_durable = args.ack_before_durable;
+    let summary = lazarus::crash::run_crash_test(&options, &mut |line| println!("{line}"))?;
+    println!(
+        "crash-test {}: {} trials, {} kills, {} acknowledged transactions verified, {} failures",
+        args.config.workload,
+        summary.trials,
+        summary.kills,
+        summary.acked,
+        summary.failures.len()
+    );
+    if args.damage {
+        println!(
+            "damaged logs: {} clear errors, {} verified recoveries",
+            summary.damage_errors,
+            summary.trials - summary.damage_errors
+        );
+    }
+    for failure in &summary.failures {
+        println!("FAILED seed {}: {}", failure.seed, failure.reason);
+        println!("  kept {}", failure.dir.display());
+        println!("  reproduce with: {}", options.reproduce_command(failure.seed));
+    }
+    Ok(if summary.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Options of the hidden `lazarus crash-child`.
+#[derive(clap::Args)]
+struct CrashChildArgs {
+    #[command(flatten)]
+    config: CrashConfigArgs,
+    /// The log directory (holding a loaded database).
+    #[arg(long)]
+    log_dir: std::path::PathBuf,
+    /// The file acknowledgements are appended to.
+    #[arg(long)]
+    ack_file: std::path::PathBuf,
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Round number, written to the ack file.
+    #[arg(long, default_value_t = 0)]
+    round: u64,
+    /// Stop by itself after this many milliseconds.
+    #[arg(long, default_value_t = 120_000)]
+    run_ms: u64,
+    /// Acknowledge at commit, before durability (a broken child, to test the harness).
+    #[arg(long)]
+    ack_before_durable: bool,
+}
+
+fn crash_child(args: &CrashChildArgs) -> anyhow::Result<ExitCode> {
+    let options = lazarus::crash::child::ChildOptions {
+        config: args.config.config(),
+        log_dir: args.log_dir.clone(),
+        ack_file: args.ack_file.clone(),
+        seed: args.seed,
+        round: args.round,
+        run_ms: args.run_ms,
+        ack_before_durable: args.ack_before_durable,
+    };
+    lazarus::crash::child::run_child(&options)?;
     Ok(ExitCode::SUCCESS)
 }
