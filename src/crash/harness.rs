@@ -117,6 +117,9 @@ impl CrashOptions {
         if self.damage {
             command.push_str(" --damage");
         }
+        if self.ack_before_durable {
+            command.push_str(" --ack-before-durable");
+        }
         command
     }
 }
@@ -171,6 +174,7 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
         work.display()
     ));
     let mut summary = CrashSummary::default();
+    let mut releasing: Option<std::thread::JoinHandle<()>> = None;
     for i in 0..options.trials {
         let seed = options.seed.wrapping_add(i);
         let dir = work.join(format!("trial-{seed}"));
@@ -178,7 +182,13 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
             std::fs::remove_dir_all(&dir).map_err(io_at(&dir))?;
         }
         let started = Instant::now();
-        let trial = run_trial(options, &template, &dir, seed);
+        let mut trial = run_trial(options, &template, &dir, seed);
+        // At most one trial's databases are being freed while the next trial runs.
+        if let Some(handle) = releasing.take() {
+            let _ = handle.join();
+        }
+        let release = std::mem::take(&mut trial.release);
+        releasing = Some(std::thread::spawn(move || drop(release)));
         summary.trials += 1;
         summary.kills += trial.kills;
         summary.acked += trial.acked;
@@ -197,6 +207,9 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
                 summary.failures.push(TrialFailure { seed, reason, dir });
             }
         }
+    }
+    if let Some(handle) = releasing.take() {
+        let _ = handle.join();
     }
     if summary.failures.is_empty() && !options.keep {
         // Only what this run created: the template and the (already removed) trial directories.
@@ -237,6 +250,8 @@ struct Trial {
     acked: u64,
     damage_error: bool,
     failure: Option<String>,
+    /// Closed databases to free (in the background: freeing a recovered TPC-C takes a while).
+    release: Vec<Database>,
 }
 
 fn run_trial(options: &CrashOptions, template: &Path, dir: &Path, seed: u64) -> Trial {
@@ -283,7 +298,7 @@ fn run_trial_inner(
         trial.kills += 1;
         kills.push(if in_recovery { format!("{delay_ms} ms into recovery") } else { format!("{delay_ms} ms") });
     }
-    trial.notes.push(format!("killed at {}", kills.join(", ")));
+    trial.notes.push(format!("ready after {ready_ms} ms, killed at {}", kills.join(", ")));
     let acks = AckLog::read(&ack_file)?;
     trial.acked = acks.acked;
     let damaged = if options.damage {
@@ -293,8 +308,10 @@ fn run_trial_inner(
     } else {
         None
     };
+    let started = Instant::now();
     match verify::recover(config, &log) {
         Ok((db, report)) => {
+            let recovered_ms = started.elapsed().as_millis();
             trial.notes.push(format!(
                 "{} acked, pepoch {}, {} files replayed{}",
                 acks.acked,
@@ -303,7 +320,10 @@ fn run_trial_inner(
                 if acks.torn_tail { ", torn ack tail" } else { "" }
             ));
             let problems = verify::verify(config, &db, &acks);
+            let verified_ms = started.elapsed().as_millis() - recovered_ms;
             db.close()?;
+            trial.release.push(db);
+            trial.notes.push(format!("recovered in {recovered_ms} ms, verified in {verified_ms} ms"));
             let problems = problems?;
             if !problems.is_empty() {
                 trial.failure = Some(format!("after recovery: {}", problems.join("; ")));
@@ -338,6 +358,7 @@ fn check_damaged(
         Ok((db, _)) => {
             let problems = verify::verify(config, &db, acks);
             db.close()?;
+            trial.release.push(db);
             let problems = problems?;
             if problems.is_empty() {
                 trial.notes.push(format!("damage ({}): recovered, verified", damage.what));
