@@ -284,3 +284,25 @@ fn tables_created_through_the_rust_api_are_recovered() {
     assert_eq!(row[1], Value::text("x"));
     db.close().unwrap();
 }
+
+#[test]
+fn a_damaged_header_of_the_durable_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = open(options(dir.path())).unwrap();
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let mut w = db.worker();
+    let out = w.call("put", &[int(1), int(1)]).unwrap();
+    w.wait_durable(&out.committed.durability).unwrap();
+    // Crash now: copy the directory while data.log is still the durable file.
+    let case = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), case.path());
+    db.close().unwrap();
+    let (path, _) = durable_file(case.path());
+    assert!(path.ends_with("data.log"), "{}", path.display());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[5] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    let err = open(options(case.path())).err().expect("a damaged durable header must be an error");
+    assert!(err.to_string().contains("data.log"), "{err}");
+    assert!(err.to_string().contains("damaged header"), "{err}");
+}

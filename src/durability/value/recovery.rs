@@ -151,6 +151,7 @@ fn plan(
         let position = pepoch.positions.iter().find(|p| p.logger as usize == logger).copied();
         let mut max_seq = 0u64;
         let mut found_durable = false;
+        let mut damaged_current = None;
         for name in fs.list(dir)? {
             if !files::is_log_file(&name) {
                 continue;
@@ -160,6 +161,7 @@ fn plan(
             let Some((seq, len)) = header else {
                 // A torn header can only be a data.log created after the last pepoch.
                 if name.as_os_str() == files::CURRENT_LOG {
+                    damaged_current = Some(path.clone());
                     discard.push(path);
                     continue;
                 }
@@ -181,6 +183,11 @@ fn plan(
             && !found_durable
             && p.file_seq > 0
         {
+            // A data.log whose header does not decode is then the durable file itself, damaged.
+            if let Some(path) = damaged_current {
+                let reason = format!("damaged header of the durable log file (sequence {})", p.file_seq);
+                return Err(corrupt(&path, 0, reason));
+            }
             return Err(corrupt(
                 dir,
                 0,
