@@ -124,6 +124,9 @@ struct SpareSets {
 /// The largest set (in entries) a thread keeps for reuse.
 const SPARE_CAPACITY_MAX: usize = 4096;
 
+/// The largest write-slot map (in entries) a thread keeps for reuse; see `Drop for Transaction`.
+const SPARE_SLOTS_MAX: usize = 256;
+
 thread_local! {
     static SPARE_SETS: std::cell::RefCell<Option<SpareSets>> = const { std::cell::RefCell::new(None) };
 }
@@ -140,11 +143,15 @@ fn recycle<T>(v: &mut Vec<T>) -> Vec<T> {
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
+        // Clearing a hash map writes its whole control array whatever its length, so only small
+        // maps are kept (a 1000-insert load transaction's map made every later clear a 2 KB
+        // memset), and an untouched one is not cleared.
         let mut write_slots = std::mem::take(&mut self.write_slots);
-        if write_slots.capacity() > SPARE_CAPACITY_MAX {
+        if write_slots.capacity() > SPARE_SLOTS_MAX {
             write_slots = HashMap::default();
+        } else if !write_slots.is_empty() {
+            write_slots.clear();
         }
-        write_slots.clear();
         let sets = SpareSets {
             reads: recycle(&mut self.reads),
             writes: recycle(&mut self.writes),
