@@ -605,7 +605,9 @@ impl<'w> Transaction<'w> {
 
     fn lock_phase(&mut self, order: &[usize], undo: &mut Undo) -> Result<(), TxnError> {
         for &i in order {
-            let t = self.table(self.writes[i].table)?;
+            // Borrowed from the transaction's catalog, not cloned: an `Arc<Table>` clone writes the
+            // table's shared refcount, a line every worker writes on every operation.
+            let t = table_in(&self.catalog, self.writes[i].table)?;
             let w = &mut self.writes[i];
             // Updates and deletes of a row read during execution lock that record; everything else
             // (inserts, upserts, a delete after an upsert) finds or creates the record now.
@@ -654,7 +656,7 @@ impl<'w> Transaction<'w> {
             if self.inserted_under_lock(a) {
                 continue;
             }
-            let t = self.table(a.table)?;
+            let t = table_in(&self.catalog, a.table)?;
             if let Some(record) = t.get(&a.key)
                 && !self.locked_by_me(&record, &mine)
             {
@@ -688,7 +690,7 @@ impl<'w> Transaction<'w> {
     /// Re-scans the covered range: an entry not seen before whose record is locked by another
     /// transaction, or present and matching the entry, is a phantom.
     fn validate_scan(&self, s: &ScanCheck, mine: &[usize]) -> Result<(), TxnError> {
-        let t = self.table(s.table)?;
+        let t = table_in(&self.catalog, s.table)?;
         let index: &dyn OrderedIndex = match s.index {
             None => t.primary.as_ref(),
             Some(i) => t.secondary[i].as_ref(),
@@ -757,7 +759,7 @@ impl<'w> Transaction<'w> {
     fn install(&self, tid: Tid, order: &[usize], ticket: &CommitTicket) {
         for &i in order {
             let w = &self.writes[i];
-            let (Some(record), Ok(t)) = (&w.record, self.table(w.table)) else {
+            let (Some(record), Ok(t)) = (&w.record, table_in(&self.catalog, w.table)) else {
                 unreachable!("lock phase resolved every record of a known table");
             };
             let old = record.row_unchecked();
@@ -802,6 +804,11 @@ impl<'w> Transaction<'w> {
             }
         }
     }
+}
+
+/// The table with id `id` in `catalog`, borrowed (see `lock_phase` for why not an `Arc` clone).
+fn table_in(catalog: &Catalog, id: TableId) -> Result<&Table, TxnError> {
+    catalog.table(id).map(|t| &**t).ok_or_else(|| TxnError::NoSuchTable(format!("#{id}")))
 }
 
 /// What an aborting commit must undo.
