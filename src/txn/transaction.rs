@@ -617,7 +617,7 @@ impl<'w> Transaction<'w> {
             };
             let (record, word) = match &known {
                 Some(record) => (Arc::clone(record), record.lock()),
-                None => lock_or_create(&t, &w.key, w.op == WriteOp::Insert, undo)?,
+                None => lock_or_create(t, &w.key, w.op == WriteOp::Insert, undo)?,
             };
             w.record = Some(Arc::clone(&record));
             w.locked_word = Some(word);
@@ -629,7 +629,7 @@ impl<'w> Transaction<'w> {
                 return Err(TxnError::Conflict(ConflictReason::InsertRace));
             }
             if let Some(row) = &w.row {
-                add_secondary_entries(&t, &w.key, row, &record, word, undo)?;
+                add_secondary_entries(t, &w.key, row, &record, word, undo)?;
             }
         }
         Ok(())
@@ -707,7 +707,7 @@ impl<'w> Transaction<'w> {
                 return true;
             }
             let w = record.word();
-            phantom = w.is_locked() || (!w.is_absent() && entry_matches(&t, s.index, entry_key, record));
+            phantom = w.is_locked() || (!w.is_absent() && entry_matches(t, s.index, entry_key, record));
             !phantom
         });
         if phantom { Err(TxnError::Conflict(ConflictReason::PhantomRange)) } else { Ok(()) }
@@ -767,13 +767,13 @@ impl<'w> Transaction<'w> {
             match &w.row {
                 Some(row) => {
                     if old_present {
-                        remove_stale_secondary(&t, &w.key, &old, Some(row), record);
+                        remove_stale_secondary(t, &w.key, &old, Some(row), record);
                     }
                     record.install(Arc::clone(row), TidWord::new(tid, true, false), ticket.last_writer);
                 }
                 None => {
                     if old_present {
-                        remove_stale_secondary(&t, &w.key, &old, None, record);
+                        remove_stale_secondary(t, &w.key, &old, None, record);
                     }
                     t.unlink(&w.key, record);
                     let empty: Row = Arc::from(Vec::<Value>::new());
