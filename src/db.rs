@@ -270,7 +270,11 @@ impl Database {
 }
 
 impl Drop for Inner {
+    /// The last handle is gone: stop the epoch thread and the scheme's threads (a scheme's
+    /// shutdown is idempotent, so an explicit `close` before is fine). Errors cannot be returned
+    /// from a drop; `close` is the way to see them.
     fn drop(&mut self) {
+        let _ = self.ctx.scheme.shutdown();
         self.ctx.epochs.stop();
         if let Some(handle) = self.epoch_thread.lock().take() {
             let _ = handle.join();

@@ -241,6 +241,7 @@ pub struct ValueLogging {
     first_seq: Mutex<Vec<u64>>,
     /// What recovery found and did.
     pub recovery: Mutex<Option<recovery::RecoveryReport>>,
+    shut_down: AtomicBool,
 }
 
 impl ValueLogging {
@@ -275,6 +276,7 @@ impl ValueLogging {
             threads: Mutex::new(Vec::new()),
             first_seq: Mutex::new(vec![1; count]),
             recovery: Mutex::new(None),
+            shut_down: AtomicBool::new(false),
         })
     }
 
@@ -335,6 +337,13 @@ impl LogScheme for ValueLogging {
     }
 
     fn shutdown(&self) -> Result<(), DurabilityError> {
+        // Idempotent: `Database::close` and the database's drop both call it.
+        if self.shut_down.swap(true, Ordering::SeqCst) {
+            return match self.shared.failed.get() {
+                Some(message) => Err(DurabilityError::Failed(message.clone())),
+                None => Ok(()),
+            };
+        }
         // Let the loggers write what workers logged, so a clean close loses nothing.
         if let Some(epochs) = self.shared.epochs.get() {
             epochs.advance();
