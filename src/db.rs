@@ -260,12 +260,7 @@ impl Database {
 
     /// Stops the epoch thread and shuts the durability scheme down.
     pub fn close(&self) -> Result<(), DbError> {
-        self.inner.ctx.epochs.stop();
-        if let Some(handle) = self.inner.epoch_thread.lock().take() {
-            let _ = handle.join();
-        }
-        self.inner.ctx.scheme.shutdown()?;
-        Ok(())
+        Ok(self.inner.shut_down()?)
     }
 }
 
@@ -274,11 +269,19 @@ impl Drop for Inner {
     /// shutdown is idempotent, so an explicit `close` before is fine). Errors cannot be returned
     /// from a drop; `close` is the way to see them.
     fn drop(&mut self) {
-        let _ = self.ctx.scheme.shutdown();
+        let _ = self.shut_down();
+    }
+}
+
+impl Inner {
+    /// Stops the epoch thread, then the scheme (which advances the epoch itself to flush what was
+    /// logged). Both steps are idempotent.
+    fn shut_down(&self) -> Result<(), DurabilityError> {
         self.ctx.epochs.stop();
         if let Some(handle) = self.epoch_thread.lock().take() {
             let _ = handle.join();
         }
+        self.ctx.scheme.shutdown()
     }
 }
 

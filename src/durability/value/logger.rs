@@ -62,15 +62,19 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
         // `pepoch` can only move when an epoch ends, so a sync is worth its cost once per epoch
         // (the epoch manager wakes the loggers at each advance); full buffers in between are
         // written but not synced.
-        if epoch_now > synced_epoch || stopping {
+        let synced = epoch_now > synced_epoch || stopping;
+        if synced {
             current.file.sync_data()?;
             synced_epoch = epoch_now;
             logger.publish(bound, current.seq, current.len_bytes);
             scheme.wake_pepoch();
         }
         if current.max_epoch >= current.first_epoch + scheme.options.rotate_epochs {
-            current.file.sync_data()?;
-            logger.publish(bound, current.seq, current.len_bytes);
+            // A rotated file must be whole on disk: recovery reads every file older than the
+            // durable position in full, so the new position below covers the old file.
+            if !synced {
+                current.file.sync_data()?;
+            }
             current = rotate(scheme, logger, current, epoch_now)?;
             logger.publish(bound, current.seq, current.len_bytes);
         }
