@@ -21,7 +21,7 @@
 //! ```
 
 use crate::durability::none::NoLogging;
-use crate::durability::{DurabilityError, DurabilityTicket, Invocation, LogScheme};
+use crate::durability::{DurabilityError, DurabilityTicket, Invocation, LogScheme, SchemeStart};
 use crate::proc::{self, CompiledProcedure, Diagnostic};
 use crate::storage::table::{Catalog, CatalogError};
 use crate::storage::{IndexBackend, ParamValue, TableSchema, Value};
@@ -140,7 +140,7 @@ impl Database {
         let epochs = EpochManager::new(1);
         let inner = Inner {
             ctx: TxnContext {
-                catalog: ArcSwap::from_pointee(Catalog::default()),
+                catalog: Arc::new(ArcSwap::from_pointee(Catalog::default())),
                 epochs,
                 scheme: config.scheme,
                 limits: config.limits,
@@ -155,7 +155,9 @@ impl Database {
         // Recovery runs before any transaction; the epoch restarts above everything it restored.
         let recovered_epoch = db.inner.ctx.scheme.recover(&db)?;
         db.inner.ctx.epochs.advance_to(recovered_epoch + 1);
-        db.inner.ctx.scheme.start(Arc::clone(&db.inner.ctx.epochs))?;
+        let start =
+            SchemeStart { epochs: Arc::clone(&db.inner.ctx.epochs), catalog: Arc::clone(&db.inner.ctx.catalog) };
+        db.inner.ctx.scheme.start(start)?;
         let handle = db.inner.ctx.epochs.start_advancer(config.epoch_interval_ms)?;
         *db.inner.epoch_thread.lock() = Some(handle);
         Ok(db)

@@ -139,6 +139,10 @@ struct BenchArgs {
     /// Value logging: rotate data.log every this many epochs.
     #[arg(long, default_value_t = 100)]
     rotate_epochs: u64,
+    /// Value logging: seconds from the end of one checkpoint to the start of the next (0 = no
+    /// checkpoints).
+    #[arg(long, default_value_t = 10.0)]
+    checkpoint_interval_s: f64,
     /// Epoch interval in milliseconds.
     #[arg(long, default_value_t = 40)]
     epoch_interval_ms: u64,
@@ -261,6 +265,10 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
             }
             let mut options = ValueOptions::new(args.log_dir.clone());
             options.rotate_epochs = args.rotate_epochs;
+            if !(args.checkpoint_interval_s.is_finite() && (0.0..=86_400.0).contains(&args.checkpoint_interval_s)) {
+                bail!("--checkpoint-interval-s must be in [0, 86400], got {}", args.checkpoint_interval_s);
+            }
+            options.checkpoint.interval_ms = (args.checkpoint_interval_s * 1e3).round() as u64;
             Ok(Arc::new(ValueLogging::new(options)?))
         }
         other => bail!("unknown --durability {other:?}; available: {}", SCHEMES.join(", ")),
@@ -305,6 +313,20 @@ fn recover(log_dirs: Vec<std::path::PathBuf>, threads: Option<usize>) -> anyhow:
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered to pepoch {} ({} tables, {rows} rows)", report.pepoch, db.catalog().tables().len());
     println!("catalog         {:>10.1} ms", report.catalog_ms);
+    match &report.checkpoint {
+        Some(c) => println!(
+            "checkpoint      {:>10.1} ms  id {}, epochs [{}, {}], {} files, {} bytes, {} records, {:.3} GB/s",
+            c.load_ms,
+            c.checkpoint_id,
+            c.e_l,
+            c.e_h,
+            c.files,
+            c.bytes,
+            c.records,
+            c.bytes as f64 / (c.load_ms / 1e3).max(1e-9) / 1e9
+        ),
+        None => println!("checkpoint               -   none installed"),
+    }
     println!(
         "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s",
         report.replay_ms,
@@ -432,6 +454,10 @@ struct CrashConfigArgs {
     /// Value logging: rotate data.log every this many epochs.
     #[arg(long, default_value_t = 10)]
     rotate_epochs: u64,
+    /// Milliseconds between checkpoints of the child (0 = none); short, so that kills land
+    /// before, during and after checkpoints.
+    #[arg(long, default_value_t = 150)]
+    checkpoint_interval_ms: u64,
 }
 
 impl CrashConfigArgs {
@@ -444,6 +470,7 @@ impl CrashConfigArgs {
             threads: self.threads,
             epoch_interval_ms: self.epoch_interval_ms,
             rotate_epochs: self.rotate_epochs,
+            checkpoint_interval_ms: self.checkpoint_interval_ms,
         }
     }
 }

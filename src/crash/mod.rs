@@ -101,6 +101,8 @@ pub struct CrashConfig {
     pub epoch_interval_ms: u64,
     /// Value logging: rotate `data.log` every this many epochs.
     pub rotate_epochs: u64,
+    /// Milliseconds between checkpoints (0 = none).
+    pub checkpoint_interval_ms: u64,
 }
 
 impl Default for CrashConfig {
@@ -113,6 +115,7 @@ impl Default for CrashConfig {
             threads: 2,
             epoch_interval_ms: 10,
             rotate_epochs: 10,
+            checkpoint_interval_ms: 150,
         }
     }
 }
@@ -149,6 +152,7 @@ impl CrashConfig {
     pub fn scheme(&self, log_dir: &Path) -> Result<Arc<ValueLogging>, CrashError> {
         let mut options = ValueOptions::new(vec![log_dir.to_path_buf()]);
         options.rotate_epochs = self.rotate_epochs;
+        options.checkpoint.interval_ms = self.checkpoint_interval_ms;
         options.recovery_threads = options.recovery_threads.clamp(1, 4);
         Ok(Arc::new(ValueLogging::new(options)?))
     }
@@ -170,6 +174,8 @@ impl CrashConfig {
             self.epoch_interval_ms.to_string(),
             "--rotate-epochs".into(),
             self.rotate_epochs.to_string(),
+            "--checkpoint-interval-ms".into(),
+            self.checkpoint_interval_ms.to_string(),
         ]
     }
 }

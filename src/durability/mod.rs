@@ -25,6 +25,7 @@
 //! error if the scheme has failed (after a failed fsync a scheme acknowledges nothing more).
 //! Read-only transactions get a ticket too: they may have read data that is not yet durable.
 
+pub mod checkpoint;
 pub mod codec;
 pub mod frame;
 pub mod none;
@@ -124,6 +125,17 @@ pub enum DurabilityError {
     },
 }
 
+/// What a scheme's threads may use of the database once it runs. It holds no handle on the
+/// database itself: the database owns the scheme, and a scheme thread that kept the database
+/// alive could end up joining itself at shutdown.
+#[derive(Clone)]
+pub struct SchemeStart {
+    /// The global epoch.
+    pub epochs: Arc<crate::txn::epoch::EpochManager>,
+    /// The current catalog (DDL swaps it): what a checkpointer walks.
+    pub catalog: Arc<arc_swap::ArcSwap<crate::storage::Catalog>>,
+}
+
 /// A durability scheme. See the module docs for the contract.
 pub trait LogScheme: Send + Sync {
     /// The scheme's name as the command line spells it (`none`, `value`, ...).
@@ -157,8 +169,8 @@ pub trait LogScheme: Send + Sync {
     }
 
     /// Starts the scheme's threads (called once, after recovery).
-    fn start(&self, epochs: Arc<crate::txn::epoch::EpochManager>) -> Result<(), DurabilityError> {
-        let _ = epochs;
+    fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
+        let _ = start;
         Ok(())
     }
 

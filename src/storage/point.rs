@@ -64,6 +64,17 @@ impl PointIndex {
         self.map.remove_if_sync(key, |current| Arc::ptr_eq(current, record))
     }
 
+    /// Up to `limit` keys in hash order, which is a pseudo-random sample of the keys: the
+    /// checkpoint manager splits tables into roughly equal key ranges from it (SiloR §4).
+    pub fn sample_keys(&self, limit: usize) -> Vec<Key> {
+        let mut keys = Vec::with_capacity(limit.min(1 << 16));
+        self.map.iter_sync(|key, _| {
+            keys.push(key.clone());
+            keys.len() < limit
+        });
+        keys
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.map.len()

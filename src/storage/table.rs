@@ -70,6 +70,15 @@ impl Table {
         Ok(())
     }
 
+    /// Recovery: links a checkpointed row under `key` with its TID, in the primary indexes only
+    /// ([`Table::finish_recovery`] builds the secondary ones once the log is replayed too).
+    /// Fails on a duplicate key: a checkpoint holds each key once.
+    pub fn load_checkpointed(&self, key: Key, row: Row, tid: Tid) -> Result<(), LoadError> {
+        self.schema.check_row(&row)?;
+        let record = Arc::new(Record::present(row, tid, 0));
+        self.link(&key, &record).map_err(|_| LoadError::DuplicateKey { table: self.schema.name.clone(), key })
+    }
+
     /// The record that owns primary key `key`.
     pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
         self.point.get(key)

@@ -66,8 +66,9 @@ use std::sync::Arc;
 
 /// What every transaction shares: the catalog, the epoch, the durability scheme and the limits.
 pub struct TxnContext {
-    /// The current catalog; DDL swaps it.
-    pub catalog: ArcSwap<Catalog>,
+    /// The current catalog; DDL swaps it. Shared with the durability scheme, whose checkpointer
+    /// walks the tables of the current catalog.
+    pub catalog: Arc<ArcSwap<Catalog>>,
     /// The global epoch.
     pub epochs: Arc<epoch::EpochManager>,
     /// The durability scheme.

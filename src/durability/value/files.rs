@@ -223,6 +223,13 @@ pub fn old_log_name(max_epoch: u64, file_seq: u64) -> String {
     format!("{OLD_LOG_PREFIX}{max_epoch}.{file_seq}")
 }
 
+/// The (max epoch, file seq) of a rotated log file's name, or `None` if it is not one.
+pub fn parse_old_log_name(name: &Path) -> Option<(u64, u64)> {
+    let rest = name.to_str()?.strip_prefix(OLD_LOG_PREFIX)?;
+    let (max_epoch, seq) = rest.split_once('.')?;
+    Some((max_epoch.parse().ok()?, seq.parse().ok()?))
+}
+
 /// Whether a directory entry is a log file of this scheme.
 pub fn is_log_file(name: &Path) -> bool {
     name.to_str().is_some_and(|n| n == CURRENT_LOG || n.starts_with(OLD_LOG_PREFIX) && !n.ends_with(".tmp"))
@@ -250,5 +257,8 @@ mod tests {
         let bytes = encode_log_header(h);
         assert_eq!(decode_log_header(&bytes).unwrap(), (h, bytes.len()));
         assert!(matches!(decode_pepoch(&bytes), Err(FileFormatError::Magic { .. })));
+        assert_eq!(parse_old_log_name(Path::new(&old_log_name(17, 4))), Some((17, 4)));
+        assert_eq!(parse_old_log_name(Path::new("data.log")), None);
+        assert_eq!(parse_old_log_name(Path::new("old_data.17.4.tmp")), None);
     }
 }

@@ -196,6 +196,7 @@ fn pepoch_loop(scheme: &SchemeShared) -> std::io::Result<()> {
             let holes = scheme.holes.lock().clone();
             let pepoch = Pepoch { epoch, positions: positions.into_iter().map(|(_, p)| p).collect(), holes };
             write_pepoch(scheme, &pepoch)?;
+            *scheme.written_positions.lock() = pepoch.positions;
             scheme.publish_pepoch(epoch);
         }
         if stopping {

@@ -6,7 +6,10 @@
 //!   `rotate_epochs` epochs, syncing and publishing its durable epoch; the distinguished thread
 //!   that writes `pepoch` and publishes it.
 //! - [`files`]: names and layouts of the log files, `pepoch` and `catalog`.
-//! - [`recovery`]: replay of the log, newest file first, largest TID wins.
+//! - [`recovery`]: loading the checkpoint, then replay of the log, newest file first, largest TID
+//!   wins.
+//! - [`host`]: what the checkpoint manager ([`crate::durability::checkpoint`]) needs from this
+//!   scheme: the persistent epoch, and removal of log files older than a checkpoint.
 //!
 //! # Durability contract
 //!
@@ -28,11 +31,13 @@
 //!   built, after replay (PACMAN §2.3: indexes may be rebuilt at the end of replay).
 
 pub mod files;
+pub mod host;
 pub mod logger;
 pub mod recovery;
 pub mod worker;
 
-use super::{DurabilityError, DurabilityTicket, LogScheme, WorkerLog};
+use super::checkpoint::{self, CheckpointOptions, CheckpointStatus};
+use super::{DurabilityError, DurabilityTicket, LogScheme, SchemeStart, WorkerLog};
 use crate::io::FileSystem;
 use crate::io::real::RealFs;
 use crate::txn::epoch::EpochManager;
@@ -64,19 +69,22 @@ pub struct ValueOptions {
     pub recovery_threads: usize,
     /// The file system (the real one, or a simulated disk in tests).
     pub fs: Arc<dyn FileSystem>,
+    /// Checkpoints (SiloR §4); `interval_ms = 0` turns them off.
+    pub checkpoint: CheckpointOptions,
 }
 
 impl ValueOptions {
     /// Defaults for the given directories.
     pub fn new(log_dirs: Vec<PathBuf>) -> ValueOptions {
         ValueOptions {
-            log_dirs,
             rotate_epochs: 100,
             sync_interval_ms: 10,
             buffer_size_bytes: 512 << 10,
             buffers_per_worker: 8,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             fs: Arc::new(RealFs),
+            checkpoint: CheckpointOptions::new(log_dirs.len()),
+            log_dirs,
         }
     }
 
@@ -94,7 +102,7 @@ impl ValueOptions {
         if self.recovery_threads == 0 || self.recovery_threads > 1024 {
             return bad("recovery threads must be 1..=1024".into());
         }
-        Ok(())
+        self.checkpoint.validate().or_else(bad)
     }
 }
 
@@ -180,6 +188,11 @@ pub struct SchemeShared {
     modules: Mutex<Vec<(String, String)>>,
     /// Void epoch ranges carried in every `pepoch` file (see [`files::Pepoch::holes`]).
     holes: Mutex<Vec<(u64, u64)>>,
+    /// The logger positions of the last `pepoch` file written: a log file may be removed only
+    /// if it is older than the durable file that file names.
+    written_positions: Mutex<Vec<DurablePosition>>,
+    /// The checkpoint manager's state.
+    checkpoint: Arc<CheckpointStatus>,
 }
 
 impl SchemeShared {
@@ -270,6 +283,8 @@ impl ValueLogging {
             failed,
             modules: Mutex::new(Vec::new()),
             holes: Mutex::new(Vec::new()),
+            written_positions: Mutex::new(Vec::new()),
+            checkpoint: Arc::new(CheckpointStatus::default()),
         };
         Ok(ValueLogging {
             shared: Arc::new(shared),
@@ -283,6 +298,11 @@ impl ValueLogging {
     /// The published persistent epoch.
     pub fn pepoch(&self) -> u64 {
         self.shared.pepoch()
+    }
+
+    /// The checkpoint manager's state: the last checkpoint installed, the last error.
+    pub fn checkpoints(&self) -> &CheckpointStatus {
+        &self.shared.checkpoint
     }
 
     fn spawn(&self, name: String, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
@@ -344,6 +364,8 @@ impl LogScheme for ValueLogging {
                 None => Ok(()),
             };
         }
+        // A checkpoint in progress is abandoned; its files are debris the next recovery removes.
+        self.shared.checkpoint.request_stop();
         // Let the loggers write what workers logged, so a clean close loses nothing.
         if let Some(epochs) = self.shared.epochs.get() {
             epochs.advance();
@@ -385,12 +407,14 @@ impl LogScheme for ValueLogging {
         self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
         *self.first_seq.lock() = report.next_file_seq.clone();
         *self.shared.holes.lock() = report.holes.clone();
+        *self.shared.written_positions.lock() = report.positions.clone();
         let max_epoch = report.restart_after_epoch;
         *self.recovery.lock() = Some(report);
         Ok(max_epoch)
     }
 
-    fn start(&self, epochs: Arc<EpochManager>) -> Result<(), DurabilityError> {
+    fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
+        let epochs = Arc::clone(&start.epochs);
         if self.shared.epochs.set(Arc::clone(&epochs)).is_err() {
             return Err(DurabilityError::Failed("the value scheme was started twice".into()));
         }
@@ -402,6 +426,20 @@ impl LogScheme for ValueLogging {
             self.spawn(format!("lazarus-logger-{i}"), move || logger::run_logger(scheme, logger, seq))?;
         }
         let scheme = Arc::clone(&self.shared);
-        self.spawn("lazarus-pepoch".into(), move || logger::run_pepoch(scheme))
+        self.spawn("lazarus-pepoch".into(), move || logger::run_pepoch(scheme))?;
+        let options = self.shared.options.checkpoint.clone();
+        if options.interval_ms > 0 {
+            let host: Arc<dyn checkpoint::CheckpointHost> = Arc::new(host::ValueHost::new(Arc::clone(&self.shared)));
+            let status = Arc::clone(&self.shared.checkpoint);
+            let first_id = self.recovery.lock().as_ref().map_or(1, |r| r.next_checkpoint_id);
+            self.spawn("lazarus-checkpoint".into(), move || {
+                checkpoint::run_manager(host, start, options, status, first_id)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn checkpoint_active(&self) -> bool {
+        self.shared.checkpoint.is_active()
     }
 }

@@ -2,17 +2,22 @@
 //!
 //! 1. Rebuild the catalog from the `catalog` file (the modules, in load order).
 //! 2. Read `pepoch`: the persistent epoch `p`, each logger's durable position, the void epochs.
-//! 3. Sort every logger's files by their sequence number. Files older than the logger's durable
+//! 3. If a checkpoint is installed (a `checkpoint` manifest), load it with all cores
+//!    ([`crate::durability::checkpoint::loader`]); its `e_l` is the first epoch to replay.
+//! 4. Sort every logger's files by their sequence number. Files older than the logger's durable
 //!    file must be whole; the durable file is read up to its durable length; newer files hold
-//!    only records of epochs > `p` and are discarded.
-//! 4. Replay with all cores, newest file first (SiloR: later files make most older records
-//!    obsolete, so fewer overwrites): for each record of an epoch ≤ `p` and not void, install its
-//!    after-image (or a tombstone for a delete) if its TID is larger than the key's current one.
-//! 5. Sweep tombstones and build the secondary indexes, one thread per table.
-//! 6. Make the directory match what was recovered: truncate the durable file to its durable
-//!    length, delete discarded files, close `data.log` under an `old_data` name, and write a
-//!    `pepoch` whose void ranges cover every epoch above `p` that a retained file may hold, so
-//!    those records are never replayed after the epoch moves past them.
+//!    only records of epochs > `p` and are discarded. Rotated files whose name says they hold
+//!    only epochs < `e_l` are not read.
+//! 5. Replay with all cores, newest file first (SiloR: later files make most older records
+//!    obsolete, so fewer overwrites): for each record of an epoch in `[e_l, p]` and not void,
+//!    install its after-image (or a tombstone for a delete) if its TID is larger than the key's
+//!    current one.
+//! 6. Sweep tombstones and build the secondary indexes, one thread per table.
+//! 7. Make the directory match what was recovered: truncate the durable file to its durable
+//!    length, delete discarded files and the files of unfinished checkpoints, close `data.log`
+//!    under an `old_data` name, and write a `pepoch` whose void ranges cover every epoch above
+//!    `p` that a retained file may hold, so those records are never replayed after the epoch
+//!    moves past them.
 //!
 //! Damage inside the durable part of a file stops recovery with
 //! [`DurabilityError::Corrupt`] naming the file and offset; nothing is silently skipped.
@@ -21,6 +26,7 @@ use super::ValueOptions;
 use super::files::{self, DurablePosition, Pepoch};
 use crate::db::Database;
 use crate::durability::DurabilityError;
+use crate::durability::checkpoint::{format::Manifest, loader, writer};
 use crate::durability::codec::Reader;
 use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::io::{FileSystem, OpenMode};
@@ -45,10 +51,18 @@ pub struct RecoveryReport {
     pub files: usize,
     /// Bytes of log replayed.
     pub bytes: u64,
-    /// Transaction entries replayed (epoch ≤ pepoch and not void).
+    /// Transaction entries replayed (epoch in `[e_l, pepoch]` and not void).
     pub entries: u64,
-    /// Entries skipped (epoch > pepoch, or void).
+    /// Entries skipped (epoch < e_l or > pepoch, or void).
     pub entries_skipped: u64,
+    /// The checkpoint loaded, if one was installed.
+    pub checkpoint: Option<loader::CheckpointLoadReport>,
+    /// Log files not read because they hold only epochs older than the checkpoint.
+    pub files_before_checkpoint: usize,
+    /// The id the next checkpoint takes.
+    pub next_checkpoint_id: u64,
+    /// Each logger's durable position as recorded in the `pepoch` file.
+    pub positions: Vec<DurablePosition>,
     /// Milliseconds spent rebuilding the catalog.
     pub catalog_ms: f64,
     /// Milliseconds spent replaying the log.
@@ -92,10 +106,16 @@ pub fn recover(
     report.catalog_ms = start.elapsed().as_secs_f64() * 1e3;
     let pepoch = read_pepoch(fs, &options.log_dirs[0])?;
     report.pepoch = pepoch.epoch;
-    let (replay, discard, next_seq) = plan(fs, options, &pepoch)?;
+    report.positions = pepoch.positions.clone();
+    let manifest = load_checkpoint(options, db, &pepoch, &mut report)?;
+    let e_l = manifest.as_ref().map_or(0, |m| m.e_l);
+    let (replay, mut discard, next_seq) = plan(fs, options, &pepoch)?;
+    let (replay, skipped) = skip_before_checkpoint(replay, e_l);
+    report.files_before_checkpoint = skipped.len();
+    discard.extend(skipped.into_iter().filter(|f| !f.durable).map(|f| f.path));
     report.next_file_seq = next_seq;
     let start = Instant::now();
-    let max_epoch_seen = replay_files(options, db, &replay, &pepoch, &mut report)?;
+    let max_epoch_seen = replay_files(options, db, &replay, &Window { pepoch: &pepoch, e_l }, &mut report)?;
     report.replay_ms = start.elapsed().as_secs_f64() * 1e3;
     let start = Instant::now();
     rebuild_indexes(db, options.recovery_threads);
@@ -108,7 +128,56 @@ pub fn recover(
     report.restart_after_epoch =
         max_epoch_seen.max(pepoch.epoch).max(pepoch.holes.iter().map(|h| h.1).max().unwrap_or(0));
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
+    for dir in &options.log_dirs {
+        writer::remove_other_checkpoints(fs, dir, manifest.as_ref().map(|m| m.checkpoint_id))?;
+    }
     Ok(report)
+}
+
+/// The epochs whose records are replayed: `[e_l, pepoch]` minus the void ranges.
+struct Window<'a> {
+    pepoch: &'a Pepoch,
+    e_l: u64,
+}
+
+impl Window<'_> {
+    fn admits(&self, epoch: u64) -> bool {
+        epoch >= self.e_l
+            && epoch <= self.pepoch.epoch
+            && !self.pepoch.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch))
+    }
+}
+
+/// Loads the installed checkpoint, if any; returns its manifest.
+fn load_checkpoint(
+    options: &ValueOptions,
+    db: &Database,
+    pepoch: &Pepoch,
+    report: &mut RecoveryReport,
+) -> Result<Option<Manifest>, DurabilityError> {
+    let fs = options.fs.as_ref();
+    let Some(manifest) = loader::read_manifest(fs, &options.log_dirs[0])? else {
+        report.next_checkpoint_id = 1;
+        return Ok(None);
+    };
+    if manifest.e_h > pepoch.epoch {
+        // Installed only once e_h ≤ pepoch, and pepoch never goes back: the pepoch file is stale.
+        let path = options.log_dirs[0].join(files::PEPOCH_FILE);
+        let reason = format!("pepoch {} is below the installed checkpoint's e_h {}", pepoch.epoch, manifest.e_h);
+        return Err(corrupt(&path, 0, reason));
+    }
+    let loaded = loader::load(fs, &options.log_dirs, &manifest, &db.catalog(), options.recovery_threads)?;
+    report.checkpoint = Some(loaded);
+    report.next_checkpoint_id = manifest.checkpoint_id + 1;
+    Ok(Some(manifest))
+}
+
+/// Splits off the rotated files whose names say they hold only epochs < `e_l`.
+fn skip_before_checkpoint(replay: Vec<LogFile>, e_l: u64) -> (Vec<LogFile>, Vec<LogFile>) {
+    replay.into_iter().partition(|f| {
+        let name = f.path.file_name().map(Path::new);
+        name.and_then(files::parse_old_log_name).is_none_or(|(max_epoch, _)| max_epoch >= e_l)
+    })
 }
 
 fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {
@@ -230,7 +299,7 @@ fn replay_files(
     options: &ValueOptions,
     db: &Database,
     replay: &[LogFile],
-    pepoch: &Pepoch,
+    window: &Window<'_>,
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     let catalog = db.catalog();
@@ -242,7 +311,7 @@ fn replay_files(
         let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
         let blocks = frame_blocks(&file.path, valid)?;
         total.bytes += valid.len() as u64;
-        let stats = apply_blocks(options.recovery_threads, &catalog, file, valid, &blocks, pepoch)?;
+        let stats = apply_blocks(options.recovery_threads, &catalog, file, valid, &blocks, window)?;
         total.entries += stats.entries;
         total.skipped += stats.skipped;
         total.max_epoch = total.max_epoch.max(stats.max_epoch);
@@ -281,7 +350,7 @@ fn apply_blocks(
     file: &LogFile,
     valid: &[u8],
     blocks: &[(usize, usize)],
-    pepoch: &Pepoch,
+    window: &Window<'_>,
 ) -> Result<FileStats, DurabilityError> {
     let next = AtomicUsize::new(0);
     let (entries, skipped, max_epoch) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
@@ -291,7 +360,7 @@ fn apply_blocks(
             scope.spawn(|| {
                 let mut stats = FileStats::default();
                 while let Some(&(start, end)) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if let Err(e) = apply_block(catalog, file, &valid[start..end], start, pepoch, &mut stats) {
+                    if let Err(e) = apply_block(catalog, file, &valid[start..end], start, window, &mut stats) {
                         failure.lock().get_or_insert(e);
                         return;
                     }
@@ -319,7 +388,7 @@ fn apply_block(
     file: &LogFile,
     payload: &[u8],
     offset: usize,
-    pepoch: &Pepoch,
+    window: &Window<'_>,
     stats: &mut FileStats,
 ) -> Result<(), DurabilityError> {
     let mut reader = Reader::new(payload);
@@ -328,7 +397,7 @@ fn apply_block(
         let entry = reader.entry().map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
         let epoch = entry.tid.epoch();
         stats.max_epoch = stats.max_epoch.max(epoch);
-        if epoch > pepoch.epoch || pepoch.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch)) {
+        if !window.admits(epoch) {
             stats.skipped += 1;
             continue;
         }

@@ -1,0 +1,349 @@
+//! SiloR's parallel fuzzy checkpoints (§4) and their parallel recovery (§5.1), for every scheme
+//! that logs data (value logging today; Taurus's data logging and the indexed log reuse them).
+//!
+//! - [`format`]: data files and the manifest, byte by byte.
+//! - [`writer`]: one checkpointer: its share of every table, in key order, blocks round-robin
+//!   over `m` files, a sync every 32 MB.
+//! - [`loader`]: recovery of an installed checkpoint with all cores.
+//! - this module: the checkpoint manager thread.
+//!
+//! # The protocol
+//!
+//! Every `interval_ms` after the previous checkpoint ended, the manager
+//! 1. records `e_l`, the current epoch, and splits every table into `n` key ranges (one per log
+//!    directory) from a sample of its keys;
+//! 2. runs `n` checkpointers in parallel, each writing `m` files into its directory; each reads
+//!    the epoch when it is done, and `e_h` is the largest of those;
+//! 3. waits until `e_h ≤ pepoch`: the checkpoint may reflect updates of epochs up to `e_h`, and
+//!    the deletes and overwrites it missed are in the log only up to `pepoch`;
+//! 4. installs it by writing the manifest atomically (temp file, sync, rename, directory sync);
+//! 5. removes the previous checkpoint's files, and asks the scheme to remove log files that hold
+//!    only epochs < `e_l` ([`CheckpointHost::truncate_log`]).
+//!
+//! Recovery loads the checkpoint named by the manifest and replays the log's records of epochs
+//! in `[e_l, pepoch]` over it (largest TID wins). Records of epochs < `e_l` are skipped: the log
+//! files that held some of them may be gone, so replaying the others could resurrect a key whose
+//! later delete was in a removed file.
+//!
+//! # Failure
+//!
+//! A checkpoint that fails to write (e.g. ENOSPC) is abandoned: its files are removed, the error
+//! is kept in [`CheckpointStatus`], and nothing else changes — the previous checkpoint and the
+//! logs stay as they were, since nothing is removed before a new manifest is durable. The scheme
+//! keeps logging; the manager tries again after the interval.
+
+pub mod format;
+pub mod loader;
+pub mod writer;
+
+use crate::durability::SchemeStart;
+use crate::io::FileSystem;
+use parking_lot::{Condvar, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use writer::{CheckpointerPlan, CheckpointerReport};
+
+/// Checkpoint options.
+#[derive(Clone, Debug)]
+pub struct CheckpointOptions {
+    /// Milliseconds from the end of one checkpoint to the start of the next; 0 = no checkpoints.
+    pub interval_ms: u64,
+    /// Files per checkpointer (SiloR's `m`: the recovery threads that will read one directory).
+    pub files_per_dir: usize,
+    /// Target payload size of a block.
+    pub block_size_bytes: usize,
+    /// Sync a checkpointer's files whenever this many bytes were written since the last sync.
+    pub sync_every_bytes: u64,
+}
+
+impl CheckpointOptions {
+    /// SiloR's choices: a checkpoint 10 s after the previous one, 32 MB between syncs; files per
+    /// directory = the cores recovery will have.
+    pub fn new(dirs: usize) -> CheckpointOptions {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        CheckpointOptions {
+            interval_ms: 10_000,
+            files_per_dir: (cores / dirs.max(1)).max(1),
+            block_size_bytes: 1 << 20,
+            sync_every_bytes: 32 << 20,
+        }
+    }
+
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.interval_ms > 86_400_000 {
+            return Err(format!("checkpoint interval {} ms is above one day", self.interval_ms));
+        }
+        if !(1..=256).contains(&self.files_per_dir) {
+            return Err(format!("checkpoint files per directory must be 1..=256, got {}", self.files_per_dir));
+        }
+        if !(4096..=(32 << 20)).contains(&self.block_size_bytes) {
+            return Err(format!("checkpoint block size must be 4 KiB..=32 MiB, got {}", self.block_size_bytes));
+        }
+        if self.sync_every_bytes < self.block_size_bytes as u64 {
+            return Err("checkpoint sync interval must be at least one block".into());
+        }
+        Ok(())
+    }
+}
+
+/// What the manager needs from the scheme it serves.
+pub trait CheckpointHost: Send + Sync {
+    /// The file system.
+    fn fs(&self) -> &dyn FileSystem;
+
+    /// The log directories; the manifest goes into the first.
+    fn dirs(&self) -> &[PathBuf];
+
+    /// Blocks until every transaction of an epoch ≤ `epoch` is persistent. Returns `false` if
+    /// the scheme is stopping or has failed first.
+    fn wait_persistent(&self, epoch: u64) -> bool;
+
+    /// Removes the log files that hold only records of epochs < `e_l`; returns how many. Called
+    /// after a checkpoint started at `e_l` is installed.
+    fn truncate_log(&self, e_l: u64) -> std::io::Result<usize>;
+}
+
+/// One installed checkpoint, for reports.
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointSummary {
+    /// Its id.
+    pub checkpoint_id: u64,
+    /// Its epoch range.
+    pub e_l: u64,
+    /// See [`format::Manifest::e_h`].
+    pub e_h: u64,
+    /// Bytes and records written.
+    pub bytes: u64,
+    /// Records written.
+    pub records: u64,
+    /// Records skipped (epoch ≥ `e_l`).
+    pub skipped: u64,
+    /// Milliseconds writing, and waiting for `e_h ≤ pepoch`.
+    pub write_ms: f64,
+    /// See `write_ms`.
+    pub wait_ms: f64,
+    /// Log files removed after it was installed.
+    pub log_files_removed: usize,
+}
+
+/// The manager's state, shared with the scheme.
+#[derive(Default)]
+pub struct CheckpointStatus {
+    active: AtomicBool,
+    installed: AtomicU64,
+    last: Mutex<Option<CheckpointSummary>>,
+    last_error: Mutex<Option<String>>,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    /// Set to interrupt checkpointers in the middle of a walk.
+    stopping: AtomicBool,
+}
+
+impl CheckpointStatus {
+    /// Whether a checkpoint is being taken now.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Checkpoints installed since the database opened.
+    pub fn installed(&self) -> u64 {
+        self.installed.load(Ordering::Relaxed)
+    }
+
+    /// The last installed checkpoint.
+    pub fn last(&self) -> Option<CheckpointSummary> {
+        self.last.lock().clone()
+    }
+
+    /// The error of the last checkpoint that was abandoned, if any.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
+    }
+
+    /// Whether a stop was requested.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Asks the manager to stop (a checkpoint in progress is abandoned).
+    pub fn request_stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        *self.stop.lock() = true;
+        self.stop_cv.notify_all();
+    }
+
+    /// Sleeps up to `duration`; returns whether a stop was requested.
+    fn sleep(&self, duration: Duration) -> bool {
+        let mut stop = self.stop.lock();
+        if !*stop {
+            self.stop_cv.wait_for(&mut stop, duration);
+        }
+        *stop
+    }
+}
+
+/// Runs the checkpoint manager until [`CheckpointStatus::request_stop`]. `first_id` is the id
+/// of the first checkpoint it takes (one above the installed one).
+pub fn run_manager(
+    host: Arc<dyn CheckpointHost>,
+    start: SchemeStart,
+    options: CheckpointOptions,
+    status: Arc<CheckpointStatus>,
+    first_id: u64,
+) {
+    if options.interval_ms == 0 {
+        return;
+    }
+    let mut id = first_id;
+    while !status.sleep(Duration::from_millis(options.interval_ms)) {
+        status.active.store(true, Ordering::Relaxed);
+        let outcome = take_checkpoint(host.as_ref(), &start, &options, &status, id);
+        status.active.store(false, Ordering::Relaxed);
+        match outcome {
+            Ok(Some(summary)) => {
+                *status.last.lock() = Some(summary);
+                status.installed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(None) => {}
+            Err(message) => *status.last_error.lock() = Some(message),
+        }
+        // A failed attempt leaves files under this id that the next attempt replaces; a new id
+        // keeps names distinct from the installed checkpoint's either way.
+        id += 1;
+    }
+}
+
+/// Takes and installs one checkpoint. `Ok(None)` if the scheme stopped first.
+fn take_checkpoint(
+    host: &dyn CheckpointHost,
+    start: &SchemeStart,
+    options: &CheckpointOptions,
+    status: &CheckpointStatus,
+    id: u64,
+) -> Result<Option<CheckpointSummary>, String> {
+    let began = Instant::now();
+    let e_l = start.epochs.current();
+    let Some((reports, e_h)) = write_files(host, start, options, status, id, e_l)? else {
+        return Ok(None);
+    };
+    let write_ms = began.elapsed().as_secs_f64() * 1e3;
+    if !host.wait_persistent(e_h) {
+        return Ok(None);
+    }
+    let wait_ms = began.elapsed().as_secs_f64() * 1e3 - write_ms;
+    let catalog = start.catalog.load_full();
+    let manifest = format::Manifest {
+        checkpoint_id: id,
+        e_l,
+        e_h,
+        tables: catalog.tables().iter().map(|t| (t.id, t.schema.name.clone())).collect(),
+        files: reports.iter().flat_map(|r| r.files.iter().copied()).collect(),
+    };
+    let fs = host.fs();
+    let manifest_path = host.dirs()[0].join(format::MANIFEST_FILE);
+    fs.write_atomic(&manifest_path, &format::encode_manifest(&manifest)).map_err(|e| {
+        format!("checkpoint {id} abandoned: cannot install the manifest {}: {e}", manifest_path.display())
+    })?;
+    // Installed: from here on, recovery needs only this checkpoint and the log from e_l on.
+    // What cannot be removed now is removed by the next checkpoint or by recovery.
+    for dir in host.dirs() {
+        if let Err(e) = writer::remove_other_checkpoints(fs, dir, Some(id)) {
+            let message =
+                format!("checkpoint {id} installed, but older checkpoint files in {} remain: {e}", dir.display());
+            *status.last_error.lock() = Some(message);
+        }
+    }
+    let log_files_removed = host.truncate_log(e_l).unwrap_or_else(|e| {
+        *status.last_error.lock() = Some(format!("checkpoint {id} installed, but old log files remain: {e}"));
+        0
+    });
+    Ok(Some(CheckpointSummary {
+        checkpoint_id: id,
+        e_l,
+        e_h,
+        bytes: reports.iter().map(|r| r.bytes).sum(),
+        records: reports.iter().map(|r| r.records).sum(),
+        skipped: reports.iter().map(|r| r.skipped).sum(),
+        write_ms,
+        wait_ms,
+        log_files_removed,
+    }))
+}
+
+/// Runs one checkpointer per directory; returns their reports and `e_h`, or `None` if stopped.
+/// On an error, removes the files written under `id` and returns the message.
+#[allow(clippy::type_complexity)]
+fn write_files(
+    host: &dyn CheckpointHost,
+    start: &SchemeStart,
+    options: &CheckpointOptions,
+    status: &CheckpointStatus,
+    id: u64,
+    e_l: u64,
+) -> Result<Option<(Vec<CheckpointerReport>, u64)>, String> {
+    let catalog = start.catalog.load_full();
+    let dirs = host.dirs();
+    let parts: Vec<Vec<_>> = catalog.tables().iter().map(|t| writer::partition(t, dirs.len())).collect();
+    let plans: Vec<CheckpointerPlan> = (0..dirs.len())
+        .map(|d| CheckpointerPlan {
+            checkpoint_id: id,
+            dir: dirs[d].clone(),
+            dir_index: d as u32,
+            files: options.files_per_dir as u32,
+            e_l,
+            shares: catalog.tables().iter().zip(&parts).map(|(t, p)| (Arc::clone(t), p[d].clone())).collect(),
+            block_size_bytes: options.block_size_bytes,
+            sync_every_bytes: options.sync_every_bytes,
+        })
+        .collect();
+    let fs = host.fs();
+    let results: Vec<std::io::Result<Option<(CheckpointerReport, u64)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|plan| {
+                scope.spawn(move || {
+                    let report = writer::run_checkpointer(fs, plan, &status.stopping)?;
+                    // SiloR: each checkpointer reads the epoch once its files are synced.
+                    Ok(report.map(|r| (r, start.epochs.current())))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a checkpointer panicked"))))
+            .collect()
+    });
+    let mut reports = Vec::with_capacity(results.len());
+    let mut e_h = e_l;
+    for (d, result) in results.into_iter().enumerate() {
+        match result {
+            Ok(Some((report, epoch))) => {
+                e_h = e_h.max(epoch);
+                reports.push(report);
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                abandon(host, id);
+                return Err(format!("checkpoint {id} abandoned: writing into {}: {e}", dirs[d].display()));
+            }
+        }
+    }
+    Ok(Some((reports, e_h)))
+}
+
+/// Removes the files of an abandoned checkpoint, as far as the disk lets us (what remains is
+/// removed by the next checkpoint or recovery).
+fn abandon(host: &dyn CheckpointHost, id: u64) {
+    for dir in host.dirs() {
+        let Ok(names) = host.fs().list(dir) else { continue };
+        for name in names {
+            if name.to_str().and_then(format::data_file_checkpoint_id) == Some(id) {
+                let _ = host.fs().remove(&dir.join(&name));
+            }
+        }
+        let _ = host.fs().sync_dir(dir);
+    }
+}

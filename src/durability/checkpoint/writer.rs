@@ -1,0 +1,227 @@
+//! One checkpointer (SiloR §4): walks its share of every table in key order and writes
+//! key/TID/value blocks round-robin into its `m` files, syncing whenever the unsynced bytes
+//! exceed a bound, and once more at the end.
+//!
+//! The walk is fuzzy: transactions keep committing, and the checkpointer coordinates with them
+//! only through the records' TID words ([`crate::storage::Record::stable_read`]), so it sees
+//! only committed rows. It skips records of an epoch ≥ `e_l` (the reduced checkpoint): the log
+//! from `e_l` on is replayed over the checkpoint anyway.
+
+use super::format::{self, BlockBuilder, DataHeader, ManifestFile};
+use crate::io::{File, FileSystem, OpenMode};
+use crate::storage::index::{Direction, KeyRange};
+use crate::storage::{Key, Record, Table};
+use std::io;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Entries taken from the index per scan: the rows are read after the scan returns, so that a
+/// locked record never makes the checkpointer wait inside the index.
+const SCAN_BATCH: usize = 512;
+
+/// What one checkpointer writes.
+pub struct CheckpointerPlan {
+    /// The checkpoint's id.
+    pub checkpoint_id: u64,
+    /// The directory to write into, and its index.
+    pub dir: PathBuf,
+    /// Index of `dir` among the log directories.
+    pub dir_index: u32,
+    /// Files to spread blocks over (SiloR's `m`: recovery threads for this directory).
+    pub files: u32,
+    /// Records of an epoch ≥ `e_l` are skipped.
+    pub e_l: u64,
+    /// Each table with the key range that is this checkpointer's share of it.
+    pub shares: Vec<(Arc<Table>, KeyRange)>,
+    /// Target payload size of a block.
+    pub block_size_bytes: usize,
+    /// Sync the files whenever this many bytes were written since the last sync (SiloR: 32 MB).
+    pub sync_every_bytes: u64,
+}
+
+/// What a checkpointer wrote.
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointerReport {
+    /// The files, synced.
+    pub files: Vec<ManifestFile>,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Records written.
+    pub records: u64,
+    /// Records skipped because their epoch is ≥ `e_l`.
+    pub skipped: u64,
+}
+
+/// The checkpointer's open files and where the next block goes.
+struct Outputs {
+    files: Vec<(Box<dyn File>, ManifestFile)>,
+    next: usize,
+    unsynced_bytes: u64,
+    sync_every_bytes: u64,
+    frame: Vec<u8>,
+}
+
+impl Outputs {
+    fn create(fs: &dyn FileSystem, plan: &CheckpointerPlan) -> io::Result<Outputs> {
+        assert!(plan.files >= 1 && plan.files as usize <= format::FILES_MAX);
+        let mut files = Vec::with_capacity(plan.files as usize);
+        for file in 0..plan.files {
+            let path = plan.dir.join(format::data_file_name(plan.checkpoint_id, plan.dir_index, file));
+            if fs.exists(&path)? {
+                // Debris of an earlier attempt under the same id: never installed, so never needed.
+                fs.remove(&path)?;
+            }
+            let mut handle = fs.open(&path, OpenMode::CreateNew)?;
+            let header =
+                format::encode_data_header(DataHeader { checkpoint_id: plan.checkpoint_id, dir: plan.dir_index, file });
+            handle.append(&header)?;
+            let entry = ManifestFile { dir: plan.dir_index, file, len_bytes: header.len() as u64, records: 0 };
+            files.push((handle, entry));
+        }
+        Ok(Outputs { files, next: 0, unsynced_bytes: 0, sync_every_bytes: plan.sync_every_bytes, frame: Vec::new() })
+    }
+
+    /// Writes a block to the next file in round-robin order.
+    fn write_block(&mut self, block: &mut BlockBuilder) -> io::Result<()> {
+        let records = u64::from(block.records());
+        self.frame.clear();
+        block.finish_into(&mut self.frame);
+        let (handle, entry) = &mut self.files[self.next];
+        handle.append(&self.frame)?;
+        entry.len_bytes += self.frame.len() as u64;
+        entry.records += records;
+        self.next = (self.next + 1) % self.files.len();
+        self.unsynced_bytes += self.frame.len() as u64;
+        if self.unsynced_bytes >= self.sync_every_bytes {
+            // SiloR §6.2: intermediate syncs keep the page cache from building up a burst of
+            // writeback that stalls the loggers' fsyncs.
+            self.sync_all()?;
+        }
+        Ok(())
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        for (handle, _) in &mut self.files {
+            handle.sync_data()?;
+        }
+        self.unsynced_bytes = 0;
+        Ok(())
+    }
+}
+
+/// Runs one checkpointer. Returns `Ok(None)` if `stop` was raised before it finished (the files
+/// it made are then debris, removed by the next checkpoint or recovery).
+pub fn run_checkpointer(
+    fs: &dyn FileSystem,
+    plan: &CheckpointerPlan,
+    stop: &AtomicBool,
+) -> io::Result<Option<CheckpointerReport>> {
+    let mut outputs = Outputs::create(fs, plan)?;
+    let mut report = CheckpointerReport::default();
+    for (table, range) in &plan.shares {
+        let mut block = BlockBuilder::new(table.id, plan.block_size_bytes);
+        let finished = walk_share(table, range, plan.e_l, stop, &mut report.skipped, |key, record_tid, row| {
+            block.push(key, record_tid, row);
+            report.records += 1;
+            if block.size_bytes() >= plan.block_size_bytes { outputs.write_block(&mut block) } else { Ok(()) }
+        })?;
+        if !finished {
+            return Ok(None);
+        }
+        if block.records() > 0 {
+            outputs.write_block(&mut block)?;
+        }
+    }
+    outputs.sync_all()?;
+    fs.sync_dir(&plan.dir)?;
+    report.files = outputs.files.into_iter().map(|(_, entry)| entry).collect();
+    report.bytes = report.files.iter().map(|f| f.len_bytes).sum();
+    Ok(Some(report))
+}
+
+/// Visits the committed rows of `range` in key order, skipping absent records and records of an
+/// epoch ≥ `e_l`. Returns `false` if `stop` was raised.
+fn walk_share(
+    table: &Table,
+    range: &KeyRange,
+    e_l: u64,
+    stop: &AtomicBool,
+    skipped: &mut u64,
+    mut emit: impl FnMut(&[u8], crate::txn::Tid, &[crate::storage::Value]) -> io::Result<()>,
+) -> io::Result<bool> {
+    let mut batch: Vec<(Key, Arc<Record>)> = Vec::with_capacity(SCAN_BATCH);
+    let mut from = range.start.clone();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        batch.clear();
+        let window = KeyRange { start: from.clone(), end: range.end.clone() };
+        table.primary.scan(&window, Direction::Forward, SCAN_BATCH, &mut |key, record| {
+            batch.push((key.clone(), Arc::clone(record)));
+            true
+        });
+        for (key, record) in &batch {
+            let (word, row) = record.stable_read();
+            if word.is_absent() {
+                continue;
+            }
+            if word.tid().epoch() >= e_l {
+                *skipped += 1;
+                continue;
+            }
+            emit(key, word.tid(), &row)?;
+        }
+        match batch.last() {
+            Some((last, _)) if batch.len() == SCAN_BATCH => from = Bound::Excluded(last.clone()),
+            _ => return Ok(true),
+        }
+    }
+}
+
+/// Splits every key of a table into `parts` contiguous ranges of roughly equal size, from a
+/// sample of its keys (SiloR §4: "indexes are coarsely divided among checkpointers into
+/// roughly-equal subranges").
+pub fn partition(table: &Table, parts: usize) -> Vec<KeyRange> {
+    assert!(parts >= 1);
+    if parts == 1 {
+        return vec![KeyRange::all()];
+    }
+    let mut sample = table.point.sample_keys(256 * parts);
+    sample.sort_unstable();
+    sample.dedup();
+    let mut bounds: Vec<Key> = (1..parts).filter_map(|i| sample.get(i * sample.len() / parts).cloned()).collect();
+    bounds.dedup();
+    let mut ranges = Vec::with_capacity(parts);
+    let mut start = Bound::Unbounded;
+    for bound in bounds {
+        ranges.push(KeyRange { start, end: Bound::Excluded(bound.clone()) });
+        start = Bound::Included(bound);
+    }
+    ranges.push(KeyRange { start, end: Bound::Unbounded });
+    // Fewer distinct sample keys than parts: the remaining checkpointers get nothing.
+    while ranges.len() < parts {
+        ranges.push(KeyRange::empty());
+    }
+    ranges
+}
+
+/// Removes every checkpoint data file in `dir` whose checkpoint id is not `keep`.
+pub fn remove_other_checkpoints(fs: &dyn FileSystem, dir: &Path, keep: Option<u64>) -> io::Result<usize> {
+    let mut removed = 0;
+    for name in fs.list(dir)? {
+        let Some(id) = name.to_str().and_then(format::data_file_checkpoint_id) else {
+            continue;
+        };
+        if Some(id) != keep {
+            fs.remove(&dir.join(&name))?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        fs.sync_dir(dir)?;
+    }
+    Ok(removed)
+}
