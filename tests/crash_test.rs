@@ -18,13 +18,14 @@ fn crash_test(args: &[&str]) -> (bool, String) {
     (output.status.success(), text)
 }
 
-/// Asserts that the crash test passed with `trials` trials and no failure.
-fn assert_passes(args: &[&str], trials: u64) {
+/// Asserts that the crash test passed with `trials` trials and no failure; returns its output.
+fn assert_passes(args: &[&str], trials: u64) -> String {
     let (ok, text) = crash_test(args);
     println!("{text}");
     assert!(ok, "crash-test {args:?} failed:\n{text}");
     assert!(text.contains(&format!(": {trials} trials,")), "expected {trials} trials:\n{text}");
     assert!(text.contains(" 0 failures"), "expected no failures:\n{text}");
+    text
 }
 
 #[test]
@@ -34,7 +35,13 @@ fn twenty_sigkill_trials_on_tpcc_lose_no_acknowledged_transaction() {
 
 #[test]
 fn twenty_sigkill_trials_on_kv_with_restarts_keep_versions_between_acked_and_issued() {
-    assert_passes(&["--workload", "kv", "--records", "10000", "--trials", "20", "--rounds", "2", "--seed", "200"], 20);
+    let args = ["--workload", "kv", "--records", "10000", "--trials", "20", "--rounds", "2", "--seed", "200"];
+    let text = assert_passes(&args, 20);
+    // Checkpoints run every 150 ms in the child: some kills must land after one was installed,
+    // so that recovery from checkpoint + log is what these trials verify.
+    let line = text.lines().find(|l| l.starts_with("recoveries from a checkpoint: ")).expect("checkpoint line");
+    let count: u64 = line["recoveries from a checkpoint: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(count > 0, "no trial recovered from a checkpoint:\n{text}");
 }
 
 #[test]

@@ -47,6 +47,13 @@ enum Command {
         /// Recovery threads [default: all cores].
         #[arg(long)]
         threads: Option<usize>,
+        /// Evict the directories' files from the page cache first (recovery after a reboot).
+        #[arg(long)]
+        cold: bool,
+        /// First read every file of the directories as `cat > /dev/null` would (evicted again
+        /// after, with --cold), and report recovery's rate against that I/O limit.
+        #[arg(long)]
+        compare_read: bool,
     },
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
@@ -66,12 +73,13 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => demo(&args),
-        Some(Command::Recover { log_dir, threads }) => recover(log_dir, threads),
+        Some(Command::Recover { log_dir, threads, cold, compare_read }) => {
+            recover(log_dir, threads, cold, compare_read)
+        }
         Some(Command::CrashTest(args)) => crash_test(&args),
         Some(Command::CrashChild(args)) => crash_child(&args),
         None => match Cli::parse_from(["lazarus", "demo"]).command {
             Some(Command::Demo(args)) => demo(&args),
-            Some(Command::Recover { log_dir, threads }) => recover(log_dir, threads),
             _ => Ok(ExitCode::FAILURE),
         },
     };
@@ -292,11 +300,58 @@ fn prepare_log_dir(dir: &std::path::Path, fresh: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn recover(log_dirs: Vec<std::path::PathBuf>, threads: Option<usize>) -> anyhow::Result<ExitCode> {
+/// Every regular file in `dirs`.
+fn files_in(dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn evict_all(files: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    for file in files {
+        lazarus::io::cache::evict(file)
+            .with_context(|| format!("cannot evict {} from the page cache", file.display()))?;
+    }
+    Ok(())
+}
+
+fn recover(
+    log_dirs: Vec<std::path::PathBuf>,
+    threads: Option<usize>,
+    cold: bool,
+    compare_read: bool,
+) -> anyhow::Result<ExitCode> {
     for dir in &log_dirs {
         if !dir.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
+    }
+    let files = files_in(&log_dirs)?;
+    let mut read_rate = None;
+    if compare_read {
+        if cold {
+            evict_all(&files)?;
+        }
+        let (bytes, secs) = lazarus::io::cache::read_like_cat(&files)?;
+        println!(
+            "read like cat   {:>10.1} ms  {} files, {bytes} bytes, {:.3} GB/s ({})",
+            secs * 1e3,
+            files.len(),
+            bytes as f64 / secs.max(1e-9) / 1e9,
+            if cold { "page cache evicted first" } else { "page cache as found" }
+        );
+        read_rate = Some(bytes as f64 / secs.max(1e-9));
+    }
+    if cold {
+        evict_all(&files)?;
     }
     let mut options = ValueOptions::new(log_dirs);
     if let Some(threads) = threads {
@@ -336,8 +391,26 @@ fn recover(log_dirs: Vec<std::path::PathBuf>, threads: Option<usize>) -> anyhow:
         report.entries_skipped,
         report.replay_bytes_per_s() / 1e9
     );
+    println!(
+        "                            {} writes installed, {} skipped unread (the key held a newer TID)",
+        report.writes_installed, report.writes_obsolete
+    );
     println!("index rebuild   {:>10.1} ms", report.rebuild_ms);
     println!("total           {:>10.1} ms", total_s * 1e3);
+    let (ckpt_bytes, ckpt_ms) = report.checkpoint.as_ref().map_or((0, 0.0), |c| (c.bytes, c.load_ms));
+    let recovered_bytes = ckpt_bytes + report.bytes;
+    let rate = recovered_bytes as f64 / ((ckpt_ms + report.replay_ms) / 1e3).max(1e-9);
+    println!(
+        "checkpoint + log {} bytes at {:.3} GB/s (loading and replay; {:.3} GB/s over the whole recovery)",
+        recovered_bytes,
+        rate / 1e9,
+        recovered_bytes as f64 / total_s.max(1e-9) / 1e9
+    );
+    if let Some(read) = read_rate {
+        println!("ratio to the read rate: {:.2} (loading and replay), {:.2} (whole recovery)", rate / read, {
+            recovered_bytes as f64 / total_s.max(1e-9) / read
+        });
+    }
     db.close()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -530,6 +603,7 @@ fn crash_test(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
         summary.acked,
         summary.failures.len()
     );
+    println!("recoveries from a checkpoint: {} of {}", summary.from_checkpoint, summary.trials);
     if args.damage {
         println!(
             "damaged logs: {} clear errors, {} verified recoveries",

@@ -146,6 +146,8 @@ pub struct CrashSummary {
     pub acked: u64,
     /// Damaged recoveries that ended in a clear error (the others recovered a verified state).
     pub damage_errors: u64,
+    /// Recoveries that loaded a checkpoint before replaying the log.
+    pub from_checkpoint: u64,
     /// The failed trials.
     pub failures: Vec<TrialFailure>,
 }
@@ -192,6 +194,7 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
         summary.trials += 1;
         summary.kills += trial.kills;
         summary.acked += trial.acked;
+        summary.from_checkpoint += u64::from(trial.from_checkpoint);
         summary.damage_errors += u64::from(trial.damage_error);
         let elapsed = started.elapsed().as_secs_f64();
         let head = format!("trial {}/{} seed {seed}", i + 1, options.trials);
@@ -248,6 +251,7 @@ struct Trial {
     notes: Vec<String>,
     kills: u64,
     acked: u64,
+    from_checkpoint: bool,
     damage_error: bool,
     failure: Option<String>,
     /// Closed databases to free (in the background: freeing a recovered TPC-C takes a while).
@@ -312,8 +316,13 @@ fn run_trial_inner(
     match verify::recover(config, &log) {
         Ok((db, report)) => {
             let recovered_ms = started.elapsed().as_millis();
+            trial.from_checkpoint = report.checkpoint.is_some();
+            let checkpoint = match &report.checkpoint {
+                Some(c) => format!("checkpoint {} ({} records, e_l {})", c.checkpoint_id, c.records, c.e_l),
+                None => "no checkpoint".to_string(),
+            };
             trial.notes.push(format!(
-                "{} acked, pepoch {}, {} files replayed{}",
+                "{} acked, pepoch {}, {checkpoint}, {} files replayed{}",
                 acks.acked,
                 report.pepoch,
                 report.files,

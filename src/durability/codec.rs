@@ -225,27 +225,62 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A transaction entry.
-    pub fn entry(&mut self) -> Result<Entry, DecodeError> {
+    /// Skips a row without building it (replay skips rows a newer TID has made obsolete).
+    pub fn skip_row(&mut self) -> Result<(), DecodeError> {
+        let columns = self.u16()?;
+        for _ in 0..columns {
+            match self.u8()? {
+                TAG_NULL => {}
+                TAG_BOOL => {
+                    self.take(1)?;
+                }
+                TAG_INT | TAG_FLOAT => {
+                    self.take(8)?;
+                }
+                TAG_TEXT | TAG_BYTES => {
+                    let len = self.u32()? as usize;
+                    self.take(len)?;
+                }
+                _ => return self.fail("unknown value tag"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The head of a transaction entry: its TID and its number of writes.
+    pub fn entry_head(&mut self) -> Result<(Tid, u32), DecodeError> {
         let tid = Tid::from_u64(self.u64()?);
         let count = self.u32()?;
         if count > WRITES_MAX {
             return self.fail("write count exceeds the limit");
         }
+        Ok((tid, count))
+    }
+
+    /// The head of an entry's next write: its table, whether a row follows (put) or not
+    /// (delete), and the encoded key. The caller reads or skips the row.
+    pub fn write_head(&mut self) -> Result<(TableId, bool, &'a [u8]), DecodeError> {
+        let table = self.u32()?;
+        let put = match self.u8()? {
+            OP_PUT => true,
+            OP_DELETE => false,
+            _ => return self.fail("unknown write op"),
+        };
+        let key_len = usize::from(self.u16()?);
+        if key_len > KEY_SIZE_MAX_BYTES {
+            return self.fail("key longer than the limit");
+        }
+        Ok((table, put, self.take(key_len)?))
+    }
+
+    /// A transaction entry.
+    pub fn entry(&mut self) -> Result<Entry, DecodeError> {
+        let (tid, count) = self.entry_head()?;
         let mut writes = Vec::with_capacity(count.min(1024) as usize);
         for _ in 0..count {
-            let table = self.u32()?;
-            let op = self.u8()?;
-            let key_len = usize::from(self.u16()?);
-            if key_len > KEY_SIZE_MAX_BYTES {
-                return self.fail("key longer than the limit");
-            }
-            let key = Key::from(self.take(key_len)?);
-            let row = match op {
-                OP_PUT => Some(self.row()?),
-                OP_DELETE => None,
-                _ => return self.fail("unknown write op"),
-            };
+            let (table, put, key) = self.write_head()?;
+            let key = Key::from(key);
+            let row = if put { Some(self.row()?) } else { None };
             writes.push(EntryWrite { table, key, row });
         }
         Ok(Entry { tid, writes })
@@ -276,6 +311,14 @@ mod tests {
         let mut r = Reader::new(&out);
         let entry = r.entry().unwrap();
         assert!(r.is_empty());
+        let mut skipping = Reader::new(&out);
+        let (_, count) = skipping.entry_head().unwrap();
+        for _ in 0..count {
+            if skipping.write_head().unwrap().1 {
+                skipping.skip_row().unwrap();
+            }
+        }
+        assert!(skipping.is_empty(), "skip_row must consume exactly the row");
         assert_eq!(entry.tid, Tid::new(9, 4));
         assert_eq!(entry.writes.len(), 2);
         assert_eq!(entry.writes[0].row.as_deref(), Some(&row));

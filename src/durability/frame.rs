@@ -60,8 +60,31 @@ pub fn encode_block(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(payload);
 }
 
-/// Reads the block at the start of `bytes`: its payload and its total size on disk.
-pub fn decode_block(bytes: &[u8]) -> Result<(&[u8], usize), FrameError> {
+/// A block header that passed its checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Bytes of payload after the header.
+    pub payload_len: usize,
+    /// CRC-32C the payload must have.
+    pub payload_crc: u32,
+}
+
+impl BlockHeader {
+    /// The block's total size on disk.
+    pub fn size_bytes(&self) -> usize {
+        HEADER_SIZE_BYTES + self.payload_len
+    }
+
+    /// Checks `payload` (exactly `payload_len` bytes) against the header's checksum.
+    pub fn check_payload(&self, payload: &[u8]) -> Result<(), FrameError> {
+        debug_assert_eq!(payload.len(), self.payload_len);
+        if crc32c::crc32c(payload) == self.payload_crc { Ok(()) } else { Err(FrameError::BadPayload) }
+    }
+}
+
+/// Reads only the header at the start of `bytes` (a reader that splits a file into blocks checks
+/// headers first and leaves payload checksums to the threads that decode the payloads).
+pub fn decode_header(bytes: &[u8]) -> Result<BlockHeader, FrameError> {
     if bytes.len() < HEADER_SIZE_BYTES {
         return Err(FrameError::TruncatedHeader { available_bytes: bytes.len() });
     }
@@ -73,15 +96,19 @@ pub fn decode_block(bytes: &[u8]) -> Result<(&[u8], usize), FrameError> {
     if payload_len > PAYLOAD_SIZE_MAX_BYTES {
         return Err(FrameError::BadHeader);
     }
+    Ok(BlockHeader { payload_len, payload_crc: word(8) })
+}
+
+/// Reads the block at the start of `bytes`: its payload and its total size on disk.
+pub fn decode_block(bytes: &[u8]) -> Result<(&[u8], usize), FrameError> {
+    let header = decode_header(bytes)?;
     let available_bytes = bytes.len() - HEADER_SIZE_BYTES;
-    if available_bytes < payload_len {
-        return Err(FrameError::TruncatedPayload { available_bytes, payload_len });
+    if available_bytes < header.payload_len {
+        return Err(FrameError::TruncatedPayload { available_bytes, payload_len: header.payload_len });
     }
-    let payload = &bytes[HEADER_SIZE_BYTES..HEADER_SIZE_BYTES + payload_len];
-    if crc32c::crc32c(payload) != word(8) {
-        return Err(FrameError::BadPayload);
-    }
-    Ok((payload, HEADER_SIZE_BYTES + payload_len))
+    let payload = &bytes[HEADER_SIZE_BYTES..header.size_bytes()];
+    header.check_payload(payload)?;
+    Ok((payload, header.size_bytes()))
 }
 
 #[cfg(test)]

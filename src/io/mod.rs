@@ -22,6 +22,7 @@
 //! - **Checksums detect damage; they do not prevent it.** Every block Lazarus writes carries a
 //!   CRC-32C, checked after reading it back.
 
+pub mod cache;
 pub mod real;
 
 use std::io;

@@ -34,6 +34,7 @@ pub mod files;
 pub mod host;
 pub mod logger;
 pub mod recovery;
+pub mod replay;
 pub mod worker;
 
 use super::checkpoint::{self, CheckpointOptions, CheckpointStatus};

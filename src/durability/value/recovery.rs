@@ -24,17 +24,16 @@
 
 use super::ValueOptions;
 use super::files::{self, DurablePosition, Pepoch};
+use super::replay;
 use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::checkpoint::{format::Manifest, loader, writer};
-use crate::durability::codec::Reader;
-use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::io::{FileSystem, OpenMode};
 use crate::storage::Table;
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// The largest log file recovery reads whole, in bytes.
@@ -55,6 +54,11 @@ pub struct RecoveryReport {
     pub entries: u64,
     /// Entries skipped (epoch < e_l or > pepoch, or void).
     pub entries_skipped: u64,
+    /// Writes that took effect in replay.
+    pub writes_installed: u64,
+    /// Writes skipped because their key already held a newer TID (newest-first order makes these
+    /// common, and they cost no row decoding).
+    pub writes_obsolete: u64,
     /// The checkpoint loaded, if one was installed.
     pub checkpoint: Option<loader::CheckpointLoadReport>,
     /// Log files not read because they hold only epochs older than the checkpoint.
@@ -83,12 +87,13 @@ impl RecoveryReport {
 }
 
 /// A log file to replay.
-struct LogFile {
-    path: PathBuf,
+pub struct LogFile {
+    /// Its path.
+    pub path: PathBuf,
     logger: usize,
     seq: u64,
     /// Bytes to read (the whole file, or its durable length).
-    valid_len_bytes: u64,
+    pub valid_len_bytes: u64,
     /// Whether this is its logger's durable file (to truncate and close after recovery).
     durable: bool,
 }
@@ -140,7 +145,7 @@ struct Window<'a> {
     e_l: u64,
 }
 
-impl Window<'_> {
+impl replay::EpochWindow for Window<'_> {
     fn admits(&self, epoch: u64) -> bool {
         epoch >= self.e_l
             && epoch <= self.pepoch.epoch
@@ -303,116 +308,14 @@ fn replay_files(
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     let catalog = db.catalog();
-    let mut total = FileStats::default();
-    // Files one after another, newest first; the blocks of each file spread over every thread,
-    // so one large file uses all cores (blocks are independent: largest TID wins).
-    for file in replay {
-        let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
-        let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
-        let blocks = frame_blocks(&file.path, valid)?;
-        total.bytes += valid.len() as u64;
-        let stats = apply_blocks(options.recovery_threads, &catalog, file, valid, &blocks, window)?;
-        total.entries += stats.entries;
-        total.skipped += stats.skipped;
-        total.max_epoch = total.max_epoch.max(stats.max_epoch);
-    }
+    let stats = replay::replay(options.fs.as_ref(), &catalog, replay, window, options.recovery_threads)?;
     report.files = replay.len();
-    report.bytes = total.bytes;
-    report.entries = total.entries;
-    report.entries_skipped = total.skipped;
-    Ok(total.max_epoch)
-}
-
-#[derive(Default)]
-struct FileStats {
-    bytes: u64,
-    entries: u64,
-    skipped: u64,
-    max_epoch: u64,
-}
-
-/// Checks the framing of every block of a file's valid part; returns each block's payload range.
-fn frame_blocks(path: &Path, valid: &[u8]) -> Result<Vec<(usize, usize)>, DurabilityError> {
-    let (_, mut at) = files::decode_log_header(valid).map_err(|e| corrupt(path, 0, e.to_string()))?;
-    let mut blocks = Vec::new();
-    while at < valid.len() {
-        let (payload, size) = frame::decode_block(&valid[at..]).map_err(|e| corrupt(path, at as u64, e.to_string()))?;
-        blocks.push((at + HEADER_SIZE_BYTES, at + HEADER_SIZE_BYTES + payload.len()));
-        at += size;
-    }
-    Ok(blocks)
-}
-
-/// Applies the entries of `blocks` with up to `threads` threads, each taking the next block.
-fn apply_blocks(
-    threads: usize,
-    catalog: &crate::storage::Catalog,
-    file: &LogFile,
-    valid: &[u8],
-    blocks: &[(usize, usize)],
-    window: &Window<'_>,
-) -> Result<FileStats, DurabilityError> {
-    let next = AtomicUsize::new(0);
-    let (entries, skipped, max_epoch) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let failure: Mutex<Option<DurabilityError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(blocks.len()).max(1) {
-            scope.spawn(|| {
-                let mut stats = FileStats::default();
-                while let Some(&(start, end)) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if let Err(e) = apply_block(catalog, file, &valid[start..end], start, window, &mut stats) {
-                        failure.lock().get_or_insert(e);
-                        return;
-                    }
-                }
-                entries.fetch_add(stats.entries, Ordering::Relaxed);
-                skipped.fetch_add(stats.skipped, Ordering::Relaxed);
-                max_epoch.fetch_max(stats.max_epoch, Ordering::Relaxed);
-            });
-        }
-    });
-    if let Some(e) = failure.into_inner() {
-        return Err(e);
-    }
-    Ok(FileStats {
-        bytes: 0,
-        entries: entries.into_inner(),
-        skipped: skipped.into_inner(),
-        max_epoch: max_epoch.into_inner(),
-    })
-}
-
-/// Applies one block's entries; `offset` is the payload's offset in the file, for errors.
-fn apply_block(
-    catalog: &crate::storage::Catalog,
-    file: &LogFile,
-    payload: &[u8],
-    offset: usize,
-    window: &Window<'_>,
-    stats: &mut FileStats,
-) -> Result<(), DurabilityError> {
-    let mut reader = Reader::new(payload);
-    while !reader.is_empty() {
-        let entry_offset = (offset + reader.offset()) as u64;
-        let entry = reader.entry().map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
-        let epoch = entry.tid.epoch();
-        stats.max_epoch = stats.max_epoch.max(epoch);
-        if !window.admits(epoch) {
-            stats.skipped += 1;
-            continue;
-        }
-        stats.entries += 1;
-        for write in entry.writes {
-            let table = catalog.table(write.table).ok_or_else(|| {
-                corrupt(&file.path, entry_offset, format!("record for table id {} which does not exist", write.table))
-            })?;
-            if let Some(row) = &write.row {
-                table.schema.check_row(row).map_err(|e| corrupt(&file.path, entry_offset, e.to_string()))?;
-            }
-            table.install_if_newer(&write.key, write.row, entry.tid);
-        }
-    }
-    Ok(())
+    report.bytes = stats.bytes;
+    report.entries = stats.entries;
+    report.entries_skipped = stats.skipped;
+    report.writes_installed = stats.installed;
+    report.writes_obsolete = stats.obsolete;
+    Ok(stats.max_epoch)
 }
 
 /// Sweeps tombstones and builds every table's secondary indexes, tables in parallel.
