@@ -75,6 +75,15 @@ impl PointIndex {
         keys
     }
 
+    /// Keeps room for `additional` more entries while the guard lives (recovery sizes the
+    /// index before loading a checkpoint). `None` if no growth was needed or possible.
+    pub fn reserve(
+        &self,
+        additional: usize,
+    ) -> Option<scc::hash_index::Reserve<'_, Key, Arc<Record>, foldhash::fast::RandomState>> {
+        self.map.reserve(additional)
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.map.len()

@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! one block:  [8] "LZCKPTMF"  u32 version  u64 checkpoint_id  u64 e_l  u64 e_h
-//!             u32 table_count, table_count times: u32 table_id, u16 name_len, name
+//!             u32 table_count, table_count times: u32 table_id, u16 name_len, name, u64 records
 //!             u32 file_count,  file_count times:  u32 dir, u32 file, u64 len_bytes, u64 records
 //! ```
 //!
@@ -95,8 +95,9 @@ pub struct Manifest {
     pub e_l: u64,
     /// The largest epoch whose updates the checkpoint may reflect; installed once `e_h ≤ pepoch`.
     pub e_h: u64,
-    /// The tables (id, name) the checkpoint covers.
-    pub tables: Vec<(TableId, String)>,
+    /// The tables the checkpoint covers: id, name, and records it holds of each (recovery sizes
+    /// the hash indexes from it before loading).
+    pub tables: Vec<(TableId, String, u64)>,
     /// The data files.
     pub files: Vec<ManifestFile>,
 }
@@ -243,10 +244,11 @@ pub fn encode_manifest(m: &Manifest) -> Vec<u8> {
         p.extend_from_slice(&v.to_le_bytes());
     }
     p.extend_from_slice(&(m.tables.len() as u32).to_le_bytes());
-    for (id, name) in &m.tables {
+    for (id, name, records) in &m.tables {
         p.extend_from_slice(&id.to_le_bytes());
         p.extend_from_slice(&(name.len() as u16).to_le_bytes());
         p.extend_from_slice(name.as_bytes());
+        p.extend_from_slice(&records.to_le_bytes());
     }
     p.extend_from_slice(&(m.files.len() as u32).to_le_bytes());
     for f in &m.files {
@@ -282,7 +284,8 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, CheckpointFormatError> 
         let len = usize::from(r.u16()?);
         let name = std::str::from_utf8(r.take(len)?)
             .map_err(|_| CheckpointFormatError::Invalid("table name is not UTF-8".into()))?;
-        tables.push((id, name.to_string()));
+        let records = r.u64()?;
+        tables.push((id, name.to_string(), records));
     }
     let file_count = r.u32()? as usize;
     if file_count > FILES_MAX {
@@ -308,7 +311,7 @@ mod tests {
             checkpoint_id: 7,
             e_l: 10,
             e_h: 14,
-            tables: vec![(0, "warehouse".into()), (3, "order_line".into())],
+            tables: vec![(0, "warehouse".into(), 1), (3, "order_line".into(), 300_000)],
             files: vec![ManifestFile { dir: 0, file: 1, len_bytes: 4096, records: 12 }],
         };
         let bytes = encode_manifest(&m);

@@ -72,6 +72,14 @@ pub fn load(
         };
         paths.push(dir.join(format::data_file_name(manifest.checkpoint_id, entry.dir, entry.file)));
     }
+    // Sized once up front: growing a hash index while millions of keys arrive rehashes them all
+    // several times over.
+    let _reserved: Vec<_> = manifest
+        .tables
+        .iter()
+        .filter_map(|(id, _, records)| Some((catalog.table(*id)?, *records)))
+        .filter_map(|(table, records)| table.point.reserve(usize::try_from(records).ok()?))
+        .collect();
     let next = AtomicUsize::new(0);
     let (bytes, records) = (AtomicU64::new(0), AtomicU64::new(0));
     let failure: Mutex<Option<DurabilityError>> = Mutex::new(None);
@@ -113,7 +121,7 @@ pub fn load(
 /// Every table the checkpoint covers must exist under the same id and name: the catalog file
 /// was rebuilt before, from the same DDL.
 fn check_tables(path: &Path, manifest: &Manifest, catalog: &Catalog) -> Result<(), DurabilityError> {
-    for (id, name) in &manifest.tables {
+    for (id, name, _) in &manifest.tables {
         match catalog.table(*id) {
             Some(t) if t.schema.name == *name => {}
             Some(t) => {
@@ -169,7 +177,7 @@ fn load_block(
 ) -> Result<u64, DurabilityError> {
     let bad = |at: usize, reason: String| corrupt(path, offset + (HEADER_SIZE_BYTES + at) as u64, reason);
     let (table_id, count, mut reader) = format::decode_block_head(payload).map_err(|e| bad(0, e.to_string()))?;
-    if !manifest.tables.iter().any(|(id, _)| *id == table_id) {
+    if !manifest.tables.iter().any(|(id, _, _)| *id == table_id) {
         return Err(bad(0, format!("block of table #{table_id}, which the manifest does not list")));
     }
     let table = catalog.table(table_id).ok_or_else(|| bad(0, format!("table #{table_id} does not exist")))?;

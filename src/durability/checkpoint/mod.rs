@@ -239,7 +239,12 @@ fn take_checkpoint(
         checkpoint_id: id,
         e_l,
         e_h,
-        tables: catalog.tables().iter().map(|t| (t.id, t.schema.name.clone())).collect(),
+        tables: catalog
+            .tables()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, t.schema.name.clone(), reports.iter().map(|r| r.table_records[i]).sum()))
+            .collect(),
         files: reports.iter().flat_map(|r| r.files.iter().copied()).collect(),
     };
     let fs = host.fs();

@@ -52,6 +52,8 @@ pub struct CheckpointerReport {
     pub records: u64,
     /// Records skipped because their epoch is ≥ `e_l`.
     pub skipped: u64,
+    /// Records written of each share, in the plan's order.
+    pub table_records: Vec<u64>,
 }
 
 /// The checkpointer's open files and where the next block goes.
@@ -121,6 +123,7 @@ pub fn run_checkpointer(
     let mut outputs = Outputs::create(fs, plan)?;
     let mut report = CheckpointerReport::default();
     for (table, range) in &plan.shares {
+        let records_before = report.records;
         let mut block = BlockBuilder::new(table.id, plan.block_size_bytes);
         let finished = walk_share(table, range, plan.e_l, stop, &mut report.skipped, |key, record_tid, row| {
             block.push(key, record_tid, row);
@@ -133,6 +136,7 @@ pub fn run_checkpointer(
         if block.records() > 0 {
             outputs.write_block(&mut block)?;
         }
+        report.table_records.push(report.records - records_before);
     }
     outputs.sync_all()?;
     fs.sync_dir(&plan.dir)?;
