@@ -137,10 +137,11 @@ impl Table {
     pub fn finish_recovery(&self) {
         let mut dead = Vec::new();
         let mut live = Vec::new();
+        let indexed = !self.secondary.is_empty();
         self.primary.scan(&super::index::KeyRange::all(), super::index::Direction::Forward, usize::MAX, &mut |k, r| {
             if r.word().is_absent() {
                 dead.push((k.clone(), Arc::clone(r)));
-            } else {
+            } else if indexed {
                 live.push((k.clone(), Arc::clone(r)));
             }
             true

@@ -226,7 +226,9 @@ fn take_checkpoint(
 ) -> Result<Option<CheckpointSummary>, String> {
     let began = Instant::now();
     let e_l = start.epochs.current();
-    let Some((reports, e_h)) = write_files(host, start, options, status, id, e_l)? else {
+    // One catalog for the walk and the manifest: a table created meanwhile is all in the log.
+    let catalog = start.catalog.load_full();
+    let Some((reports, e_h)) = write_files(host, start, &catalog, options, status, id, e_l)? else {
         return Ok(None);
     };
     let write_ms = began.elapsed().as_secs_f64() * 1e3;
@@ -234,7 +236,6 @@ fn take_checkpoint(
         return Ok(None);
     }
     let wait_ms = began.elapsed().as_secs_f64() * 1e3 - write_ms;
-    let catalog = start.catalog.load_full();
     let manifest = format::Manifest {
         checkpoint_id: id,
         e_l,
@@ -284,12 +285,12 @@ fn take_checkpoint(
 fn write_files(
     host: &dyn CheckpointHost,
     start: &SchemeStart,
+    catalog: &crate::storage::Catalog,
     options: &CheckpointOptions,
     status: &CheckpointStatus,
     id: u64,
     e_l: u64,
 ) -> Result<Option<(Vec<CheckpointerReport>, u64)>, String> {
-    let catalog = start.catalog.load_full();
     let dirs = host.dirs();
     let parts: Vec<Vec<_>> = catalog.tables().iter().map(|t| writer::partition(t, dirs.len())).collect();
     let plans: Vec<CheckpointerPlan> = (0..dirs.len())
