@@ -10,7 +10,7 @@
 //! (`ArcSwap`), so running transactions keep the catalog they started with and never take a lock
 //! to find a table. Each catalog has a version, which caches of compiled plans compare.
 
-use super::index::{IndexBackend, OrderedIndex};
+use super::index::{IndexBackend, KeyRange, OrderedIndex};
 use super::key::Key;
 use super::point::PointIndex;
 use super::record::Record;
@@ -18,6 +18,7 @@ use super::schema::{SchemaError, TableId, TableSchema};
 use super::value::Row;
 use crate::txn::tid::Tid;
 use std::collections::HashMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// The most tables a catalog may hold.
@@ -133,12 +134,44 @@ impl Table {
         }
     }
 
+    /// Splits the table's keys into `parts` contiguous ranges of roughly equal size, from a
+    /// sample of its keys (checkpointers and recovery threads each take one).
+    pub fn split_key_space(&self, parts: usize) -> Vec<KeyRange> {
+        assert!(parts >= 1);
+        if parts == 1 {
+            return vec![KeyRange::all()];
+        }
+        let mut sample = self.point.sample_keys(256 * parts);
+        sample.sort_unstable();
+        sample.dedup();
+        let mut bounds: Vec<Key> = (1..parts).filter_map(|i| sample.get(i * sample.len() / parts).cloned()).collect();
+        bounds.dedup();
+        let mut ranges = Vec::with_capacity(parts);
+        let mut start = Bound::Unbounded;
+        for bound in bounds {
+            ranges.push(KeyRange { start, end: Bound::Excluded(bound.clone()) });
+            start = Bound::Included(bound);
+        }
+        ranges.push(KeyRange { start, end: Bound::Unbounded });
+        // Fewer distinct sample keys than parts: the remaining ranges are empty.
+        while ranges.len() < parts {
+            ranges.push(KeyRange::empty());
+        }
+        ranges
+    }
+
     /// Recovery: removes tombstones and builds every secondary index from the primary index.
     pub fn finish_recovery(&self) {
+        self.finish_recovery_range(&KeyRange::all());
+    }
+
+    /// [`Table::finish_recovery`] for the keys of `range` only; ranges that do not overlap can be
+    /// finished by different threads at once.
+    pub fn finish_recovery_range(&self, range: &KeyRange) {
         let mut dead = Vec::new();
         let mut live = Vec::new();
         let indexed = !self.secondary.is_empty();
-        self.primary.scan(&super::index::KeyRange::all(), super::index::Direction::Forward, usize::MAX, &mut |k, r| {
+        self.primary.scan(range, super::index::Direction::Forward, usize::MAX, &mut |k, r| {
             if r.word().is_absent() {
                 dead.push((k.clone(), Arc::clone(r)));
             } else if indexed {

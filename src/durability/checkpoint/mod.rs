@@ -292,7 +292,7 @@ fn write_files(
     e_l: u64,
 ) -> Result<Option<(Vec<CheckpointerReport>, u64)>, String> {
     let dirs = host.dirs();
-    let parts: Vec<Vec<_>> = catalog.tables().iter().map(|t| writer::partition(t, dirs.len())).collect();
+    let parts: Vec<Vec<_>> = catalog.tables().iter().map(|t| t.split_key_space(dirs.len())).collect();
     let plans: Vec<CheckpointerPlan> = (0..dirs.len())
         .map(|d| CheckpointerPlan {
             checkpoint_id: id,

@@ -185,33 +185,6 @@ fn walk_share(
     }
 }
 
-/// Splits every key of a table into `parts` contiguous ranges of roughly equal size, from a
-/// sample of its keys (SiloR §4: "indexes are coarsely divided among checkpointers into
-/// roughly-equal subranges").
-pub fn partition(table: &Table, parts: usize) -> Vec<KeyRange> {
-    assert!(parts >= 1);
-    if parts == 1 {
-        return vec![KeyRange::all()];
-    }
-    let mut sample = table.point.sample_keys(256 * parts);
-    sample.sort_unstable();
-    sample.dedup();
-    let mut bounds: Vec<Key> = (1..parts).filter_map(|i| sample.get(i * sample.len() / parts).cloned()).collect();
-    bounds.dedup();
-    let mut ranges = Vec::with_capacity(parts);
-    let mut start = Bound::Unbounded;
-    for bound in bounds {
-        ranges.push(KeyRange { start, end: Bound::Excluded(bound.clone()) });
-        start = Bound::Included(bound);
-    }
-    ranges.push(KeyRange { start, end: Bound::Unbounded });
-    // Fewer distinct sample keys than parts: the remaining checkpointers get nothing.
-    while ranges.len() < parts {
-        ranges.push(KeyRange::empty());
-    }
-    ranges
-}
-
 /// Removes every checkpoint data file in `dir` whose checkpoint id is not `keep`.
 pub fn remove_other_checkpoints(fs: &dyn FileSystem, dir: &Path, keep: Option<u64>) -> io::Result<usize> {
     let mut removed = 0;

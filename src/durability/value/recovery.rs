@@ -29,7 +29,7 @@ use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::checkpoint::{format::Manifest, loader, writer};
 use crate::io::{FileSystem, OpenMode};
-use crate::storage::Table;
+use crate::storage::{KeyRange, Table};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -318,21 +318,33 @@ fn replay_files(
     Ok(stats.max_epoch)
 }
 
-/// Sweeps tombstones and builds every table's secondary indexes, tables in parallel.
+/// Sweeps tombstones and builds every table's secondary indexes: each table split into one key
+/// range per thread, all ranges of all tables in one work queue (one large table still uses
+/// every core).
 fn rebuild_indexes(db: &Database, threads: usize) {
     let catalog = db.catalog();
-    let tables: Vec<&Arc<Table>> = catalog.tables().iter().collect();
+    let tasks: Vec<(&Arc<Table>, KeyRange)> = catalog
+        .tables()
+        .iter()
+        .flat_map(|t| {
+            let parts = if t.len() >= RANGE_SPLIT_MIN_ROWS { threads.max(1) } else { 1 };
+            t.split_key_space(parts).into_iter().map(move |r| (t, r))
+        })
+        .collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        for _ in 0..threads.min(tables.len()).max(1) {
+        for _ in 0..threads.min(tasks.len()).max(1) {
             scope.spawn(|| {
-                while let Some(table) = tables.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    table.finish_recovery();
+                while let Some((table, range)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    table.finish_recovery_range(range);
                 }
             });
         }
     });
 }
+
+/// Tables smaller than this are finished by one thread (splitting costs a key sample).
+const RANGE_SPLIT_MIN_ROWS: usize = 100_000;
 
 /// Makes the log directories match the recovered state (step 6 of the module docs).
 fn settle_directory(
