@@ -95,7 +95,9 @@ fn run_and_recover(name: &str) {
     let run = RunOptions { threads: 2, duration: Duration::from_millis(700), progress: false, ..Default::default() };
     let result = bench::run(&db, &workload, &run).unwrap();
     assert!(result.total.committed > 0, "{name}: nothing committed");
-    wait_for_checkpoints(&scheme, 2);
+    // Two more: the second starts after the run ended, so it holds every row (records of an
+    // epoch ≥ e_l are left to the log, and during the run that can be all of them).
+    wait_for_checkpoints(&scheme, scheme.checkpoints().installed() + 2);
     let last = scheme.checkpoints().last().unwrap();
     let before = dump(&db);
     db.close().unwrap();
@@ -105,7 +107,9 @@ fn run_and_recover(name: &str) {
     let report = scheme.recovery.lock().clone().unwrap();
     let loaded = report.checkpoint.clone().unwrap_or_else(|| panic!("{name}: no checkpoint loaded: {report:?}"));
     assert!(loaded.checkpoint_id >= last.checkpoint_id && loaded.records > 0, "{name}: {loaded:?}");
-    assert!(report.entries_skipped > 0 || report.files_before_checkpoint > 0 || last.log_files_removed > 0);
+    // The checkpoint replaced the log: far fewer entries were replayed than were committed.
+    let committed = result.total.committed;
+    assert!(report.entries < committed / 2, "{name}: replayed {} of {committed} entries", report.entries);
     assert!(dump(&db) == before, "{name}: recovered state differs from the state before");
     workload.check(&db).unwrap();
     db.close().unwrap();
@@ -205,8 +209,11 @@ fn recover_err(dirs: &[PathBuf]) -> DurabilityError {
     }
 }
 
+/// The data files of the installed checkpoint (a later one may have been under way at close).
 fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
-    names(dir).into_iter().filter(|n| format::data_file_checkpoint_id(n).is_some()).map(|n| dir.join(n)).collect()
+    let manifest = checkpoint::loader::read_manifest(&RealFs, dir).unwrap().expect("an installed checkpoint");
+    let installed = |n: &String| format::data_file_checkpoint_id(n) == Some(manifest.checkpoint_id);
+    names(dir).into_iter().filter(installed).map(|n| dir.join(n)).collect()
 }
 
 #[test]
@@ -343,5 +350,4 @@ fn a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_log_usabl
         true
     });
     db.close().unwrap();
-    let _ = checkpoint::CheckpointOptions::new(1);
 }

@@ -513,3 +513,32 @@ fn long_scans_cross_batches_and_merge_own_writes_in_both_directions() {
     assert_eq!(backward, expected);
     tx.commit().unwrap();
 }
+
+/// Regression: a delete unlinks its record, so an insert of the same key by another worker
+/// never meets the deleted record's TID. Within one epoch the insert's worker may have a lower
+/// sequence than the deleter's, and without the table's delete watermark the insert got the
+/// smaller TID — value-log replay (largest TID wins) then kept the delete and lost the insert
+/// (seen as a flaky loss of a re-inserted key in tests/durability_value.rs).
+#[test]
+fn an_insert_after_a_delete_of_its_key_gets_a_larger_tid_than_the_delete() {
+    // One epoch for the whole test: the epoch thread ticks every 10 s.
+    let db = Database::open(DatabaseConfig { epoch_interval_ms: 10_000, ..DatabaseConfig::default() }).unwrap();
+    let t = accounts(&db);
+    let mut deleter = db.worker();
+    let mut inserter = db.worker();
+    // Push the deleter's sequence within the epoch well above the inserter's.
+    for id in 0..50 {
+        let mut txn = deleter.begin();
+        txn.insert(t, row(&[id, 0, 0])).unwrap();
+        txn.commit().unwrap();
+    }
+    let mut txn = deleter.begin();
+    assert!(txn.delete(t, &[Value::Int(7)]).unwrap());
+    let deleted = txn.commit().unwrap().tid;
+    let mut txn = inserter.begin();
+    txn.insert(t, row(&[7, 1, 100])).unwrap();
+    let inserted = txn.commit().unwrap().tid;
+    assert_eq!(deleted.epoch(), inserted.epoch(), "the test needs both in one epoch");
+    assert!(inserted > deleted, "insert {inserted:?} must follow delete {deleted:?}");
+    db.close().unwrap();
+}

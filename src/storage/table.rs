@@ -20,6 +20,7 @@ use crate::txn::tid::Tid;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most tables a catalog may hold.
 pub const TABLES_MAX: usize = 4096;
@@ -38,6 +39,11 @@ pub struct Table {
     pub point: PointIndex,
     /// One index per `schema.indexes` entry: index key ++ primary key → record.
     pub secondary: Vec<Box<dyn OrderedIndex>>,
+    /// The largest TID of a delete committed in this table (a `Tid` as u64). A delete unlinks
+    /// its record, so a later insert of the same key never meets the deleted record's TID; it
+    /// takes a TID above this watermark instead, or value-log replay (largest TID wins) could
+    /// let the delete win over the insert that followed it.
+    delete_watermark: AtomicU64,
 }
 
 impl std::fmt::Debug for Table {
@@ -51,7 +57,14 @@ impl Table {
     pub fn new(id: TableId, schema: TableSchema, backend: IndexBackend) -> Result<Table, SchemaError> {
         schema.validate()?;
         let secondary = schema.indexes.iter().map(|_| backend.build()).collect();
-        Ok(Table { id, schema, primary: backend.build(), point: PointIndex::default(), secondary })
+        Ok(Table {
+            id,
+            schema,
+            primary: backend.build(),
+            point: PointIndex::default(),
+            secondary,
+            delete_watermark: AtomicU64::new(0),
+        })
     }
 
     /// Loads a row outside any transaction, with the given TID: for bulk loaders and recovery,
@@ -78,6 +91,17 @@ impl Table {
         self.schema.check_row(&row)?;
         let record = Arc::new(Record::present(row, tid, 0));
         self.link(&key, &record).map_err(|_| LoadError::DuplicateKey { table: self.schema.name.clone(), key })
+    }
+
+    /// Records a committing delete's TID; called under the record's lock, before it is unlinked,
+    /// so that an insert which finds the key absent afterwards sees it.
+    pub fn note_delete(&self, tid: Tid) {
+        self.delete_watermark.fetch_max(tid.to_u64(), Ordering::SeqCst);
+    }
+
+    /// The largest TID of a delete committed in this table: an insert's TID must exceed it.
+    pub fn delete_watermark(&self) -> Tid {
+        Tid::from_u64(self.delete_watermark.load(Ordering::SeqCst))
     }
 
     /// The record that owns primary key `key`.

@@ -714,11 +714,20 @@ impl<'w> Transaction<'w> {
     }
 
     /// Silo's three rules: larger than every TID read or written, larger than this worker's last
-    /// TID, and in the epoch read at the serialization point.
+    /// TID, and in the epoch read at the serialization point. An insert (a write to an absent
+    /// record) also exceeds its table's delete watermark: the key may have been deleted by a
+    /// transaction whose record this one never saw (see [`Table::note_delete`]).
     fn choose_tid(&self, epoch: u64) -> Result<Tid, TxnError> {
         let read_max = self.reads.iter().map(|r| r.observed.tid()).max().unwrap_or(Tid::ZERO);
         let write_max = self.writes.iter().filter_map(|w| w.locked_word.map(|x| x.tid())).max().unwrap_or(Tid::ZERO);
-        let floor = read_max.max(write_max).max(self.worker.last_tid);
+        let insert_max = self
+            .writes
+            .iter()
+            .filter(|w| w.locked_word.is_some_and(|x| x.is_absent()))
+            .filter_map(|w| self.catalog.table(w.table).map(|t| t.delete_watermark()))
+            .max()
+            .unwrap_or(Tid::ZERO);
+        let floor = read_max.max(write_max).max(insert_max).max(self.worker.last_tid);
         match floor.epoch().cmp(&epoch) {
             std::cmp::Ordering::Less => Ok(Tid::new(epoch, 0)),
             std::cmp::Ordering::Equal => {
@@ -775,6 +784,7 @@ impl<'w> Transaction<'w> {
                     if old_present {
                         remove_stale_secondary(t, &w.key, &old, None, record);
                     }
+                    t.note_delete(tid);
                     t.unlink(&w.key, record);
                     let empty: Row = Arc::from(Vec::<Value>::new());
                     record.install(empty, TidWord::new(tid, false, true), ticket.last_writer);
