@@ -6,9 +6,13 @@
 use super::graph::GlobalDependencyGraph;
 use std::fmt::Write;
 
+/// The first line of every file: names the format and its version (docs/FORMAT.md).
+pub const HEADER: &str = "// lazarus global dependency graph, format 1\n";
+
 /// The graph as Graphviz `dot` text.
 pub fn to_dot(graph: &GlobalDependencyGraph) -> String {
     let mut out = String::new();
+    out.push_str(HEADER);
     out.push_str("digraph global_dependency_graph {\n  compound=true;\n  rankdir=TB;\n");
     out.push_str("  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
     let mut anchor = Vec::with_capacity(graph.blocks().len());

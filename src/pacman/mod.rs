@@ -71,8 +71,8 @@
 //! # The fallback contract
 //!
 //! [`ProcedureAnalysis::of`] returns a typed [`AnalysisError`] for a procedure it cannot analyze
-//! (one whose analysis would exceed the limits in [`limits`]: too many operations, or loops nested
-//! so deeply that the fixed point costs too much). [`analyze`] does not fail for such a procedure:
+//! (one whose analysis would exceed the limits in [`limits`]: too many operations, or loops whose
+//! fixed point takes too many rounds over too many statements). [`analyze`] does not fail for such a procedure:
 //! it lists it in [`StaticAnalysis::fallback`], and the command-logging scheme must then log that
 //! procedure's calls as data (their write sets, like ad-hoc transactions) — and name the tables they
 //! may write in `ad_hoc_tables`, so that the graph orders those writes with every slice that
@@ -121,7 +121,9 @@ pub enum AnalysisError {
         limit: usize,
     },
     /// The flow analysis did not reach its fixed point within [`limits::FLOW_VISITS_MAX`] visits.
-    #[error("procedure {procedure}: flow analysis needs more than {limit} statement visits (loops nested too deeply)")]
+    #[error(
+        "procedure {procedure}: flow analysis needs more than {limit} statement visits (loops re-run to a fixed point too often)"
+    )]
     TooComplex {
         /// The procedure.
         procedure: String,
