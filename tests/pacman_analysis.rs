@@ -662,3 +662,265 @@ fn generated_procedures_exercise_every_property() {
     assert!(counts.same_block_data > 50, "data deps: {}", counts.same_block_data);
     assert!(counts.closure_paths > 10, "closure paths: {}", counts.closure_paths);
 }
+
+/// A concrete run of a generated procedure over an in-memory table map that tracks, for every
+/// value, the operations whose results reached it (dynamic taint), and for every operation run, the
+/// operations its inputs and the conditions that led to it came from. Dynamic taint sees only the
+/// paths taken, so it under-approximates the flow dependencies; the static analysis must cover it.
+mod dynamic {
+    use lazarus::proc::ir::{BinOp, Expr, ExprKind, Procedure, Stmt, StmtKind, UnOp};
+    use lazarus::storage::Value;
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+    type Taint = BTreeSet<u32>;
+    type Val = Option<i64>;
+    /// An abort or a run-time error: the call would not commit, so it is never replayed.
+    pub struct Stop;
+    enum Flow {
+        Next,
+        Return,
+    }
+
+    pub struct Run<'a> {
+        p: &'a Procedure,
+        op_of: HashMap<u32, u32>,
+        vars: Vec<(Val, Taint)>,
+        pub db: BTreeMap<String, BTreeMap<i64, Val>>,
+        exits: Taint,
+        row: Option<(i64, Val)>,
+        steps: usize,
+        /// Per operation index: the operations its instances were seen to depend on.
+        pub deps: BTreeMap<u32, Taint>,
+    }
+
+    impl<'a> Run<'a> {
+        pub fn new(
+            p: &'a Procedure,
+            ops: &[lazarus::pacman::Operation],
+            db: BTreeMap<String, BTreeMap<i64, Val>>,
+        ) -> Self {
+            let op_of = ops.iter().enumerate().map(|(i, o)| (o.stmt.0, i as u32)).collect();
+            let vars = vec![(None, Taint::new()); p.vars.len()];
+            Run { p, op_of, vars, db, exits: Taint::new(), row: None, steps: 0, deps: BTreeMap::new() }
+        }
+
+        pub fn call(&mut self, args: &[i64]) -> Result<(), Stop> {
+            for (i, a) in args.iter().enumerate() {
+                self.vars[i] = (Some(*a), Taint::new());
+            }
+            self.vars[self.p.found.index()] = (Some(0), Taint::new());
+            let body = &self.p.body;
+            self.block(body, &Taint::new()).map(|_| ())
+        }
+
+        fn block(&mut self, stmts: &'a [Stmt], ctrl: &Taint) -> Result<Flow, Stop> {
+            for s in stmts {
+                if let Flow::Return = self.stmt(s, ctrl)? {
+                    return Ok(Flow::Return);
+                }
+            }
+            Ok(Flow::Next)
+        }
+
+        fn record(&mut self, s: &Stmt, inputs: Taint) -> u32 {
+            let q = self.op_of[&s.id.0];
+            self.deps.entry(q).or_default().extend(inputs);
+            q
+        }
+
+        fn set(&mut self, var: lazarus::proc::ir::VarId, v: Val, t: Taint) {
+            self.vars[var.index()] = (v, t);
+        }
+
+        fn stmt(&mut self, s: &'a Stmt, ctrl: &Taint) -> Result<Flow, Stop> {
+            self.steps += 1;
+            if self.steps > 10_000 {
+                return Err(Stop);
+            }
+            let mut ctrl: Taint = ctrl.union(&self.exits).copied().collect();
+            let found = self.p.found;
+            match &s.kind {
+                StmtKind::Assign { var, value } => {
+                    let (v, mut t) = self.eval(value)?;
+                    t.extend(ctrl.iter().copied());
+                    self.set(*var, v, t);
+                }
+                StmtKind::If { cond, then, otherwise } => {
+                    let (c, t) = self.eval(cond)?;
+                    ctrl.extend(t);
+                    if [then, otherwise].iter().any(|b| b.iter().any(contains_return)) {
+                        self.exits.extend(ctrl.iter().copied());
+                    }
+                    let branch = if c == Some(1) { then } else { otherwise };
+                    return self.block(branch, &ctrl);
+                }
+                StmtKind::ForRange { var, start, end, body } => {
+                    let ((a, ta), (b, tb)) = (self.eval(start)?, self.eval(end)?);
+                    let (Some(a), Some(b)) = (a, b) else { return Err(Stop) };
+                    ctrl.extend(ta.into_iter().chain(tb));
+                    for i in a..b {
+                        self.set(*var, Some(i), ctrl.clone());
+                        if let Flow::Return = self.block(body, &ctrl)? {
+                            return Ok(Flow::Return);
+                        }
+                    }
+                }
+                StmtKind::ForScan { scan, body } => {
+                    let lower = scan.lower.as_ref().map(|b| self.eval(&b.value)).transpose()?;
+                    let (lo, mut inputs) = lower.unwrap_or((Some(i64::MIN), Taint::new()));
+                    let (limit, tl) = self.eval(&scan.limit)?;
+                    inputs.extend(tl.into_iter().chain(ctrl.iter().copied()));
+                    let q = self.record(s, inputs);
+                    let (Some(lo), Some(limit)) = (lo, limit) else { return Err(Stop) };
+                    let rows: Vec<(i64, Val)> = self.db[&scan.table.name]
+                        .range(lo..)
+                        .take(limit.max(0) as usize)
+                        .map(|(k, v)| (*k, *v))
+                        .collect();
+                    self.set(found, Some(i64::from(!rows.is_empty())), Taint::from([q]));
+                    ctrl.insert(q);
+                    for (k, v) in rows {
+                        for (pos, var) in scan.columns.iter().zip(&scan.into) {
+                            self.set(*var, if *pos == 0 { Some(k) } else { v }, Taint::from([q]));
+                        }
+                        if let Flow::Return = self.block(body, &ctrl)? {
+                            return Ok(Flow::Return);
+                        }
+                    }
+                }
+                StmtKind::Get(g) => {
+                    let (k, mut t) = self.eval(&g.key[0])?;
+                    t.extend(ctrl.iter().copied());
+                    let q = self.record(s, t);
+                    let k = k.ok_or(Stop)?;
+                    let row = self.db[&g.table.name].get(&k).copied();
+                    for (pos, var) in g.columns.iter().zip(&g.into) {
+                        let v = row.and_then(|v| if *pos == 0 { Some(k) } else { v });
+                        self.set(*var, v, Taint::from([q]));
+                    }
+                    self.set(found, Some(i64::from(row.is_some())), Taint::from([q]));
+                }
+                StmtKind::Insert(i) => {
+                    let ((k, tk), (v, tv)) = (self.eval(&i.values[0])?, self.eval(&i.values[1])?);
+                    self.record(s, tk.into_iter().chain(tv).chain(ctrl.iter().copied()).collect());
+                    let k = k.ok_or(Stop)?;
+                    let table = self.db.get_mut(&i.table.name).ok_or(Stop)?;
+                    if table.insert(k, v).is_some() {
+                        return Err(Stop); // duplicate key: the call aborts
+                    }
+                }
+                StmtKind::Update(u) => {
+                    let (k, mut t) = self.eval(&u.key[0])?;
+                    let k = k.ok_or(Stop)?;
+                    let old = self.db[&u.table.name].get(&k).copied();
+                    self.row = old.map(|v| (k, v));
+                    let (v, tv) = self.eval(&u.sets[0].1)?;
+                    t.extend(tv.into_iter().chain(ctrl.iter().copied()));
+                    let q = self.record(s, t);
+                    if old.is_some() {
+                        self.db.get_mut(&u.table.name).ok_or(Stop)?.insert(k, v);
+                    }
+                    self.set(found, Some(i64::from(old.is_some())), Taint::from([q]));
+                }
+                StmtKind::Delete(d) => {
+                    let (k, mut t) = self.eval(&d.key[0])?;
+                    t.extend(ctrl.iter().copied());
+                    let q = self.record(s, t);
+                    let gone = self.db.get_mut(&d.table.name).ok_or(Stop)?.remove(&k.ok_or(Stop)?);
+                    self.set(found, Some(i64::from(gone.is_some())), Taint::from([q]));
+                }
+                StmtKind::Return(_) => return Ok(Flow::Return),
+                StmtKind::Abort(_) => return Err(Stop),
+                other => panic!("the generator does not emit {other:?}"),
+            }
+            Ok(Flow::Next)
+        }
+
+        fn eval(&self, e: &Expr) -> Result<(Val, Taint), Stop> {
+            Ok(match &e.kind {
+                ExprKind::Const(Value::Int(i)) => (Some(*i), Taint::new()),
+                ExprKind::Const(Value::Bool(b)) => (Some(i64::from(*b)), Taint::new()),
+                ExprKind::Const(Value::Null) => (None, Taint::new()),
+                ExprKind::Var(v) => self.vars[v.index()].clone(),
+                // The row an update reads belongs to the update itself.
+                ExprKind::Column(pos) => {
+                    (self.row.and_then(|(k, v)| if *pos == 0 { Some(k) } else { v }), Taint::new())
+                }
+                ExprKind::Unary(UnOp::Not, x) => {
+                    let (v, t) = self.eval(x)?;
+                    (v.map(|b| 1 - b), t)
+                }
+                ExprKind::Binary(op, a, b) => {
+                    let ((x, mut t), (y, ty)) = (self.eval(a)?, self.eval(b)?);
+                    t.extend(ty);
+                    let v = match (x, y) {
+                        (Some(x), Some(y)) => Some(match op {
+                            BinOp::Add => x.checked_add(y).ok_or(Stop)?,
+                            BinOp::Lt => i64::from(x < y),
+                            BinOp::Gt => i64::from(x > y),
+                            other => panic!("the generator does not emit {other:?}"),
+                        }),
+                        _ => None,
+                    };
+                    (v, t)
+                }
+                other => panic!("the generator does not emit {other:?}"),
+            })
+        }
+    }
+
+    fn contains_return(s: &Stmt) -> bool {
+        matches!(s.kind, StmtKind::Return(_)) || s.children().iter().any(|b| b.iter().any(contains_return))
+    }
+}
+
+/// Random table contents for t0..t3: keys 0..5, each present with probability 1/2.
+fn random_tables(rng: &mut u64) -> BTreeMap<String, BTreeMap<i64, Option<i64>>> {
+    let mut next = || {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng >> 32
+    };
+    let mut tables = BTreeMap::new();
+    for t in 0..4 {
+        let mut rows = BTreeMap::new();
+        for k in 0..5 {
+            if next() % 2 == 0 {
+                let v = if next() % 6 == 0 { None } else { Some((next() % 5) as i64) };
+                rows.insert(k, v);
+            }
+        }
+        tables.insert(format!("t{t}"), rows);
+    }
+    tables
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Soundness against execution: every dependency a committed run shows (an operation's key or
+    /// values, or whether it ran, came from another operation's result) is a static flow dependency.
+    #[test]
+    fn static_flow_dependencies_cover_every_run(bytes in prop::collection::vec(any::<u8>(), 0..160), seed in 1u64..) {
+        let m = module("gen.proc", &Gen::procedures(bytes));
+        let mut rng = seed;
+        for p in &m.procedures {
+            let a = ProcedureAnalysis::of(p).expect("analysis");
+            for round in 0..8 {
+                let mut run = dynamic::Run::new(p, &a.ops, random_tables(&mut rng));
+                let args = [(rng % 5) as i64, ((rng >> 8) % 5) as i64 + round % 2];
+                if run.call(&args).is_err() {
+                    continue; // aborted: never logged, never replayed
+                }
+                for (q, seen) in &run.deps {
+                    let q = OpId(*q);
+                    let allowed: BTreeSet<OpId> = a.flow.on(q).iter().copied().chain([q]).collect();
+                    for d in seen {
+                        prop_assert!(allowed.contains(&OpId(*d)), "{}: o{} depends on o{d} at run time", p.name, q.0);
+                    }
+                }
+            }
+        }
+    }
+}
