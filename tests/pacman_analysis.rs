@@ -897,13 +897,14 @@ fn random_tables(rng: &mut u64) -> BTreeMap<String, BTreeMap<i64, Option<i64>>> 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Soundness against execution: every dependency a committed run shows (an operation's key or
     /// values, or whether it ran, came from another operation's result) is a static flow dependency.
     #[test]
     fn static_flow_dependencies_cover_every_run(bytes in prop::collection::vec(any::<u8>(), 0..160), seed in 1u64..) {
-        let m = module("gen.proc", &Gen::procedures(bytes));
+        let source = Gen::procedures(bytes);
+        let m = module("gen.proc", &source);
         let mut rng = seed;
         for p in &m.procedures {
             let a = ProcedureAnalysis::of(p).expect("analysis");
@@ -917,7 +918,7 @@ proptest! {
                     let q = OpId(*q);
                     let allowed: BTreeSet<OpId> = a.flow.on(q).iter().copied().chain([q]).collect();
                     for d in seen {
-                        prop_assert!(allowed.contains(&OpId(*d)), "{}: o{} depends on o{d} at run time", p.name, q.0);
+                        prop_assert!(allowed.contains(&OpId(*d)), "{}: o{} depends on o{d} at run time\n{source}", p.name, q.0);
                     }
                 }
             }

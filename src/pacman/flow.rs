@@ -186,8 +186,13 @@ impl Walker<'_> {
                         ctrl.union_with(&header);
                     }
                 }
+                // The header defines its variables once, before the first iteration: `found` after
+                // a scan that read no row is the scan's, and inside the body it may be the body's
+                // from an earlier iteration. Loop and row variables are read-only, so their taint
+                // stays what the header gave them.
                 let defined = self.defined_taint(op, &header, &ctrl);
-                self.loop_fixpoint(s, body, st, &ctrl, &defined)?;
+                self.define(s, st, &defined)?;
+                self.loop_fixpoint(body, st, &ctrl)?;
             }
             StmtKind::Return(_) => {
                 st.exits.union_with(&ctrl);
@@ -215,19 +220,11 @@ impl Walker<'_> {
         out
     }
 
-    fn loop_fixpoint(
-        &mut self,
-        s: &Stmt,
-        body: &[Stmt],
-        st: &mut State,
-        ctrl: &OpSet,
-        defined: &OpSet,
-    ) -> Result<(), AnalysisError> {
+    fn loop_fixpoint(&mut self, body: &[Stmt], st: &mut State, ctrl: &OpSet) -> Result<(), AnalysisError> {
         loop {
             let before = st.clone();
-            self.define(s, st, defined)?;
             self.block(body, st, ctrl)?;
-            // Zero iterations leave `before` unchanged: join it back.
+            // Zero further iterations leave `before` unchanged: join it back.
             st.join(&before);
             if *st == before {
                 return Ok(());
