@@ -925,3 +925,73 @@ proptest! {
         }
     }
 }
+
+/// Why read-only procedures stay out of the graph (docs/pacman.md): with them, stock_level's
+/// district -> order_line -> stock and order_status's customer -> orders -> order_line close cycles
+/// with new_order's stock -> order_line and delivery's orders -> customer, and Algorithm 2 merges
+/// four tables' blocks into one.
+#[test]
+fn tpcc_with_read_only_procedures_merges_blocks() {
+    let m = module("tpcc.proc", TPCC);
+    let all: Vec<ProcedureAnalysis> =
+        m.procedures.iter().map(|p| ProcedureAnalysis::of(p).expect("analysis")).collect();
+    let g = GlobalDependencyGraph::build(all, &[]).expect("graph");
+    let tables_of = |b: &pacman::Block| -> BTreeSet<String> {
+        b.pieces
+            .0
+            .iter()
+            .flat_map(|r| {
+                let p = &g.procedures()[r.procedure.0 as usize];
+                p.slices()[r.slice.index()]
+                    .ops
+                    .iter()
+                    .map(|o| p.analysis.ops[o.index()].table.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let blocks: BTreeSet<Vec<String>> = g.blocks().iter().map(|b| tables_of(b).into_iter().collect()).collect();
+    let expected: BTreeSet<Vec<String>> = [
+        vec!["customer", "order_line", "orders", "stock"],
+        vec!["district"],
+        vec!["history"],
+        vec!["item"],
+        vec!["new_order"],
+        vec!["warehouse"],
+    ]
+    .into_iter()
+    .map(|v| v.into_iter().map(String::from).collect())
+    .collect();
+    assert_eq!(blocks, expected);
+}
+
+#[test]
+fn lazarus_analyze_prints_the_graph_and_writes_dot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dot_path = dir.path().join("tpcc.dot");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["analyze", concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/tpcc.proc"), "--dot"])
+        .arg(&dot_path)
+        .output()
+        .expect("run lazarus analyze");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "procedure new_order (20 operations, logged)",
+        "procedure stock_level (3 operations, read-only",
+        "global dependency graph (Algorithm 2): 9 blocks",
+        "topological order: B0 B1 B2 B3 B4 B5 B6 B7 B8",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    let dot = std::fs::read_to_string(&dot_path).expect("dot file");
+    assert!(dot.starts_with(pacman::dot::HEADER));
+    assert_eq!(dot.matches("subgraph cluster_b").count(), 9);
+    assert_eq!(dot.matches('{').count(), dot.matches('}').count());
+    // A file that does not check is reported with its errors, and the command fails.
+    let bad = dir.path().join("bad.proc");
+    std::fs::write(&bad, "procedure p() { update nowhere set v = 1 where k = 1; }").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus")).arg("analyze").arg(&bad).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bad.proc:1:"), "{}", String::from_utf8_lossy(&out.stdout));
+}
