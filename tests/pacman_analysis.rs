@@ -995,3 +995,50 @@ fn lazarus_analyze_prints_the_graph_and_writes_dot() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("bad.proc:1:"), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// Algorithm 2's "break cycles" and "merge slices": p reads a then writes b, q reads b then writes
+/// a. The blocks {p.a, q.a} and {p.b, q.b} depend on each other, so they merge, and then each
+/// procedure's two slices, now in one block, merge into one.
+#[test]
+fn mutually_dependent_blocks_merge_and_so_do_their_slices() {
+    let src = format!(
+        "{AB}procedure p(k0 int) {{ select v into x from a where k = k0; update b set v = x where k = k0; }}
+        procedure q(k0 int) {{ select v into y from b where k = k0; update a set v = y where k = k0; }}
+        procedure r(k0 int) {{ insert into b values (k0, 0); }}"
+    );
+    let a = analyze(&module("cycle.proc", &src));
+    for name in ["p", "q"] {
+        let (_, s) = a.graph.procedure(name).expect("logged");
+        assert_eq!(s.analysis.local.slices.len(), 2, "{name}: Algorithm 1 gives two slices");
+        assert_eq!(s.analysis.local.edges.len(), 1);
+        assert_eq!(s.slices().len(), 1, "{name}: one slice after Algorithm 2");
+        assert_eq!(s.slices()[0].ops, vec![OpId(0), OpId(1)]);
+        assert!(s.slicing.edges.is_empty());
+    }
+    assert_eq!(a.graph.blocks().len(), 1);
+    assert_eq!(a.graph.blocks()[0].pieces.0.len(), 3);
+    assert!(a.graph.edges().is_empty());
+    let text = pacman::text::describe(&a);
+    assert!(text.contains("slices after Algorithm 2"), "{text}");
+}
+
+#[test]
+fn ad_hoc_tables_join_the_blocks_of_their_readers() {
+    // Two procedures only read table a, in independent slices; ad-hoc writes to a must be ordered
+    // with both, so the three share a block.
+    let src = format!(
+        "{AB}procedure p(k0 int) {{ select v into x from a where k = k0; update b set v = x where k = k0; }}
+        procedure q(k0 int) {{ select v into y from a where k = k0; insert into b values (k0 + 1, y); }}"
+    );
+    let m = module("adhoc.proc", &src);
+    let procs: Vec<_> = m.procedures.iter().collect();
+    let without = pacman::analyze(&procs, &[]).expect("analysis");
+    assert_eq!(without.graph.blocks().len(), 3, "reads of a stay apart; b is one block");
+    let with = pacman::analyze(&procs, &["a", "b"]).expect("analysis");
+    assert_eq!(with.graph.blocks().len(), 2);
+    let block_a = with.graph.block_of_ad_hoc_table("a").expect("a has a block");
+    assert_eq!(with.graph.blocks()[block_a.index()].pieces.0.len(), 2);
+    assert_eq!(with.graph.block_of_ad_hoc_table("b"), Some(BlockId(1)));
+    assert_eq!(with.graph.edges(), &[(block_a, BlockId(1))]);
+    assert_eq!(with.graph.block_of_ad_hoc_table("c"), None);
+}
