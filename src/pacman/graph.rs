@@ -96,47 +96,11 @@ impl GlobalDependencyGraph {
         ad_hoc_tables: &[&str],
     ) -> Result<GlobalDependencyGraph, GraphError> {
         check_input(&analyses, ad_hoc_tables)?;
-        let mut offsets = Vec::with_capacity(analyses.len());
-        let mut nodes = 0;
-        for a in &analyses {
-            offsets.push(nodes);
-            nodes += a.local.slices.len();
-        }
-        let slice_nodes = nodes;
-        let mut ad_hoc: Vec<&str> = ad_hoc_tables.to_vec();
-        ad_hoc.sort_unstable();
-        ad_hoc.dedup();
-        nodes += ad_hoc.len();
-        let class = partition(nodes, &merge_pairs(&analyses, &offsets, &ad_hoc), &slice_edges(&analyses, &offsets));
-        // Number blocks topologically, ties by (procedure, program order), so a figure's order holds.
-        let classes = class.iter().map(|&c| c + 1).max().unwrap_or(0);
-        let mut key = vec![(usize::MAX, usize::MAX); classes];
-        for (p, a) in analyses.iter().enumerate() {
-            for (s, slice) in a.local.slices.iter().enumerate() {
-                let first = slice.ops.first().map_or(usize::MAX, |o| o.index());
-                let k = &mut key[class[offsets[p] + s]];
-                *k = (*k).min((p, first));
-            }
-        }
-        for (t, _) in ad_hoc.iter().enumerate() {
-            let k = &mut key[class[slice_nodes + t]];
-            *k = (*k).min((usize::MAX, t));
-        }
-        let class_edges = dedup_edges(
-            slice_edges(&analyses, &offsets).into_iter().map(|(a, b)| (class[a], class[b])).filter(|(a, b)| a != b),
-        );
-        let order = topological_order_by(classes, class_edges.iter().copied(), |c| key[c])
-            .expect("the condensation of a graph is acyclic");
-        let mut position = vec![0; classes];
-        for (i, &c) in order.iter().enumerate() {
-            position[c] = i;
-        }
-        let block_of_node: Vec<BlockId> = class.iter().map(|&c| BlockId(position[c] as u32)).collect();
-        let edges = dedup_edges(class_edges.iter().map(|&(a, b)| (position[a], position[b])))
-            .into_iter()
-            .map(|(a, b)| (BlockId(a as u32), BlockId(b as u32)))
-            .collect();
-        Ok(assemble(analyses, &offsets, &block_of_node, &ad_hoc, slice_nodes, edges))
+        let nodes = Nodes::new(&analyses, ad_hoc_tables);
+        let edges = slice_edges(&analyses, &nodes.offsets);
+        let class = partition(nodes.total(), &merge_pairs(&analyses, &nodes), &edges);
+        let (block_of_node, block_edges) = number_blocks(&analyses, &nodes, &class, &edges);
+        Ok(assemble(analyses, &nodes, &block_of_node, block_edges))
     }
 
     /// The logged procedures, in the order given.
@@ -195,16 +159,81 @@ fn check_input(analyses: &[ProcedureAnalysis], ad_hoc_tables: &[&str]) -> Result
     }
 }
 
+/// The nodes Algorithm 2 starts from: every slice of every procedure, then one per ad-hoc table.
+struct Nodes<'t> {
+    /// The first node of each procedure's slices.
+    offsets: Vec<usize>,
+    /// How many slice nodes there are; ad-hoc table `t` is node `slices + t`.
+    slices: usize,
+    /// The ad-hoc tables, sorted, without repeats.
+    ad_hoc: Vec<&'t str>,
+}
+
+impl<'t> Nodes<'t> {
+    fn new(analyses: &[ProcedureAnalysis], ad_hoc_tables: &[&'t str]) -> Nodes<'t> {
+        let mut offsets = Vec::with_capacity(analyses.len());
+        let mut slices = 0;
+        for a in analyses {
+            offsets.push(slices);
+            slices += a.local.slices.len();
+        }
+        let mut ad_hoc = ad_hoc_tables.to_vec();
+        ad_hoc.sort_unstable();
+        ad_hoc.dedup();
+        Nodes { offsets, slices, ad_hoc }
+    }
+
+    fn total(&self) -> usize {
+        self.slices + self.ad_hoc.len()
+    }
+}
+
+/// Numbers the classes of `class` (the blocks) in a topological order of the edges they induce,
+/// ties broken by (procedure, program order) so that a figure's order holds. Returns each node's
+/// block and the block edges.
+fn number_blocks(
+    analyses: &[ProcedureAnalysis],
+    nodes: &Nodes<'_>,
+    class: &[usize],
+    edges: &[(usize, usize)],
+) -> (Vec<BlockId>, Vec<(BlockId, BlockId)>) {
+    let classes = class.iter().map(|&c| c + 1).max().unwrap_or(0);
+    let mut key = vec![(usize::MAX, usize::MAX); classes];
+    for (p, a) in analyses.iter().enumerate() {
+        for (s, slice) in a.local.slices.iter().enumerate() {
+            let first = slice.ops.first().map_or(usize::MAX, |o| o.index());
+            let k = &mut key[class[nodes.offsets[p] + s]];
+            *k = (*k).min((p, first));
+        }
+    }
+    for t in 0..nodes.ad_hoc.len() {
+        let k = &mut key[class[nodes.slices + t]];
+        *k = (*k).min((usize::MAX, t));
+    }
+    let class_edges = dedup_edges(edges.iter().map(|&(a, b)| (class[a], class[b])).filter(|(a, b)| a != b));
+    let order = topological_order_by(classes, class_edges.iter().copied(), |c| key[c])
+        .expect("the condensation of a graph is acyclic");
+    let mut position = vec![0; classes];
+    for (i, &c) in order.iter().enumerate() {
+        position[c] = i;
+    }
+    let block_of_node = class.iter().map(|&c| BlockId(position[c] as u32)).collect();
+    let block_edges = dedup_edges(class_edges.iter().map(|&(a, b)| (position[a], position[b])))
+        .into_iter()
+        .map(|(a, b)| (BlockId(a as u32), BlockId(b as u32)))
+        .collect();
+    (block_of_node, block_edges)
+}
+
 /// Pairs of nodes holding data-dependent slices (or a slice and an ad-hoc table it touches).
-fn merge_pairs(analyses: &[ProcedureAnalysis], offsets: &[usize], ad_hoc: &[&str]) -> Vec<(usize, usize)> {
+fn merge_pairs(analyses: &[ProcedureAnalysis], nodes: &Nodes<'_>) -> Vec<(usize, usize)> {
     let mut accesses: Vec<(&str, bool, usize)> = Vec::new();
     for (p, a) in analyses.iter().enumerate() {
         for (o, op) in a.ops.iter().enumerate() {
-            accesses.push((op.table.as_str(), op.writes(), offsets[p] + a.local.slice_of[o].index()));
+            accesses.push((op.table.as_str(), op.writes(), nodes.offsets[p] + a.local.slice_of[o].index()));
         }
     }
-    let slice_nodes = offsets.last().zip(analyses.last()).map_or(0, |(o, a)| o + a.local.slices.len());
-    accesses.extend(ad_hoc.iter().enumerate().map(|(t, table)| (*table, true, slice_nodes + t)));
+    accesses.extend(nodes.ad_hoc.iter().enumerate().map(|(t, table)| (*table, true, nodes.slices + t)));
     let mut pairs = Vec::new();
     for group in groups_by_table(accesses.iter().map(|&(t, w, _)| (t, w))) {
         pairs.extend(group.windows(2).map(|w| (accesses[w[0]].2, accesses[w[1]].2)));
@@ -230,10 +259,8 @@ fn dedup_edges(edges: impl Iterator<Item = (usize, usize)>) -> Vec<(usize, usize
 /// Algorithm 2's last step (one slice per procedure and block) and the final structures.
 fn assemble(
     analyses: Vec<ProcedureAnalysis>,
-    offsets: &[usize],
+    nodes: &Nodes<'_>,
     block_of_node: &[BlockId],
-    ad_hoc: &[&str],
-    slice_nodes: usize,
     edges: Vec<(BlockId, BlockId)>,
 ) -> GlobalDependencyGraph {
     let block_count = block_of_node.iter().map(|b| b.index() + 1).max().unwrap_or(0);
@@ -242,20 +269,14 @@ fn assemble(
         .collect();
     let mut procedures = Vec::with_capacity(analyses.len());
     for (p, analysis) in analyses.into_iter().enumerate() {
-        let op_blocks: Vec<usize> = (0..analysis.ops.len())
-            .map(|o| block_of_node[offsets[p] + analysis.local.slice_of[o].index()].index())
-            .collect();
-        let comp = first_seen_numbering(&op_blocks);
-        let slicing = LocalDependencyGraph::from_partition(&analysis.ops, &analysis.flow, &comp);
-        let block_of: Vec<BlockId> =
-            slicing.slices.iter().map(|s| BlockId(op_blocks[s.ops[0].index()] as u32)).collect();
-        for (s, b) in block_of.iter().enumerate() {
+        let slicing = merge_slices_per_block(analysis, &block_of_node[nodes.offsets[p]..]);
+        for (s, b) in slicing.block_of.iter().enumerate() {
             blocks[b.index()].pieces.0.push(SliceRef { procedure: ProcId(p as u32), slice: SliceId(s as u32) });
         }
-        procedures.push(ProcedureSlicing { analysis, slicing, block_of });
+        procedures.push(slicing);
     }
-    for (t, table) in ad_hoc.iter().enumerate() {
-        blocks[block_of_node[slice_nodes + t].index()].ad_hoc_tables.push(table.to_string());
+    for (t, table) in nodes.ad_hoc.iter().enumerate() {
+        blocks[block_of_node[nodes.slices + t].index()].ad_hoc_tables.push(table.to_string());
     }
     for b in &mut blocks {
         b.pieces.0.sort_unstable();
@@ -263,6 +284,16 @@ fn assemble(
     }
     assert!(edges.iter().all(|(a, b)| a < b), "blocks are numbered in topological order");
     GlobalDependencyGraph { procedures, blocks, edges }
+}
+
+/// Algorithm 2's last step for one procedure: its slices that share a block become one.
+/// `block_of_local[s]` is the block of its local slice `s`.
+fn merge_slices_per_block(analysis: ProcedureAnalysis, block_of_local: &[BlockId]) -> ProcedureSlicing {
+    let op_blocks: Vec<BlockId> = analysis.local.slice_of.iter().map(|s| block_of_local[s.index()]).collect();
+    let comp = first_seen_numbering(&op_blocks.iter().map(|b| b.index()).collect::<Vec<_>>());
+    let slicing = LocalDependencyGraph::from_partition(&analysis.ops, &analysis.flow, &comp);
+    let block_of = slicing.slices.iter().map(|s| op_blocks[s.ops[0].index()]).collect();
+    ProcedureSlicing { analysis, slicing, block_of }
 }
 
 /// Renames values to 0, 1, ... in the order they first appear.

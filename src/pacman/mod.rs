@@ -24,7 +24,7 @@
 //!    none either. A replay piece therefore treats `abort` as unreachable.
 //! 2. **Data dependencies** ([`data`]): two operations are data-dependent when they access the same
 //!    table and at least one of them writes it (`DbOp::data_dependent`).
-//! 3. **Slices** ([`slice`], §4.1.1, Algorithm 1): a procedure's operations are partitioned into
+//! 3. **Slices** ([`mod@slice`], §4.1.1, Algorithm 1): a procedure's operations are partitioned into
 //!    slices: start with one slice per operation, merge data-dependent ones, draw an edge
 //!    `s_i → s_j` when an operation of `s_j` is flow-dependent on one of `s_i`, and merge slices
 //!    that reach each other (strongly connected components). The result — the **local dependency

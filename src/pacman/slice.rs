@@ -4,7 +4,7 @@
 //! every table some operation writes (a union-find over data dependencies), draw the edges that
 //! flow dependencies induce between the merged groups, and merge every strongly connected component
 //! ("break cycles": two slices that reach each other). The condensation of a graph is acyclic, so
-//! one pass suffices. The same machinery ([`partition`]) builds blocks in [`super::graph`].
+//! one pass suffices. The same machinery (`partition`) builds blocks in [`super::graph`].
 
 use super::flow::FlowDependencies;
 use super::{OpId, Operation};
@@ -71,6 +71,7 @@ impl LocalDependencyGraph {
             .collect();
         edges.sort_unstable();
         edges.dedup();
+        assert!(slices.iter().all(|s| !s.ops.is_empty()), "classes are numbered densely");
         let slice_of = comp.iter().map(|&c| SliceId(c as u32)).collect();
         let graph = LocalDependencyGraph { slices, slice_of, edges };
         assert!(
