@@ -7,6 +7,7 @@
 //! - [`durability`]: the commit hook every logging scheme plugs into.
 //! - [`proc`]: the stored-procedure language, its IR and compiler.
 //! - [`io`]: the one trait all file I/O goes through.
+//! - [`pacman`]: PACMAN's static analysis of procedures: slices, blocks, the global dependency graph.
 //! - [`db`]: the embedded database that ties them together.
 //! - [`bench`]: the driver behind `lazarus bench`: timing, histograms, timelines.
 //! - [`workload`]: TPC-C, Smallbank, YCSB, KV and transfer, in the procedure language.
@@ -18,6 +19,7 @@ pub mod crash;
 pub mod db;
 pub mod durability;
 pub mod io;
+pub mod pacman;
 pub mod proc;
 pub mod report;
 pub mod storage;

@@ -61,6 +61,15 @@ enum Command {
     /// Kill a workload child process with SIGKILL at seeded moments, recover, and verify that
     /// every acknowledged transaction survived and the state is consistent.
     CrashTest(Box<CrashTestArgs>),
+    /// PACMAN's static analysis of a procedure file: per procedure its operations, flow and data
+    /// dependencies and slices; then the blocks of the global dependency graph with their edges.
+    Analyze {
+        /// The procedure file (tables and procedures).
+        file: String,
+        /// Also write the global dependency graph as Graphviz dot to this file.
+        #[arg(long)]
+        dot: Option<std::path::PathBuf>,
+    },
     /// The process a crash test kills (internal).
     #[command(hide = true)]
     CrashChild(Box<CrashChildArgs>),
@@ -77,6 +86,7 @@ fn main() -> ExitCode {
             recover(log_dir, threads, cold, compare_read)
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
+        Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
         Some(Command::CrashChild(args)) => crash_child(&args),
         None => match Cli::parse_from(["lazarus", "demo"]).command {
             Some(Command::Demo(args)) => demo(&args),
@@ -121,6 +131,26 @@ fn check(files: &[String]) -> anyhow::Result<ExitCode> {
         eprintln!("{} error(s)", diagnostics.len());
         Ok(ExitCode::FAILURE)
     }
+}
+
+fn analyze(path: &str, dot: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let source = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    let module = match lazarus::proc::check_source(path, &source, &lazarus::storage::Catalog::default()) {
+        Ok(m) => m,
+        Err(diagnostics) => {
+            diagnostics.iter().for_each(|d| println!("{d}"));
+            bail!("{path}: {} error(s)", diagnostics.len());
+        }
+    };
+    let procedures: Vec<&lazarus::proc::Procedure> = module.procedures.iter().collect();
+    let analysis = lazarus::pacman::analyze(&procedures, &[])?;
+    print!("{}", lazarus::pacman::text::describe(&analysis));
+    if let Some(out) = dot {
+        std::fs::write(out, lazarus::pacman::dot::to_dot(&analysis.graph))
+            .with_context(|| format!("cannot write {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Options of `lazarus bench`.
