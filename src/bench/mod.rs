@@ -27,6 +27,21 @@ pub enum BenchError {
     Run(#[from] RunError),
 }
 
+/// Opens (recovers) a database that already holds the workload — loaded by an earlier run into
+/// the same log directories — runs the workload on it, and checks it.
+pub fn open_run(
+    config: DatabaseConfig,
+    workload: &Arc<dyn Workload>,
+    options: &RunOptions,
+) -> Result<RunResult, BenchError> {
+    let db = Database::open(config)?;
+    workload.check(&db)?;
+    let result = run(&db, workload, options)?;
+    workload.check(&db)?;
+    db.close()?;
+    Ok(result)
+}
+
 /// Opens a database with `config`, loads the workload's sources and data, runs it, and checks its
 /// consistency conditions afterwards.
 pub fn open_load_run(

@@ -174,6 +174,10 @@ struct BenchArgs {
     /// Delete what the log directories hold before the run.
     #[arg(long)]
     fresh: bool,
+    /// Recover the database the log directories hold (loaded by an earlier run of the same
+    /// workload and options) and run on it, without loading.
+    #[arg(long, conflicts_with = "fresh")]
+    resume: bool,
     /// Value logging: rotate data.log every this many epochs.
     #[arg(long, default_value_t = 100)]
     rotate_epochs: u64,
@@ -282,7 +286,14 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         "lazarus bench: workload {}, {} thread(s), {} s, durability {}, epoch {} ms, seed {}",
         args.workload, args.threads, args.duration_s, args.durability, args.epoch_interval_ms, args.seed
     );
-    let result = open_load_run(config, &workload, &run_options)?;
+    let result = if args.resume {
+        if args.durability == "none" {
+            bail!("--resume needs a durability scheme with log directories to recover from");
+        }
+        lazarus::bench::open_run(config, &workload, &run_options)?
+    } else {
+        open_load_run(config, &workload, &run_options)?
+    };
     let summary = RunSummary::new(&result, &args.workload, &args.durability, args.threads, args.label.clone());
     Ok((summary, lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms)))
 }
@@ -298,8 +309,10 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
             if args.log_dir.is_empty() {
                 bail!("--durability value needs at least one --log-dir DIR");
             }
-            for dir in &args.log_dir {
-                prepare_log_dir(dir, args.fresh)?;
+            if !args.resume {
+                for dir in &args.log_dir {
+                    prepare_log_dir(dir, args.fresh)?;
+                }
             }
             let mut options = ValueOptions::new(args.log_dir.clone());
             options.rotate_epochs = args.rotate_epochs;
