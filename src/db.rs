@@ -260,6 +260,16 @@ impl Database {
         Ok(Worker { inner: Arc::clone(&self.inner), state: WorkerState { id, last_tid: crate::txn::Tid::ZERO, log } })
     }
 
+    /// A worker whose commits are not logged: recovery re-executes logged transactions through
+    /// it (command replay), and they are in the log already.
+    pub fn replay_worker(&self) -> Worker {
+        let log = NoLogging.worker(usize::MAX);
+        Worker {
+            inner: Arc::clone(&self.inner),
+            state: WorkerState { id: usize::MAX, last_tid: crate::txn::Tid::ZERO, log },
+        }
+    }
+
     /// Stops the epoch thread and shuts the durability scheme down.
     pub fn close(&self) -> Result<(), DbError> {
         Ok(self.inner.shut_down()?)

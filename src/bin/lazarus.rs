@@ -165,7 +165,7 @@ struct BenchArgs {
     /// Seconds to run (after loading).
     #[arg(long, default_value_t = 5.0)]
     duration_s: f64,
-    /// Durability scheme: none, value.
+    /// Durability scheme: none, value, command.
     #[arg(long, default_value = "none")]
     durability: String,
     /// Log directory (repeat for several loggers, one per disk).
@@ -299,15 +299,15 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
 }
 
 /// The durability schemes `lazarus bench --durability` accepts today.
-const SCHEMES: &[&str] = &["none", "value"];
+const SCHEMES: &[&str] = &["none", "value", "command"];
 
 /// Builds the durability scheme `--durability` names, over fresh log directories.
 fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
     match args.durability.as_str() {
         "none" => Ok(Arc::new(NoLogging)),
-        "value" => {
+        "value" | "command" => {
             if args.log_dir.is_empty() {
-                bail!("--durability value needs at least one --log-dir DIR");
+                bail!("--durability {} needs at least one --log-dir DIR", args.durability);
             }
             if !args.resume {
                 for dir in &args.log_dir {
@@ -320,6 +320,11 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
                 bail!("--checkpoint-interval-s must be in [0, 86400], got {}", args.checkpoint_interval_s);
             }
             options.checkpoint.interval_ms = (args.checkpoint_interval_s * 1e3).round() as u64;
+            if args.durability == "command" {
+                // Not yet: a transactionally consistent checkpoint (see durability::command).
+                options.checkpoint.interval_ms = 0;
+                options.entry_format = lazarus::durability::value::files::EntryFormat::Command;
+            }
             Ok(Arc::new(ValueLogging::new(options)?))
         }
         other => bail!("unknown --durability {other:?}; available: {}", SCHEMES.join(", ")),

@@ -27,6 +27,7 @@
 
 pub mod checkpoint;
 pub mod codec;
+pub mod command;
 pub mod frame;
 pub mod none;
 pub mod value;

@@ -16,6 +16,7 @@ pub const PEPOCH_FILE: &str = "pepoch";
 pub const CATALOG_FILE: &str = "catalog";
 
 const LOG_MAGIC: &[u8; 8] = b"LZVALLOG";
+const COMMAND_LOG_MAGIC: &[u8; 8] = b"LZCMDLOG";
 const PEPOCH_MAGIC: &[u8; 8] = b"LZPEPOCH";
 const CATALOG_MAGIC: &[u8; 8] = b"LZCATLOG";
 /// Version of the log file, pepoch and catalog layouts.
@@ -54,16 +55,39 @@ pub enum FileFormatError {
 /// The header block of a log file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogHeader {
+    /// What the file's entries are (the magic says it).
+    pub format: EntryFormat,
     /// The logger that wrote the file.
     pub logger: u32,
     /// The file's sequence number within its logger (increases with each new file).
     pub file_seq: u64,
 }
 
+/// What the entries of a log file are: SiloR's after-images (`value`), or PACMAN's procedure
+/// calls with ad-hoc transactions as after-images (`command`). The loggers, epochs, pepoch and
+/// framing are the same; the magic of the header tells the two apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EntryFormat {
+    /// Value log entries ([`crate::durability::codec`]).
+    #[default]
+    Value,
+    /// Command log entries ([`crate::durability::command`]).
+    Command,
+}
+
+impl EntryFormat {
+    fn magic(self) -> &'static [u8; 8] {
+        match self {
+            EntryFormat::Value => LOG_MAGIC,
+            EntryFormat::Command => COMMAND_LOG_MAGIC,
+        }
+    }
+}
+
 /// Encodes a log file's header block.
 pub fn encode_log_header(header: LogHeader) -> Vec<u8> {
     let mut payload = Vec::with_capacity(28);
-    payload.extend_from_slice(LOG_MAGIC);
+    payload.extend_from_slice(header.format.magic());
     payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     payload.extend_from_slice(&header.logger.to_le_bytes());
     payload.extend_from_slice(&header.file_seq.to_le_bytes());
@@ -76,8 +100,16 @@ pub fn encode_log_header(header: LogHeader) -> Vec<u8> {
 pub fn decode_log_header(bytes: &[u8]) -> Result<(LogHeader, usize), FileFormatError> {
     let (payload, size) = frame::decode_block(bytes)?;
     let mut r = Reader::new(payload);
-    check_magic(&mut r, LOG_MAGIC, "log")?;
-    let header = LogHeader { logger: r.u32()?, file_seq: r.u64()? };
+    let format = match r.take(8).map_err(FileFormatError::Decode)? {
+        m if m == LOG_MAGIC => EntryFormat::Value,
+        m if m == COMMAND_LOG_MAGIC => EntryFormat::Command,
+        _ => return Err(FileFormatError::Magic { expected: "log" }),
+    };
+    let found = r.u32()?;
+    if found != FORMAT_VERSION {
+        return Err(FileFormatError::Version { found });
+    }
+    let header = LogHeader { format, logger: r.u32()?, file_seq: r.u64()? };
     if !r.is_empty() {
         return Err(FileFormatError::Invalid("trailing bytes in the log header"));
     }
@@ -253,7 +285,7 @@ mod tests {
         }
         let modules = vec![("a.proc".to_string(), "table t (a int not null, primary key (a));".to_string())];
         assert_eq!(decode_catalog(&encode_catalog(&modules)).unwrap(), modules);
-        let h = LogHeader { logger: 1, file_seq: 9 };
+        let h = LogHeader { format: EntryFormat::Command, logger: 1, file_seq: 9 };
         let bytes = encode_log_header(h);
         assert_eq!(decode_log_header(&bytes).unwrap(), (h, bytes.len()));
         assert!(matches!(decode_pepoch(&bytes), Err(FileFormatError::Magic { .. })));

@@ -155,7 +155,11 @@ fn create_file(scheme: &SchemeShared, logger: &LoggerShared, seq: u64, epoch: u6
     let path = logger.dir.join(files::CURRENT_LOG);
     let fs = &scheme.options.fs;
     let mut file = fs.open(&path, OpenMode::CreateNew)?;
-    let header = files::encode_log_header(LogHeader { logger: logger.id as u32, file_seq: seq });
+    let header = files::encode_log_header(LogHeader {
+        format: scheme.options.entry_format,
+        logger: logger.id as u32,
+        file_seq: seq,
+    });
     file.append(&header)?;
     file.sync_data()?;
     fs.sync_dir(&logger.dir)?;

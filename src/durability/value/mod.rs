@@ -72,6 +72,9 @@ pub struct ValueOptions {
     pub fs: Arc<dyn FileSystem>,
     /// Checkpoints (SiloR §4); `interval_ms = 0` turns them off.
     pub checkpoint: CheckpointOptions,
+    /// What the entries are: after-images (scheme `value`) or procedure calls (scheme
+    /// `command`, see [`crate::durability::command`]).
+    pub entry_format: files::EntryFormat,
 }
 
 impl ValueOptions {
@@ -85,6 +88,7 @@ impl ValueOptions {
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             fs: Arc::new(RealFs),
             checkpoint: CheckpointOptions::new(log_dirs.len()),
+            entry_format: files::EntryFormat::Value,
             log_dirs,
         }
     }
@@ -194,6 +198,8 @@ pub struct SchemeShared {
     written_positions: Mutex<Vec<DurablePosition>>,
     /// The checkpoint manager's state.
     checkpoint: Arc<CheckpointStatus>,
+    /// Command logging: the next commit sequence number (PACMAN's global order).
+    pub(crate) commit_seq: Arc<AtomicU64>,
 }
 
 impl SchemeShared {
@@ -286,6 +292,7 @@ impl ValueLogging {
             holes: Mutex::new(Vec::new()),
             written_positions: Mutex::new(Vec::new()),
             checkpoint: Arc::new(CheckpointStatus::default()),
+            commit_seq: Arc::new(AtomicU64::new(1)),
         };
         Ok(ValueLogging {
             shared: Arc::new(shared),
@@ -315,7 +322,10 @@ impl ValueLogging {
 
 impl LogScheme for ValueLogging {
     fn name(&self) -> &'static str {
-        "value"
+        match self.shared.options.entry_format {
+            files::EntryFormat::Value => "value",
+            files::EntryFormat::Command => "command",
+        }
     }
 
     fn worker(&self, worker_id: usize) -> Box<dyn WorkerLog> {
@@ -323,7 +333,13 @@ impl LogScheme for ValueLogging {
         let logger = Arc::clone(&self.shared.loggers[worker_id % self.shared.loggers.len()]);
         let slot = Arc::new(WorkerSlot::new(options.buffers_per_worker, options.buffer_size_bytes));
         logger.slots.lock().push(Arc::clone(&slot));
-        Box::new(ValueWorkerLog::new(slot, logger, options.buffer_size_bytes))
+        let log = ValueWorkerLog::new(slot, logger, options.buffer_size_bytes);
+        match options.entry_format {
+            files::EntryFormat::Value => Box::new(log),
+            files::EntryFormat::Command => {
+                Box::new(super::command::CommandWorkerLog::new(log, Arc::clone(&self.shared.commit_seq)))
+            }
+        }
     }
 
     fn is_durable(&self, ticket: &DurabilityTicket) -> bool {
@@ -404,7 +420,15 @@ impl LogScheme for ValueLogging {
     }
 
     fn recover(&self, db: &crate::db::Database) -> Result<u64, DurabilityError> {
-        let report = recovery::recover(&self.shared.options, db, &self.shared.modules)?;
+        let report = match self.shared.options.entry_format {
+            files::EntryFormat::Value => recovery::recover(&self.shared.options, db, &self.shared.modules)?,
+            files::EntryFormat::Command => {
+                let (report, next_seq) =
+                    super::command::recovery::recover(&self.shared.options, db, &self.shared.modules)?;
+                self.shared.commit_seq.store(next_seq, Ordering::SeqCst);
+                report
+            }
+        };
         self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
         *self.first_seq.lock() = report.next_file_seq.clone();
         *self.shared.holes.lock() = report.holes.clone();
@@ -429,7 +453,9 @@ impl LogScheme for ValueLogging {
         let scheme = Arc::clone(&self.shared);
         self.spawn("lazarus-pepoch".into(), move || logger::run_pepoch(scheme))?;
         let options = self.shared.options.checkpoint.clone();
-        if options.interval_ms > 0 {
+        // A fuzzy checkpoint cannot be replayed with commands over it (PACMAN §2.2): command
+        // logging keeps its whole log until it has a transactionally consistent checkpoint.
+        if options.interval_ms > 0 && self.shared.options.entry_format == files::EntryFormat::Value {
             let host: Arc<dyn checkpoint::CheckpointHost> = Arc::new(host::ValueHost::new(Arc::clone(&self.shared)));
             let status = Arc::clone(&self.shared.checkpoint);
             let first_id = self.recovery.lock().as_ref().map_or(1, |r| r.next_checkpoint_id);

@@ -90,8 +90,10 @@ impl RecoveryReport {
 pub struct LogFile {
     /// Its path.
     pub path: PathBuf,
-    logger: usize,
-    seq: u64,
+    /// The logger (directory index) that wrote it.
+    pub logger: usize,
+    /// Its sequence number within the logger.
+    pub seq: u64,
     /// Bytes to read (the whole file, or its durable length).
     pub valid_len_bytes: u64,
     /// Whether this is its logger's durable file (to truncate and close after recovery).
@@ -185,11 +187,15 @@ fn skip_before_checkpoint(replay: Vec<LogFile>, e_l: u64) -> (Vec<LogFile>, Vec<
     })
 }
 
-fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {
+pub(crate) fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {
     DurabilityError::Corrupt { file: file.to_path_buf(), offset, reason: reason.into() }
 }
 
-fn rebuild_catalog(fs: &dyn FileSystem, dir: &Path, db: &Database) -> Result<Vec<(String, String)>, DurabilityError> {
+pub(crate) fn rebuild_catalog(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    db: &Database,
+) -> Result<Vec<(String, String)>, DurabilityError> {
     let path = dir.join(files::CATALOG_FILE);
     if !fs.exists(&path)? {
         return Ok(Vec::new());
@@ -203,7 +209,7 @@ fn rebuild_catalog(fs: &dyn FileSystem, dir: &Path, db: &Database) -> Result<Vec
     Ok(modules)
 }
 
-fn read_pepoch(fs: &dyn FileSystem, dir: &Path) -> Result<Pepoch, DurabilityError> {
+pub(crate) fn read_pepoch(fs: &dyn FileSystem, dir: &Path) -> Result<Pepoch, DurabilityError> {
     let path = dir.join(files::PEPOCH_FILE);
     if !fs.exists(&path)? {
         return Ok(Pepoch { epoch: 0, positions: Vec::new(), holes: Vec::new() });
@@ -215,7 +221,7 @@ fn read_pepoch(fs: &dyn FileSystem, dir: &Path) -> Result<Pepoch, DurabilityErro
 /// Decides which files to replay (and how much of each) and which to discard; returns also each
 /// logger's next file sequence number.
 #[allow(clippy::type_complexity)]
-fn plan(
+pub(crate) fn plan(
     fs: &dyn FileSystem,
     options: &ValueOptions,
     pepoch: &Pepoch,
@@ -347,7 +353,7 @@ fn rebuild_indexes(db: &Database, threads: usize) {
 const RANGE_SPLIT_MIN_ROWS: usize = 100_000;
 
 /// Makes the log directories match the recovered state (step 6 of the module docs).
-fn settle_directory(
+pub(crate) fn settle_directory(
     fs: &dyn FileSystem,
     options: &ValueOptions,
     replay: &[LogFile],

@@ -136,8 +136,11 @@ fn read_files(
         let valid = file.valid_len_bytes;
         let mut head = vec![0u8; (valid as usize).min(256)];
         read_exact_at(handle.as_mut(), 0, &mut head, &file.path)?;
-        let (_, header_len) =
+        let (header, header_len) =
             super::files::decode_log_header(&head).map_err(|e| corrupt(&file.path, 0, e.to_string()))?;
+        if header.format != super::files::EntryFormat::Value {
+            return Err(corrupt(&file.path, 0, "a command log: open it with the command scheme"));
+        }
         let mut at = header_len as u64;
         while at < valid {
             if failed.load(Ordering::Relaxed) {

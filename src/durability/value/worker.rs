@@ -98,6 +98,24 @@ impl ValueWorkerLog {
         ValueWorkerLog { slot, logger, buffer_size_bytes, scratch: Vec::new() }
     }
 
+    /// Encodes one entry of epoch `epoch` with `encode` and appends it: for a scheme that logs
+    /// other entries through the same buffers and loggers (command logging).
+    pub(crate) fn append_with(&mut self, epoch: u64, encode: impl FnOnce(&mut Vec<u8>)) -> Result<(), DurabilityError> {
+        self.scratch.clear();
+        encode(&mut self.scratch);
+        self.append(epoch)
+    }
+
+    /// Marks the worker as not committing.
+    pub(crate) fn set_idle(&self) {
+        self.slot.active.store(IDLE, Ordering::SeqCst);
+    }
+
+    /// The scheme's failure, if it failed.
+    pub(crate) fn check_failed(&self) -> Result<(), DurabilityError> {
+        self.logger.check_failed()
+    }
+
     /// Appends one serialized entry of epoch `epoch` to the current buffer, parking the buffer for
     /// the logger first if the entry would overflow it.
     fn append(&mut self, epoch: u64) -> Result<(), DurabilityError> {

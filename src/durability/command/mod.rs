@@ -1,0 +1,257 @@
+//! Scheme `command`: command logging as PACMAN does it (§3): a procedure call is logged as its
+//! procedure id and arguments, in a global commit order; an ad-hoc transaction (no procedure) is
+//! logged as its write set (§4.5). Loggers, epochs, `pepoch`, rotation and framing are SiloR's
+//! ([`crate::durability::value`]); only the entries differ (`LZCMDLOG` files).
+//!
+//! # The commit sequence number is a valid serial order
+//!
+//! A committing transaction takes `seq = commit_seq.fetch_add(1)` at its serialization point:
+//! after its lock phase (its write set is locked), before validation. Take two committed
+//! transactions `A` and `B` where `B` depends on `A`:
+//! - **write-write** on a record `x`: `A` holds `x`'s lock from its lock phase to its install,
+//!   and `B` can only lock `x` after that, so `B`'s serialization point follows `A`'s;
+//! - **read-write** (`B` read what `A` wrote): `B` read it after `A` installed it, and `B`'s
+//!   serialization point follows its reads;
+//! - **write-read** (anti-dependency: `A` read `x`, `B` overwrote it, `A` before `B`): `A`
+//!   validates `x` after its serialization point, and would have aborted had `B` locked or
+//!   installed `x` by then; so `B` locked `x` after `A`'s serialization point, and its own
+//!   serialization point (after its lock phase) comes later still.
+//!
+//! In every case `seq(A) < seq(B)`, so replaying in `seq` order respects every dependency: it is
+//! a serial order equivalent to the execution. The same argument holds for the epoch each reads
+//! at that point (Silo's epochs only grow), so `(epoch, seq)` is such an order too, and the set
+//! of transactions of epochs `≤ pepoch` is closed under dependencies: recovery replays exactly
+//! that set, sorted by `(epoch, seq)` — a prefix of a serial order, as ARCHITECTURE.md's
+//! invariant 2 requires. `tests/durability_command.rs` checks it end to end.
+//!
+//! # Entry layout (inside the framed blocks of a command log)
+//!
+//! ```text
+//! u8   kind          1 = procedure call, 2 = ad-hoc write set
+//! u64  commit_seq
+//! kind 1: u64 tid, u32 procedure_id, u16 arg_count,
+//!         arg_count times: u8 0 (scalar) + row of 1 value | u8 1 (array) + row of n values
+//! kind 2: a value-log entry (TID and writes, src/durability/codec.rs)
+//! ```
+//!
+//! Rows are the codec's row encoding. `docs/FORMAT.md` has the same table.
+//!
+//! # Not yet
+//!
+//! A transactionally consistent checkpoint (PACMAN §2.2; SiloR's fuzzy one cannot have commands
+//! replayed over it), so the command log is never truncated: recovery replays it from the start.
+
+pub mod recovery;
+
+use super::codec::{self, DecodeError, Reader};
+use super::value::worker::ValueWorkerLog;
+use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, WorkerLog};
+use crate::storage::ParamValue;
+use crate::txn::Tid;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const KIND_CALL: u8 = 1;
+const KIND_DATA: u8 = 2;
+const ARG_SCALAR: u8 = 0;
+const ARG_ARRAY: u8 = 1;
+/// The most arguments one logged call may carry.
+pub const ARGS_MAX: usize = 1024;
+
+/// A worker's log for the command scheme: SiloR's buffers with command entries.
+pub struct CommandWorkerLog {
+    inner: ValueWorkerLog,
+    commit_seq: Arc<AtomicU64>,
+}
+
+impl CommandWorkerLog {
+    /// Wraps the buffers of a value-scheme worker; `commit_seq` is the scheme's global counter.
+    pub fn new(inner: ValueWorkerLog, commit_seq: Arc<AtomicU64>) -> CommandWorkerLog {
+        CommandWorkerLog { inner, commit_seq }
+    }
+}
+
+impl WorkerLog for CommandWorkerLog {
+    fn before_serialization_point(&mut self) {
+        self.inner.before_serialization_point();
+    }
+
+    fn serialization_point(&mut self, epoch: u64) -> u64 {
+        self.inner.serialization_point(epoch);
+        // See the module docs: this point lies between the lock phase and validation.
+        self.commit_seq.fetch_add(1, Ordering::SeqCst)
+    }
+
+    fn abandon(&mut self, commit_seq: u64) {
+        self.inner.abandon(commit_seq);
+    }
+
+    fn log_commit(&mut self, view: &CommitView<'_>) -> Result<CommitTicket, DurabilityError> {
+        let epoch = view.tid.epoch();
+        let result = if view.writes.is_empty() {
+            // A read-only transaction changes nothing to replay.
+            self.inner.check_failed()
+        } else {
+            self.inner.append_with(epoch, |out| encode(view, out))
+        };
+        self.inner.set_idle();
+        result?;
+        Ok(CommitTicket { last_writer: 0, durability: DurabilityTicket::Epoch(epoch) })
+    }
+}
+
+/// Appends the entry of a committed transaction that wrote something.
+fn encode(view: &CommitView<'_>, out: &mut Vec<u8>) {
+    match view.invocation {
+        Some(call) => {
+            assert!(call.args.len() <= ARGS_MAX, "call with {} arguments", call.args.len());
+            out.push(KIND_CALL);
+            out.extend_from_slice(&view.commit_seq.to_le_bytes());
+            out.extend_from_slice(&view.tid.to_u64().to_le_bytes());
+            out.extend_from_slice(&call.procedure_id.to_le_bytes());
+            out.extend_from_slice(&(call.args.len() as u16).to_le_bytes());
+            for arg in call.args.iter() {
+                match arg {
+                    ParamValue::Scalar(v) => {
+                        out.push(ARG_SCALAR);
+                        codec::encode_row(std::slice::from_ref(v), out);
+                    }
+                    ParamValue::Array(values) => {
+                        out.push(ARG_ARRAY);
+                        codec::encode_row(values, out);
+                    }
+                }
+            }
+        }
+        None => {
+            out.push(KIND_DATA);
+            out.extend_from_slice(&view.commit_seq.to_le_bytes());
+            let writes = view.writes.iter().map(|w| (w.table, w.key.as_ref(), w.after.map(|r| r.as_slice())));
+            codec::encode_entry(view.tid, writes, out);
+        }
+    }
+}
+
+/// A decoded command-log entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CommandEntry {
+    /// A procedure call.
+    Call {
+        /// Its commit sequence number.
+        seq: u64,
+        /// Its TID when it ran (its epoch decides durability).
+        tid: Tid,
+        /// The procedure's id in the registry.
+        procedure_id: u32,
+        /// The arguments.
+        args: Vec<ParamValue>,
+    },
+    /// An ad-hoc transaction's write set.
+    Data {
+        /// Its commit sequence number.
+        seq: u64,
+        /// The logged writes (value-log entry).
+        entry: codec::Entry,
+    },
+}
+
+impl CommandEntry {
+    /// The commit sequence number.
+    pub fn seq(&self) -> u64 {
+        match self {
+            CommandEntry::Call { seq, .. } | CommandEntry::Data { seq, .. } => *seq,
+        }
+    }
+
+    /// The epoch the transaction committed in.
+    pub fn epoch(&self) -> u64 {
+        match self {
+            CommandEntry::Call { tid, .. } => tid.epoch(),
+            CommandEntry::Data { entry, .. } => entry.tid.epoch(),
+        }
+    }
+}
+
+/// Decodes the next entry.
+pub fn decode(r: &mut Reader<'_>) -> Result<CommandEntry, DecodeError> {
+    let kind = r.u8()?;
+    let seq = r.u64()?;
+    match kind {
+        KIND_CALL => {
+            let tid = Tid::from_u64(r.u64()?);
+            let procedure_id = r.u32()?;
+            let count = usize::from(r.u16()?);
+            if count > ARGS_MAX {
+                return Err(DecodeError { offset: r.offset(), reason: "more arguments than the limit" });
+            }
+            let mut args = Vec::with_capacity(count);
+            for _ in 0..count {
+                args.push(decode_arg(r)?);
+            }
+            Ok(CommandEntry::Call { seq, tid, procedure_id, args })
+        }
+        KIND_DATA => Ok(CommandEntry::Data { seq, entry: r.entry()? }),
+        _ => Err(DecodeError { offset: r.offset(), reason: "unknown command entry kind" }),
+    }
+}
+
+fn decode_arg(r: &mut Reader<'_>) -> Result<ParamValue, DecodeError> {
+    let at = r.offset();
+    let tag = r.u8()?;
+    let row = r.row()?;
+    match tag {
+        ARG_SCALAR if row.len() == 1 => Ok(ParamValue::Scalar(row[0].clone())),
+        ARG_ARRAY => Ok(ParamValue::Array(Arc::from(row.as_slice()))),
+        _ => Err(DecodeError { offset: at, reason: "bad argument tag or scalar width" }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::{Invocation, LoggedWrite};
+    use crate::storage::{Key, Value};
+
+    #[test]
+    fn calls_and_write_sets_round_trip_and_every_cut_is_an_error() {
+        let args: Arc<[ParamValue]> = Arc::from(vec![
+            ParamValue::Scalar(Value::Int(7)),
+            ParamValue::Array(Arc::from(vec![Value::text("a"), Value::Null])),
+        ]);
+        let call = Invocation { procedure_id: 3, args: Arc::clone(&args) };
+        let view = CommitView {
+            tid: Tid::new(5, 2),
+            commit_seq: 42,
+            writes: &[],
+            read_last_writers: &[],
+            invocation: Some(&call),
+        };
+        let mut out = Vec::new();
+        encode(&view, &mut out);
+        let key = Key::from(&b"k"[..]);
+        let row: crate::storage::Row = Arc::new(vec![Value::Int(1)]);
+        let writes = [LoggedWrite { table: 2, key: &key, after: Some(&row), previous_writer: 0 }];
+        let data = CommitView {
+            tid: Tid::new(5, 3),
+            commit_seq: 43,
+            writes: &writes,
+            read_last_writers: &[],
+            invocation: None,
+        };
+        encode(&data, &mut out);
+        let mut r = Reader::new(&out);
+        let first = decode(&mut r).unwrap();
+        assert_eq!(first, CommandEntry::Call { seq: 42, tid: Tid::new(5, 2), procedure_id: 3, args: args.to_vec() });
+        let second = decode(&mut r).unwrap();
+        assert_eq!((second.seq(), second.epoch()), (43, 5));
+        assert!(r.is_empty());
+        let first_len = out.len() - {
+            let mut tail = Vec::new();
+            encode(&data, &mut tail);
+            tail.len()
+        };
+        for cut in 0..first_len {
+            assert!(decode(&mut Reader::new(&out[..cut])).is_err(), "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! `clr`: serial command-log replay (PACMAN's baseline, §6). Rebuild the catalog, read `pepoch`,
+//! read every entry of the durable part of every log file, keep those of epochs `≤ pepoch` that
+//! are not void, sort them by `(epoch, commit_seq)` (a serial order, see the module docs of
+//! [`super`]), and re-execute them one by one: a call through the same compiled procedure that
+//! ran it, an ad-hoc write set as a transaction of its puts and deletes. Replayed transactions are
+//! not logged again (they are in the log).
+//!
+//! A logged call that fails on replay means the replayed state diverged from the logged
+//! execution; recovery stops with an error naming the entry's file and offset.
+
+use super::{CommandEntry, decode};
+use crate::db::Database;
+use crate::durability::DurabilityError;
+use crate::durability::codec::Reader;
+use crate::durability::frame;
+use crate::durability::value::ValueOptions;
+use crate::durability::value::files::{self, EntryFormat, Pepoch};
+use crate::durability::value::recovery::{
+    self as value_recovery, LogFile, RecoveryReport, corrupt, plan, read_pepoch, rebuild_catalog, settle_directory,
+};
+use crate::storage::key::decode_key;
+use parking_lot::Mutex;
+use std::path::Path;
+use std::time::Instant;
+
+/// The largest command log file read, in bytes.
+const LOG_FILE_SIZE_MAX_BYTES: u64 = value_recovery::LOG_FILE_SIZE_MAX_BYTES;
+/// Replay advances the (not yet running) epoch every so many transactions, so that TIDs never
+/// run out of sequence numbers within one epoch.
+const TXNS_PER_EPOCH: u64 = 1 << 20;
+
+/// An entry with where it came from.
+struct Located {
+    epoch: u64,
+    seq: u64,
+    file: usize,
+    offset: u64,
+    entry: CommandEntry,
+}
+
+/// Recovers `db` from a command log; returns the report and the next commit sequence number.
+pub fn recover(
+    options: &ValueOptions,
+    db: &Database,
+    modules: &Mutex<Vec<(String, String)>>,
+) -> Result<(RecoveryReport, u64), DurabilityError> {
+    let fs = options.fs.as_ref();
+    let mut report = RecoveryReport::default();
+    let start = Instant::now();
+    *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
+    report.catalog_ms = start.elapsed().as_secs_f64() * 1e3;
+    let pepoch = read_pepoch(fs, &options.log_dirs[0])?;
+    report.pepoch = pepoch.epoch;
+    report.positions = pepoch.positions.clone();
+    let (replay, discard, next_file_seq) = plan(fs, options, &pepoch)?;
+    report.next_file_seq = next_file_seq;
+    let start = Instant::now();
+    let (mut entries, max_epoch, max_seq) = read_entries(options, &replay, &pepoch, &mut report)?;
+    entries.sort_unstable_by_key(|e| (e.epoch, e.seq));
+    execute(db, &replay, &entries)?;
+    report.entries = entries.len() as u64;
+    report.files = replay.len();
+    report.replay_ms = start.elapsed().as_secs_f64() * 1e3;
+    let mut holes = pepoch.holes.clone();
+    if max_epoch > pepoch.epoch {
+        holes.push((pepoch.epoch + 1, max_epoch));
+    }
+    report.holes = holes;
+    report.restart_after_epoch =
+        max_epoch.max(pepoch.epoch).max(pepoch.holes.iter().map(|h| h.1).max().unwrap_or(0)).max(db.epochs().current());
+    settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
+    Ok((report, max_seq + 1))
+}
+
+/// Reads every entry of the files' durable parts; keeps those in the window. Returns them with
+/// the largest epoch and commit sequence number seen (in or out of the window).
+fn read_entries(
+    options: &ValueOptions,
+    files: &[LogFile],
+    pepoch: &Pepoch,
+    report: &mut RecoveryReport,
+) -> Result<(Vec<Located>, u64, u64), DurabilityError> {
+    let (mut kept, mut max_epoch, mut max_seq) = (Vec::new(), 0u64, 0u64);
+    for (index, file) in files.iter().enumerate() {
+        let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
+        let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
+        report.bytes += valid.len() as u64;
+        let (header, mut at) = files::decode_log_header(valid).map_err(|e| corrupt(&file.path, 0, e.to_string()))?;
+        if header.format != EntryFormat::Command {
+            return Err(corrupt(&file.path, 0, "a value log: open it with the value scheme"));
+        }
+        while at < valid.len() {
+            let (payload, size) =
+                frame::decode_block(&valid[at..]).map_err(|e| corrupt(&file.path, at as u64, e.to_string()))?;
+            let payload_at = (at + frame::HEADER_SIZE_BYTES) as u64;
+            let mut r = Reader::new(payload);
+            while !r.is_empty() {
+                let offset = payload_at + r.offset() as u64;
+                let entry = decode(&mut r).map_err(|e| corrupt(&file.path, offset, e.to_string()))?;
+                let (epoch, seq) = (entry.epoch(), entry.seq());
+                max_epoch = max_epoch.max(epoch);
+                max_seq = max_seq.max(seq);
+                let void = pepoch.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch));
+                if epoch > pepoch.epoch || void {
+                    report.entries_skipped += 1;
+                    continue;
+                }
+                kept.push(Located { epoch, seq, file: index, offset, entry });
+            }
+            at += size;
+        }
+    }
+    Ok((kept, max_epoch, max_seq))
+}
+
+/// Re-executes the entries in order through an unlogged worker.
+fn execute(db: &Database, files: &[LogFile], entries: &[Located]) -> Result<(), DurabilityError> {
+    let registry = db.procedures();
+    let mut worker = db.replay_worker();
+    for (n, located) in entries.iter().enumerate() {
+        if n as u64 % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
+            db.epochs().advance();
+        }
+        let path = &files[located.file].path;
+        let diverged =
+            |what: String| corrupt(path, located.offset, format!("replay of commit {} diverged: {what}", located.seq));
+        match &located.entry {
+            CommandEntry::Call { procedure_id, args, .. } => {
+                worker.call_id(&registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
+            }
+            CommandEntry::Data { entry, .. } => apply_writes(&mut worker, path, entry).map_err(diverged)?,
+        }
+    }
+    Ok(())
+}
+
+/// Applies an ad-hoc transaction's logged writes as one transaction.
+fn apply_writes(
+    worker: &mut crate::db::Worker,
+    path: &Path,
+    entry: &crate::durability::codec::Entry,
+) -> Result<(), String> {
+    let mut txn = worker.begin();
+    for write in &entry.writes {
+        match &write.row {
+            Some(row) => txn.put(write.table, row.clone()).map_err(|e| e.to_string())?,
+            None => {
+                let pk = decode_key(&write.key).map_err(|e| format!("{}: undecodable key: {e}", path.display()))?;
+                txn.delete(write.table, &pk).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    txn.commit().map(|_| ()).map_err(|e| e.to_string())
+}
