@@ -51,6 +51,28 @@ fn damaged_newest_log_files_give_the_acknowledged_state_or_a_clear_error() {
     assert_passes(&["--workload", "tpcc", "--trials", "2", "--damage", "--seed", "500"], 2);
 }
 
+#[test]
+fn sigkill_trials_under_command_logging_lose_no_acknowledged_transaction() {
+    assert_passes(
+        &[
+            "--workload",
+            "kv",
+            "--records",
+            "5000",
+            "--trials",
+            "8",
+            "--rounds",
+            "2",
+            "--seed",
+            "700",
+            "--durability",
+            "command",
+        ],
+        8,
+    );
+    assert_passes(&["--workload", "tpcc", "--trials", "3", "--seed", "800", "--durability", "command", "--damage"], 3);
+}
+
 /// The harness must be able to fail: a child that acknowledges at commit, before its epoch is
 /// durable, loses acknowledged sets at a kill, and the verifier says which and how to reproduce.
 #[test]

@@ -582,6 +582,9 @@ struct CrashConfigArgs {
     /// before, during and after checkpoints.
     #[arg(long, default_value_t = 150)]
     checkpoint_interval_ms: u64,
+    /// Durability scheme of the child: value, command.
+    #[arg(long, default_value = "value")]
+    durability: String,
 }
 
 impl CrashConfigArgs {
@@ -595,6 +598,7 @@ impl CrashConfigArgs {
             epoch_interval_ms: self.epoch_interval_ms,
             rotate_epochs: self.rotate_epochs,
             checkpoint_interval_ms: self.checkpoint_interval_ms,
+            durability: self.durability.clone(),
         }
     }
 }

@@ -114,6 +114,9 @@ impl CrashOptions {
             "tpcc" => command.push_str(&format!(" --warehouses {}", c.warehouses)),
             _ => command.push_str(&format!(" --accounts {}", c.accounts)),
         }
+        if c.durability != "value" {
+            command.push_str(&format!(" --durability {}", c.durability));
+        }
         if self.damage {
             command.push_str(" --damage");
         }

@@ -32,6 +32,8 @@ use std::sync::Arc;
 
 /// The workloads a crash test runs.
 pub const WORKLOADS: &[&str] = &["kv", "tpcc", "transfer"];
+/// The durability schemes a crash test runs.
+pub const SCHEMES: &[&str] = &["value", "command"];
 /// Fraction of gets in the crash test's KV workload (more sets than memtier's 1:10, so more
 /// versions to verify).
 pub const KV_READ_FRACTION: f64 = 0.5;
@@ -103,6 +105,8 @@ pub struct CrashConfig {
     pub rotate_epochs: u64,
     /// Milliseconds between checkpoints (0 = none).
     pub checkpoint_interval_ms: u64,
+    /// The durability scheme: `value` or `command`.
+    pub durability: String,
 }
 
 impl Default for CrashConfig {
@@ -116,6 +120,7 @@ impl Default for CrashConfig {
             epoch_interval_ms: 10,
             rotate_epochs: 10,
             checkpoint_interval_ms: 150,
+            durability: "value".into(),
         }
     }
 }
@@ -128,6 +133,13 @@ impl CrashConfig {
                 "unknown workload {:?}; a crash test runs {}",
                 self.workload,
                 WORKLOADS.join(", ")
+            )));
+        }
+        if !SCHEMES.contains(&self.durability.as_str()) {
+            return Err(CrashError::Options(format!(
+                "unknown durability {:?}; a crash test runs {}",
+                self.durability,
+                SCHEMES.join(", ")
             )));
         }
         if !(1..=64).contains(&self.threads) {
@@ -153,6 +165,10 @@ impl CrashConfig {
         let mut options = ValueOptions::new(vec![log_dir.to_path_buf()]);
         options.rotate_epochs = self.rotate_epochs;
         options.checkpoint.interval_ms = self.checkpoint_interval_ms;
+        if self.durability == "command" {
+            options.entry_format = crate::durability::value::files::EntryFormat::Command;
+            options.checkpoint.interval_ms = 0;
+        }
         options.recovery_threads = options.recovery_threads.clamp(1, 4);
         Ok(Arc::new(ValueLogging::new(options)?))
     }
@@ -176,6 +192,8 @@ impl CrashConfig {
             self.rotate_epochs.to_string(),
             "--checkpoint-interval-ms".into(),
             self.checkpoint_interval_ms.to_string(),
+            "--durability".into(),
+            self.durability.clone(),
         ]
     }
 }
