@@ -37,6 +37,9 @@ const WAIT_EVERY: usize = 4;
 const VIOLATIONS_SHOWN: usize = 10;
 
 const KV_DEL_SOURCE: &str = "procedure kv_del(kname text) { delete from kv where k = kname; }";
+/// The procedures the histories' modules define (a state lists those the catalog holds).
+const PROCEDURES: [&str; 8] =
+    ["open_account", "transfer", "balance", "branch_total", "kv_load", "kv_get", "kv_set", "kv_del"];
 
 // ---------------------------------------------------------------------------------------------
 // Knobs, opening a database on a simulated disk
@@ -112,6 +115,7 @@ fn transfer_history(steps_total: usize) -> History {
     let mut balances: Vec<Option<i64>> = vec![None; ACCOUNTS];
     let dump = |balances: &[Option<i64>]| -> Dump {
         let mut out = vec!["table account".to_string()];
+        out.extend(PROCEDURES[..4].iter().map(|p| format!("procedure {p}")));
         for (id, b) in balances.iter().enumerate() {
             if let Some(b) = b {
                 let row = [Value::Int(id as i64), Value::Int((id % 2) as i64), Value::Int(*b)];
@@ -153,19 +157,21 @@ fn kv_history(steps_total: usize) -> History {
     const DEL_MODULE_AT: usize = 5;
     let mut steps = vec![Step::Module { name: "kv.proc", source: lazarus::workload::kv::SOURCE }];
     let mut model: std::collections::BTreeMap<String, (u64, String)> = Default::default();
-    let dump = |model: &std::collections::BTreeMap<String, (u64, String)>| -> Dump {
+    let dump = |model: &std::collections::BTreeMap<String, (u64, String)>, deletes: bool| -> Dump {
         let mut out = vec!["table kv".to_string()];
+        let procedures = if deletes { &PROCEDURES[4..] } else { &PROCEDURES[4..7] };
+        out.extend(procedures.iter().map(|p| format!("procedure {p}")));
         out.extend(model.iter().map(|(k, (_, v))| row_line("kv", &[Value::text(k), Value::text(v)])));
         out.sort();
         out
     };
-    let mut states = vec![Vec::new(), dump(&model)];
+    let mut states = vec![Vec::new(), dump(&model, false)];
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     while steps.len() < steps_total {
         let i = steps.len();
         if i == DEL_MODULE_AT {
             steps.push(Step::Module { name: "kv_del.proc", source: KV_DEL_SOURCE });
-            states.push(dump(&model));
+            states.push(dump(&model, true));
             continue;
         }
         let r = next_random(&mut rng);
@@ -179,7 +185,7 @@ fn kv_history(steps_total: usize) -> History {
             model.insert(key.clone(), (version, format!("{version:012}{data}")));
             steps.push(Step::Call { worker: i % 2, procedure: "kv_set", args: vec![text(&key), text(&data)] });
         }
-        states.push(dump(&model));
+        states.push(dump(&model, i > DEL_MODULE_AT));
     }
     History { name: "kv", steps, states }
 }
@@ -220,9 +226,10 @@ impl Run {
         }
     }
 
-    fn error(&mut self, e: impl std::fmt::Display) {
+    /// Records an error; `fault_fired` says whether an injected fault had fired by then.
+    fn error(&mut self, e: impl std::fmt::Display, fault_fired: bool) {
         let message = e.to_string();
-        if self.fault_seen_at.is_some() {
+        if fault_fired {
             self.errors_after_fault.push(message.clone());
         }
         self.first_error.get_or_insert(message);
@@ -235,7 +242,7 @@ impl Run {
 fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize>, keep_going: bool) -> Run {
     let mut run = Run { acked: range.start, ..Run::default() };
     let Ok(mut workers) = (0..2).map(|_| db.try_worker()).collect::<Result<Vec<_>, _>>() else {
-        run.error("no workers");
+        run.error("no workers", disk.faults_fired() > 0);
         return run;
     };
     let mut pending: Option<(usize, DurabilityTicket)> = None;
@@ -249,14 +256,14 @@ fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize
             Step::Module { name, source } => {
                 // DDL is made durable on its own, not in epoch order: make what came before
                 // durable first, so the history stays a serial order.
-                wait(db, &workers[0], &mut pending, &mut run)
+                wait(db, disk, &workers[0], &mut pending, &mut run)
                     && match db.load_module(name, source) {
                         Ok(_) => {
                             run.ack(i);
                             true
                         }
                         Err(e) => {
-                            run.error(e);
+                            run.error(e, disk.faults_fired() > 0);
                             false
                         }
                     }
@@ -267,7 +274,7 @@ fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize
                     true
                 }
                 Err(e) => {
-                    run.error(e);
+                    run.error(e, disk.faults_fired() > 0);
                     false
                 }
             },
@@ -276,7 +283,7 @@ fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize
             db.epochs().advance();
         }
         let waited = if (i + 1) % WAIT_EVERY == 0 || i + 1 == end {
-            wait(db, &workers[0], &mut pending, &mut run)
+            wait(db, disk, &workers[0], &mut pending, &mut run)
         } else {
             true
         };
@@ -290,6 +297,7 @@ fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize
 /// Advances the epoch and waits for the last pending step; returns whether it was acknowledged.
 fn wait(
     db: &Database,
+    disk: &SimDisk,
     worker: &lazarus::Worker,
     pending: &mut Option<(usize, DurabilityTicket)>,
     run: &mut Run,
@@ -304,7 +312,7 @@ fn wait(
             true
         }
         Err(e) => {
-            run.error(e);
+            run.error(e, disk.faults_fired() > 0);
             false
         }
     }
@@ -337,6 +345,8 @@ fn dump(db: &Database) -> Result<Dump, String> {
         }
         out.extend(primary);
     }
+    let procedures = db.procedures();
+    out.extend(PROCEDURES.iter().filter(|p| procedures.id_of(p).is_some()).map(|p| format!("procedure {p}")));
     out.sort();
     Ok(out)
 }
@@ -869,7 +879,7 @@ fn fault_case(history: &History, fault: Fault, steps: usize, tally: &mut Tally) 
         }
         Err(e) => {
             let mut run = Run { fault_seen_at: Some(0), ..Run::default() };
-            run.error(e);
+            run.error(e, disk.faults_fired() > 0);
             run
         }
     };
@@ -935,4 +945,38 @@ fn closing_right_after_open_does_not_wait_for_the_epoch_interval() {
         db.close().expect("close");
         assert!(start.elapsed() < std::time::Duration::from_secs(5), "close took {:?}", start.elapsed());
     }
+}
+
+/// Regression: a failed sync while recording a module (the `catalog` file) returned an error to
+/// `load_module` but left the scheme running, so later commits were still acknowledged, and a
+/// module could be recorded after the scheme had failed.
+#[test]
+fn a_failed_catalog_sync_stops_acknowledging() {
+    let history = kv_history(12);
+    let disk = SimDisk::new();
+    let db = open(&disk).expect("open");
+    let run = run_history(&db, &disk, &history.steps, 0..5, false);
+    assert_eq!(run.acked, 5, "{:?}", run.first_error);
+    // With the epoch still, the next sync is the catalog's.
+    disk.inject(Fault {
+        kind: Some(OpKind::SyncData),
+        nth: disk.ops_of(OpKind::SyncData) + 1,
+        error: FaultError::Eio,
+        sticky: false,
+    });
+    let err = db.load_module("kv_del.proc", KV_DEL_SOURCE).expect_err("the catalog sync fails");
+    assert!(err.to_string().contains("catalog") && err.to_string().contains("Input/output error"), "{err}");
+    assert_eq!(disk.faults_fired(), 1);
+    let mut worker = db.worker();
+    let acknowledged =
+        worker.call("kv_set", &[text("key:1"), text("after")]).map_err(|e| e.to_string()).and_then(|out| {
+            db.epochs().advance();
+            worker.wait_durable(&out.committed.durability).map_err(|e| e.to_string())
+        });
+    let message = acknowledged.expect_err("nothing is acknowledged after a failed sync");
+    assert!(message.contains("durability failed") && message.contains("/db/log0/catalog"), "{message}");
+    let again =
+        db.load_module("other.proc", "procedure nop() { return 1; }").expect_err("a failed scheme records nothing");
+    assert!(again.to_string().contains("durability failed"), "{again}");
+    let _ = db.close();
 }

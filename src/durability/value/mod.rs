@@ -370,12 +370,21 @@ impl LogScheme for ValueLogging {
     }
 
     fn record_module(&self, file_name: &str, source: &str) -> Result<(), DurabilityError> {
+        // A failed scheme records nothing more: a module loaded now would be acknowledged
+        // after the failure.
+        if let Some(message) = self.shared.failed.get() {
+            return Err(DurabilityError::Failed(message.clone()));
+        }
         let mut modules = self.shared.modules.lock();
         modules.push((file_name.to_string(), source.to_string()));
         let path = self.shared.pepoch_dir().join(files::CATALOG_FILE);
         if let Err(e) = self.shared.options.fs.write_atomic(&path, &files::encode_catalog(&modules)) {
             modules.pop();
-            return Err(DurabilityError::Failed(format!("cannot record the catalog in {}: {e}", path.display())));
+            // Fatal like any other I/O error of the scheme (fsyncgate): after a failed sync the
+            // directory or the file may hold anything, so nothing more is acknowledged.
+            let message = format!("cannot record the catalog in {}: {e}", path.display());
+            self.shared.fail(message.clone());
+            return Err(DurabilityError::Failed(message));
         }
         Ok(())
     }
