@@ -176,7 +176,7 @@ fn kv_history(steps_total: usize) -> History {
         }
         let r = next_random(&mut rng);
         let key = lazarus::workload::kv::key_name(r % KEYS);
-        if i > DEL_MODULE_AT && (r >> 8) % 4 == 0 {
+        if i > DEL_MODULE_AT && (r >> 8).is_multiple_of(4) {
             model.remove(&key);
             steps.push(Step::Call { worker: i % 2, procedure: "kv_del", args: vec![text(&key)] });
         } else {
@@ -287,7 +287,8 @@ fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize
         } else {
             true
         };
-        if !(ok && waited) && !keep_going {
+        let stopped = !(ok && waited);
+        if stopped && !keep_going {
             break;
         }
     }
