@@ -763,9 +763,8 @@ fn damages(path: &Path, bytes: &[u8], limit: u64) -> Vec<Damage> {
     out
 }
 
-/// Whether `damage` cuts a rotated (wholly durable) log file at a block boundary: the one damage
-/// recovery cannot see today, because nothing records how long a rotated file was (see
-/// docs/RELIABILITY.md, "Known gap").
+/// Whether `damage` cuts a wholly durable log file at a block boundary, where every block before
+/// the cut is intact (only the end block, or the durable length in `pepoch`, can tell).
 fn is_rotated_block_cut(path: &Path, original: &[u8], limit: u64, damage: &Damage) -> bool {
     let name = Path::new(path.file_name().unwrap_or_default());
     files::is_log_file(name)
@@ -773,9 +772,9 @@ fn is_rotated_block_cut(path: &Path, original: &[u8], limit: u64, damage: &Damag
         && damage.cut.is_some_and(|cut| cut < original.len() && block_starts(original).contains(&cut))
 }
 
-/// Sweeps every damage of every file of a damaged base image; only the known gap when
-/// `known_gap`, everything else otherwise.
-fn damage_sweep(history: &History, known_gap: bool) -> (Tally, u64) {
+/// Sweeps every damage of every file of a damaged base image: only the block-boundary cuts of
+/// wholly durable log files when `block_cuts`, everything else otherwise.
+fn damage_sweep(history: &History, block_cuts: bool) -> (Tally, u64) {
     let (image, expected) = damaged_base(history);
     let clean = open(&image.fork()).expect("the undamaged image recovers");
     assert_eq!(dump(&clean).expect("dump"), expected);
@@ -791,7 +790,7 @@ fn damage_sweep(history: &History, known_gap: bool) -> (Tally, u64) {
     for (path, limit) in &limits {
         let original = image.contents(path).unwrap_or_default();
         for damage in damages(path, &original, *limit) {
-            if is_rotated_block_cut(path, &original, *limit, &damage) != known_gap {
+            if is_rotated_block_cut(path, &original, *limit, &damage) != block_cuts {
                 continue;
             }
             offsets += 1;
@@ -858,13 +857,11 @@ fn log_damage_sweep_transfer_cuts_the_tail_and_names_damage_in_the_durable_part(
     tally.assert_clean("transfer damage");
 }
 
-/// The known gap: a rotated log file cut at a block boundary (e.g. its size lost with file-system
-/// metadata) looks whole, so its last blocks vanish without an error, and older versions of
-/// their keys come back. The fix is an end block written when a file is closed (logger rotation
-/// and recovery's settling), checked for every file older than the durable one; it changes the
-/// log format, so it is left to the value scheme's owner (docs/RELIABILITY.md).
+/// Regression: a rotated log file cut at a block boundary (e.g. its size lost with file-system
+/// metadata) looked whole, so its last blocks vanished without an error and older versions of
+/// their keys came back (a silent divergence). Closed files now end with an end block that
+/// records their length.
 #[test]
-#[ignore = "known gap: nothing records a rotated log file's length, so a cut at a block boundary goes unseen"]
 fn a_rotated_log_file_cut_at_a_block_boundary_is_named() {
     for history in [kv_history(24), transfer_history(24)] {
         let (tally, offsets) = damage_sweep(&history, true);

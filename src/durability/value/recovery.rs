@@ -3,16 +3,18 @@
 //! 1. Rebuild the catalog from the `catalog` file (the modules, in load order).
 //! 2. Read `pepoch`: the persistent epoch `p`, each logger's durable position, the void epochs.
 //! 3. Sort every logger's files by their sequence number. Files older than the logger's durable
-//!    file must be whole; the durable file is read up to its durable length; newer files hold
-//!    only records of epochs > `p` and are discarded.
+//!    file must be whole (they end with an end block that records their length); the durable
+//!    file is read up to its durable length; newer files hold only records of epochs > `p` and
+//!    are discarded.
 //! 4. Replay with all cores, newest file first (SiloR: later files make most older records
 //!    obsolete, so fewer overwrites): for each record of an epoch ≤ `p` and not void, install its
 //!    after-image (or a tombstone for a delete) if its TID is larger than the key's current one.
 //! 5. Sweep tombstones and build the secondary indexes, one thread per table.
 //! 6. Make the directory match what was recovered: truncate the durable file to its durable
-//!    length, delete discarded files, close `data.log` under an `old_data` name, and write a
-//!    `pepoch` whose void ranges cover every epoch above `p` that a retained file may hold, so
-//!    those records are never replayed after the epoch moves past them.
+//!    length and end it with an end block, delete discarded files, close `data.log` under an
+//!    `old_data` name, and write a `pepoch` whose void ranges cover every epoch above `p` that a
+//!    retained file may hold, so those records are never replayed after the epoch moves past
+//!    them.
 //!
 //! Damage inside the durable part of a file stops recovery with
 //! [`DurabilityError::Corrupt`] naming the file and offset; nothing is silently skipped.
@@ -240,7 +242,7 @@ fn replay_files(
     for file in replay {
         let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
         let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
-        let blocks = frame_blocks(&file.path, valid)?;
+        let blocks = frame_blocks(&file.path, valid, !file.durable)?;
         total.bytes += valid.len() as u64;
         let stats = apply_blocks(options.recovery_threads, &catalog, file, valid, &blocks, pepoch)?;
         total.entries += stats.entries;
@@ -263,13 +265,27 @@ struct FileStats {
 }
 
 /// Checks the framing of every block of a file's valid part; returns each block's payload range.
-fn frame_blocks(path: &Path, valid: &[u8]) -> Result<Vec<(usize, usize)>, DurabilityError> {
+/// A closed file (older than its logger's durable file) must end with an end block recording
+/// its length: without it, a file cut at a block boundary would look whole.
+fn frame_blocks(path: &Path, valid: &[u8], closed: bool) -> Result<Vec<(usize, usize)>, DurabilityError> {
     let (_, mut at) = files::decode_log_header(valid).map_err(|e| corrupt(path, 0, e.to_string()))?;
     let mut blocks = Vec::new();
+    let mut end_block = None;
     while at < valid.len() {
         let (payload, size) = frame::decode_block(&valid[at..]).map_err(|e| corrupt(path, at as u64, e.to_string()))?;
-        blocks.push((at + HEADER_SIZE_BYTES, at + HEADER_SIZE_BYTES + payload.len()));
+        if at + size == valid.len() && files::decode_end_block(payload) == Some(at as u64) {
+            end_block = Some(at);
+        } else {
+            blocks.push((at + HEADER_SIZE_BYTES, at + HEADER_SIZE_BYTES + payload.len()));
+        }
         at += size;
+    }
+    if closed && end_block.is_none() {
+        return Err(corrupt(
+            path,
+            valid.len() as u64,
+            "a closed log file does not end with its end block (cut short?)",
+        ));
     }
     Ok(blocks)
 }
@@ -375,11 +391,14 @@ fn settle_directory(
         fs.remove(path)?;
     }
     for file in replay.iter().filter(|f| f.durable) {
+        // Closed here: cut to the durable length and end it, so that once a newer file is
+        // durable, this one is read whole and known to be whole.
         let mut handle = fs.open(&file.path, OpenMode::ReadWrite)?;
         if handle.len_bytes()? > file.valid_len_bytes {
             handle.truncate(file.valid_len_bytes)?;
-            handle.sync_data()?;
         }
+        handle.append(&files::encode_end_block(file.valid_len_bytes))?;
+        handle.sync_data()?;
         drop(handle);
         if file.path.file_name().is_some_and(|n| n == files::CURRENT_LOG) {
             let dir = &options.log_dirs[file.logger];
