@@ -237,7 +237,7 @@ impl Run {
 }
 
 /// Runs `steps[range]` on `db`: advances the epoch every [`ADVANCE_EVERY`] steps and waits for
-/// durability every [`WAIT_EVERY`] steps, before each module load and at the end. Stops at the
+/// durability every [`WAIT_EVERY`] steps and at the end. Stops at the
 /// first error unless `keep_going`.
 fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize>, keep_going: bool) -> Run {
     let mut run = Run { acked: range.start, ..Run::default() };
@@ -253,21 +253,19 @@ fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize
         }
         run.issued = i + 1;
         let ok = match &steps[i] {
-            Step::Module { name, source } => {
-                // DDL is made durable on its own, not in epoch order: make what came before
-                // durable first, so the history stays a serial order.
-                wait(db, disk, &workers[0], &mut pending, &mut run)
-                    && match db.load_module(name, source) {
-                        Ok(_) => {
-                            run.ack(i);
-                            true
-                        }
-                        Err(e) => {
-                            run.error(e, disk.faults_fired() > 0);
-                            false
-                        }
-                    }
-            }
+            // A module load is acknowledged when it returns, and takes its place in the serial
+            // order: every step before it must be durable by then.
+            Step::Module { name, source } => match db.load_module(name, source) {
+                Ok(_) => {
+                    pending = None;
+                    run.ack(i);
+                    true
+                }
+                Err(e) => {
+                    run.error(e, disk.faults_fired() > 0);
+                    false
+                }
+            },
             Step::Call { worker, procedure, args } => match workers[*worker].call(procedure, args) {
                 Ok(out) => {
                     pending = Some((i, out.committed.durability));
@@ -998,13 +996,8 @@ fn a_failed_catalog_sync_stops_acknowledging() {
     let db = open(&disk).expect("open");
     let run = run_history(&db, &disk, &history.steps, 0..5, false);
     assert_eq!(run.acked, 5, "{:?}", run.first_error);
-    // With the epoch still, the next sync is the catalog's.
-    disk.inject(Fault {
-        kind: Some(OpKind::SyncData),
-        nth: disk.ops_of(OpKind::SyncData) + 1,
-        error: FaultError::Eio,
-        sticky: false,
-    });
+    let fault = Fault { kind: Some(OpKind::SyncData), nth: 1, error: FaultError::Eio, sticky: false };
+    disk.inject_on_path("catalog", fault);
     let err = db.load_module("kv_del.proc", KV_DEL_SOURCE).expect_err("the catalog sync fails");
     assert!(err.to_string().contains("catalog") && err.to_string().contains("Input/output error"), "{err}");
     assert_eq!(disk.faults_fired(), 1);
@@ -1019,5 +1012,32 @@ fn a_failed_catalog_sync_stops_acknowledging() {
     let again =
         db.load_module("other.proc", "procedure nop() { return 1; }").expect_err("a failed scheme records nothing");
     assert!(again.to_string().contains("durability failed"), "{again}");
+    let _ = db.close();
+}
+
+/// Regression: a module's catalog was made durable at once, even when transactions committed
+/// before it were not, so a crash could keep the module and lose them: a state that is no prefix
+/// of the history.
+#[test]
+fn a_module_load_is_durable_only_after_what_was_committed_before_it() {
+    let history = kv_history(8);
+    let disk = SimDisk::new();
+    let db = open(&disk).expect("open");
+    let run = run_history(&db, &disk, &history.steps, 0..1, false);
+    assert_eq!(run.acked, 1, "{:?}", run.first_error);
+    let mut worker = db.worker();
+    worker.call("kv_set", &[text("key:1"), text("before")]).expect("kv_set");
+    db.load_module("kv_del.proc", KV_DEL_SOURCE).expect("load");
+    for seed in 0..50 {
+        let image = disk.crash(seed);
+        let recovered = open(&image).expect("recover");
+        let state = dump(&recovered).expect("dump");
+        assert!(state.contains(&"procedure kv_del".to_string()), "seed {seed}: the module was acknowledged");
+        assert!(
+            state.iter().any(|line| line.contains("before")),
+            "seed {seed}: the module survived but the commit before it did not: {state:?}"
+        );
+        let _ = recovered.close();
+    }
     let _ = db.close();
 }

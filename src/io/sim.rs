@@ -124,6 +124,15 @@ pub struct Fault {
     pub sticky: bool,
 }
 
+/// A fault and the matching operations seen so far.
+#[derive(Clone, Debug)]
+struct ArmedFault {
+    fault: Fault,
+    /// Only operations on a path containing this count.
+    path: Option<String>,
+    seen: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Node {
     File(u64),
@@ -193,7 +202,7 @@ struct State {
     ops_by_kind: [u64; OpKind::ALL.len()],
     freeze_after: Option<u64>,
     refused: u64,
-    faults: Vec<Fault>,
+    faults: Vec<ArmedFault>,
     faults_fired: u64,
 }
 
@@ -223,22 +232,28 @@ impl State {
             self.refused += 1;
             return Err(sim_error(EIO, path, "the disk is frozen (simulated power loss)"));
         }
-        for fault in &self.faults {
-            let count = match fault.kind {
-                Some(k) if k == kind => self.ops_by_kind[kind.index()],
-                Some(_) => continue,
-                None => self.ops,
-            };
-            if count == fault.nth || (fault.sticky && count > fault.nth) {
-                self.faults_fired += 1;
-                let errno = match fault.error {
-                    FaultError::Eio => EIO,
-                    FaultError::Enospc => ENOSPC,
-                };
-                return Err(sim_error(errno, path, "injected fault"));
+        let mut firing = None;
+        for armed in &mut self.faults {
+            let kind_matches = armed.fault.kind.is_none_or(|k| k == kind);
+            let path_matches = armed.path.as_ref().is_none_or(|part| path.to_string_lossy().contains(part.as_str()));
+            if !(kind_matches && path_matches) {
+                continue;
+            }
+            armed.seen += 1;
+            let fault = armed.fault;
+            if firing.is_none() && (armed.seen == fault.nth || (fault.sticky && armed.seen > fault.nth)) {
+                firing = Some(fault.error);
             }
         }
-        Ok(())
+        let Some(error) = firing else {
+            return Ok(());
+        };
+        self.faults_fired += 1;
+        let errno = match error {
+            FaultError::Eio => EIO,
+            FaultError::Enospc => ENOSPC,
+        };
+        Err(sim_error(errno, path, "injected fault"))
     }
 
     fn file(&self, path: &Path) -> io::Result<u64> {
@@ -459,10 +474,18 @@ impl SimDisk {
         self.state.lock().refused
     }
 
-    /// Adds a fault.
+    /// Adds a fault; operations are counted from the disk's creation.
     pub fn inject(&self, fault: Fault) {
         assert!(fault.nth >= 1, "operations are counted from 1");
-        self.state.lock().faults.push(fault);
+        let mut s = self.state.lock();
+        let seen = fault.kind.map_or(s.ops, |k| s.ops_by_kind[k.index()]);
+        s.faults.push(ArmedFault { fault, path: None, seen });
+    }
+
+    /// Adds a fault that counts only operations on paths containing `path_part`, from now on.
+    pub fn inject_on_path(&self, path_part: &str, fault: Fault) {
+        assert!(fault.nth >= 1, "operations are counted from 1");
+        self.state.lock().faults.push(ArmedFault { fault, path: Some(path_part.to_string()), seen: 0 });
     }
 
     /// How many operations failed because of an injected fault.
@@ -824,6 +847,25 @@ mod tests {
         assert!(disk.list(&p("/d")).is_err());
         assert_eq!(disk.faults_fired(), 3);
         assert_eq!(disk.ops_of(OpKind::SyncData), 3);
+    }
+
+    #[test]
+    fn a_fault_aimed_at_a_path_counts_only_that_path() {
+        let disk = disk_with_dir();
+        disk.inject_on_path(
+            "b.tmp",
+            Fault { kind: Some(OpKind::SyncData), nth: 2, error: FaultError::Eio, sticky: false },
+        );
+        let mut a = disk.open(&p("/d/a"), OpenMode::CreateNew).unwrap();
+        let mut b = disk.open(&p("/d/b.tmp"), OpenMode::CreateNew).unwrap();
+        for _ in 0..3 {
+            a.sync_data().unwrap();
+        }
+        b.sync_data().unwrap();
+        a.sync_data().unwrap();
+        assert!(b.sync_data().unwrap_err().to_string().contains("/d/b.tmp"));
+        b.sync_data().unwrap();
+        assert_eq!(disk.faults_fired(), 1);
     }
 
     #[test]

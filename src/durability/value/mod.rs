@@ -375,6 +375,14 @@ impl LogScheme for ValueLogging {
         if let Some(message) = self.shared.failed.get() {
             return Err(DurabilityError::Failed(message.clone()));
         }
+        // A module takes its place in the serial order: what was committed before it must be
+        // durable before the catalog that holds it is, or a crash could keep the module and lose
+        // those commits (a state that is no prefix of the history).
+        if let Some(epochs) = self.shared.epochs.get() {
+            let committed_before = epochs.current();
+            epochs.advance();
+            self.wait_durable(&DurabilityTicket::Epoch(committed_before))?;
+        }
         let mut modules = self.shared.modules.lock();
         modules.push((file_name.to_string(), source.to_string()));
         let path = self.shared.pepoch_dir().join(files::CATALOG_FILE);
