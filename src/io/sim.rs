@@ -22,7 +22,8 @@
 //!   journaling file system commits the operations on one name in order; across names it may
 //!   reorder). A name whose directory did not survive is gone.
 //! - **Faults**: [`SimDisk::inject`] makes the n-th operation (of one [`OpKind`], or of any kind)
-//!   fail with EIO or ENOSPC, once or from then on ("sticky"). A failed operation has no effect.
+//!   fail with EIO or ENOSPC, once or from then on ("sticky"); [`SimDisk::inject_on_path`] counts
+//!   only operations on matching paths. A failed operation has no effect.
 //!   [`SimDisk::freeze_after`] makes every operation after the k-th fail: the machine has lost
 //!   power at that point, and [`SimDisk::crash`] then gives the disk as recovery finds it.
 //! - **Counting**: every call of a trait method is one operation ([`SimDisk::ops`]), so a test can

@@ -23,6 +23,11 @@
 //!   (after the position, ignored) from corruption of acknowledged data (before it, an error).
 //! - Rotated files are named `old_data.<max epoch>.<file seq>`: the sequence keeps names unique
 //!   when recovery closes a `data.log` whose max epoch equals an older file's.
+//! - A module load ([`LogScheme::record_module`]) takes its place in the serial order: it waits
+//!   until everything committed before it is durable, then writes `catalog`; any I/O error on the
+//!   way is fatal to the scheme, like a log write's.
+//! - Closed log files end with an end block that records their length, so recovery can tell a
+//!   closed file cut at a block boundary from a whole one (`docs/FORMAT.md`).
 //! - Deleted keys are kept as tombstones (absent records with their TID) during replay so that an
 //!   older insert from another file cannot resurrect them; they are swept, and secondary indexes
 //!   built, after replay (PACMAN §2.3: indexes may be rebuilt at the end of replay).
