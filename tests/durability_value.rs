@@ -193,6 +193,8 @@ fn a_torn_tail_after_the_durable_length_is_ignored_at_every_cut() {
 
 #[test]
 fn damage_inside_the_durable_part_names_the_file_and_offset() {
+    // No rotation: a rotation in the last round would leave a header-only durable file.
+    let options = |dir: &Path| ValueOptions { rotate_epochs: 1000, ..options(dir) };
     let dir = tempfile::tempdir().unwrap();
     let (db, _) = open(options(dir.path())).unwrap();
     history(&db, 200);

@@ -24,6 +24,7 @@
 
 pub mod cache;
 pub mod real;
+pub mod sim;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -67,7 +68,8 @@ pub trait FileSystem: Send + Sync {
     /// Opens a file.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn File>>;
 
-    /// Creates a directory and its parents.
+    /// Creates a directory and its parents, durably: each directory created is synced into its
+    /// parent before this returns (a new name is durable only once its directory is synced).
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
 
     /// Renames a file, replacing `to` if it exists. Durable after `sync_dir` of the directory.

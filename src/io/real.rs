@@ -57,7 +57,16 @@ impl FileSystem for RealFs {
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        fs::create_dir_all(path).map_err(|e| with_path(e, path))
+        // A new directory's name is durable only once its parent is synced; without this a log
+        // directory created on first open could vanish with everything in it at power loss.
+        let missing: Vec<PathBuf> =
+            path.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();
+        fs::create_dir_all(path).map_err(|e| with_path(e, path))?;
+        for dir in missing.iter().rev() {
+            let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            self.sync_dir(parent)?;
+        }
+        Ok(())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

@@ -81,6 +81,11 @@ impl EpochManager {
             let interval = Duration::from_millis(interval_ms);
             let mut stop = manager.stop.lock();
             loop {
+                // Checked before waiting too: a stop that came before this thread first took the
+                // lock sent its wake-up to nobody, and `close` would wait a whole interval.
+                if *stop {
+                    return;
+                }
                 let timed_out = manager.wake.wait_for(&mut stop, interval).timed_out();
                 if *stop {
                     return;

@@ -89,9 +89,15 @@ fn read_entries(
         if header.format != EntryFormat::Command {
             return Err(corrupt(&file.path, 0, "a value log: open it with the value scheme"));
         }
+        let mut ended = file.durable;
         while at < valid.len() {
             let (payload, size) =
                 frame::decode_block(&valid[at..]).map_err(|e| corrupt(&file.path, at as u64, e.to_string()))?;
+            if !file.durable && at + size == valid.len() {
+                // A closed file's last block is its end block, recording its own offset.
+                ended = files::decode_end_block(payload) == Some(at as u64);
+                break;
+            }
             let payload_at = (at + frame::HEADER_SIZE_BYTES) as u64;
             let mut r = Reader::new(payload);
             while !r.is_empty() {
@@ -108,6 +114,10 @@ fn read_entries(
                 kept.push(Located { epoch, seq, file: index, offset, entry });
             }
             at += size;
+        }
+        if !ended {
+            let reason = "a closed log file does not end with its end block (cut short?)";
+            return Err(corrupt(&file.path, valid.len() as u64, reason));
         }
     }
     Ok((kept, max_epoch, max_seq))

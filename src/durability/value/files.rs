@@ -19,8 +19,10 @@ const LOG_MAGIC: &[u8; 8] = b"LZVALLOG";
 const COMMAND_LOG_MAGIC: &[u8; 8] = b"LZCMDLOG";
 const PEPOCH_MAGIC: &[u8; 8] = b"LZPEPOCH";
 const CATALOG_MAGIC: &[u8; 8] = b"LZCATLOG";
-/// Version of the log file, pepoch and catalog layouts.
-pub const FORMAT_VERSION: u32 = 1;
+const END_MAGIC: &[u8; 8] = b"LZVALEND";
+/// Version of the log file, pepoch and catalog layouts (2: closed log files end with an end
+/// block).
+pub const FORMAT_VERSION: u32 = 2;
 /// The most loggers (log directories) a database may use.
 pub const LOGGERS_MAX: usize = 64;
 /// The largest pepoch or catalog file read, in bytes.
@@ -114,6 +116,26 @@ pub fn decode_log_header(bytes: &[u8]) -> Result<(LogHeader, usize), FileFormatE
         return Err(FileFormatError::Invalid("trailing bytes in the log header"));
     }
     Ok((header, size))
+}
+
+/// Encodes the end block of a closed log file: it records the file's length before it, so that
+/// recovery can tell a closed file cut at a block boundary from a whole one.
+pub fn encode_end_block(body_len_bytes: u64) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(20);
+    payload.extend_from_slice(END_MAGIC);
+    payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    payload.extend_from_slice(&body_len_bytes.to_le_bytes());
+    let mut out = Vec::new();
+    frame::encode_block(&payload, &mut out);
+    out
+}
+
+/// The length an end block's payload records, or `None` if the payload is not an end block.
+pub fn decode_end_block(payload: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(payload);
+    check_magic(&mut r, END_MAGIC, "end block").ok()?;
+    let body_len_bytes = r.u64().ok()?;
+    r.is_empty().then_some(body_len_bytes)
 }
 
 fn check_magic(r: &mut Reader<'_>, magic: &[u8; 8], expected: &'static str) -> Result<(), FileFormatError> {
@@ -292,5 +314,10 @@ mod tests {
         assert_eq!(parse_old_log_name(Path::new(&old_log_name(17, 4))), Some((17, 4)));
         assert_eq!(parse_old_log_name(Path::new("data.log")), None);
         assert_eq!(parse_old_log_name(Path::new("old_data.17.4.tmp")), None);
+        let end = encode_end_block(4096);
+        let (payload, size) = frame::decode_block(&end).unwrap();
+        assert_eq!((decode_end_block(payload), size), (Some(4096), end.len()));
+        assert_eq!(decode_end_block(&payload[..payload.len() - 1]), None);
+        assert_eq!(decode_end_block(b"LZVALLOG and more bytes"), None);
     }
 }

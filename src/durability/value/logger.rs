@@ -9,8 +9,8 @@
 //! 3. appends the buffers to `data.log` as framed blocks and hands them back to their workers;
 //! 4. syncs the file, then publishes `e_l = min(e_w)` with the file's sequence number and synced
 //!    length: every record of an epoch < `e_l` from this logger's workers is durable;
-//! 5. every `rotate_epochs` epochs, renames `data.log` to `old_data.<max epoch>.<seq>` and starts
-//!    a new one.
+//! 5. every `rotate_epochs` epochs, closes `data.log` with an end block (its length), syncs it,
+//!    renames it to `old_data.<max epoch>.<seq>` and starts a new one.
 //!
 //! The distinguished thread computes `pepoch = min(e_l) − 1`, writes it (with each logger's
 //! durable position) to the `pepoch` file atomically and durably, and only then publishes it;
@@ -174,7 +174,11 @@ fn rotate(
 ) -> std::io::Result<CurrentFile> {
     let fs = &scheme.options.fs;
     let old: PathBuf = logger.dir.join(files::old_log_name(current.max_epoch, current.seq));
-    drop(current.file);
+    // Recovery reads a closed file whole; its end block is how it knows the file is whole.
+    let mut file = current.file;
+    file.append(&files::encode_end_block(current.len_bytes))?;
+    file.sync_data()?;
+    drop(file);
     fs.rename(&logger.dir.join(files::CURRENT_LOG), &old)?;
     fs.sync_dir(&logger.dir)?;
     create_file(scheme, logger, current.seq + 1, epoch)

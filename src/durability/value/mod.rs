@@ -26,6 +26,11 @@
 //!   (after the position, ignored) from corruption of acknowledged data (before it, an error).
 //! - Rotated files are named `old_data.<max epoch>.<file seq>`: the sequence keeps names unique
 //!   when recovery closes a `data.log` whose max epoch equals an older file's.
+//! - A module load ([`LogScheme::record_module`]) takes its place in the serial order: it waits
+//!   until everything committed before it is durable, then writes `catalog`; any I/O error on the
+//!   way is fatal to the scheme, like a log write's.
+//! - Closed log files end with an end block that records their length, so recovery can tell a
+//!   closed file cut at a block boundary from a whole one (`docs/FORMAT.md`).
 //! - Deleted keys are kept as tombstones (absent records with their TID) during replay so that an
 //!   older insert from another file cannot resurrect them; they are swept, and secondary indexes
 //!   built, after replay (PACMAN §2.3: indexes may be rebuilt at the end of replay).
@@ -409,12 +414,29 @@ impl LogScheme for ValueLogging {
     }
 
     fn record_module(&self, file_name: &str, source: &str) -> Result<(), DurabilityError> {
+        // A failed scheme records nothing more: a module loaded now would be acknowledged
+        // after the failure.
+        if let Some(message) = self.shared.failed.get() {
+            return Err(DurabilityError::Failed(message.clone()));
+        }
+        // A module takes its place in the serial order: what was committed before it must be
+        // durable before the catalog that holds it is, or a crash could keep the module and lose
+        // those commits (a state that is no prefix of the history).
+        if let Some(epochs) = self.shared.epochs.get() {
+            let committed_before = epochs.current();
+            epochs.advance();
+            self.wait_durable(&DurabilityTicket::Epoch(committed_before))?;
+        }
         let mut modules = self.shared.modules.lock();
         modules.push((file_name.to_string(), source.to_string()));
         let path = self.shared.pepoch_dir().join(files::CATALOG_FILE);
         if let Err(e) = self.shared.options.fs.write_atomic(&path, &files::encode_catalog(&modules)) {
             modules.pop();
-            return Err(DurabilityError::Failed(format!("cannot record the catalog in {}: {e}", path.display())));
+            // Fatal like any other I/O error of the scheme (fsyncgate): after a failed sync the
+            // directory or the file may hold anything, so nothing more is acknowledged.
+            let message = format!("cannot record the catalog in {}: {e}", path.display());
+            self.shared.fail(message.clone());
+            return Err(DurabilityError::Failed(message));
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! 3. If a checkpoint is installed (a `checkpoint` manifest), load it with all cores
 //!    ([`crate::durability::checkpoint::loader`]); its `e_l` is the first epoch to replay.
 //! 4. Sort every logger's files by their sequence number. Files older than the logger's durable
-//!    file must be whole; the durable file is read up to its durable length; newer files hold
+//!    file must be whole (they end with an end block that records their length); the durable file is read up to its durable length; newer files hold
 //!    only records of epochs > `p` and are discarded. Rotated files whose name says they hold
 //!    only epochs < `e_l` are not read.
 //! 5. Replay with all cores, newest file first (SiloR: later files make most older records
@@ -14,7 +14,7 @@
 //!    current one.
 //! 6. Sweep tombstones and build the secondary indexes, one thread per table.
 //! 7. Make the directory match what was recovered: truncate the durable file to its durable
-//!    length, delete discarded files and the files of unfinished checkpoints, close `data.log`
+//!    length and end it with an end block, delete discarded files and the files of unfinished checkpoints, close `data.log`
 //!    under an `old_data` name, and write a `pepoch` whose void ranges cover every epoch above
 //!    `p` that a retained file may hold, so those records are never replayed after the epoch
 //!    moves past them.
@@ -96,8 +96,9 @@ pub struct LogFile {
     pub seq: u64,
     /// Bytes to read (the whole file, or its durable length).
     pub valid_len_bytes: u64,
-    /// Whether this is its logger's durable file (to truncate and close after recovery).
-    durable: bool,
+    /// Whether this is its logger's durable file (read up to its durable length, then truncated
+    /// and closed); every other file is closed and ends with an end block.
+    pub durable: bool,
 }
 
 /// Recovers `db` from the directories in `options`.
@@ -365,11 +366,14 @@ pub(crate) fn settle_directory(
         fs.remove(path)?;
     }
     for file in replay.iter().filter(|f| f.durable) {
+        // Closed here: cut to the durable length and end it, so that once a newer file is
+        // durable, this one is read whole and known to be whole.
         let mut handle = fs.open(&file.path, OpenMode::ReadWrite)?;
         if handle.len_bytes()? > file.valid_len_bytes {
             handle.truncate(file.valid_len_bytes)?;
-            handle.sync_data()?;
         }
+        handle.append(&files::encode_end_block(file.valid_len_bytes))?;
+        handle.sync_data()?;
         drop(handle);
         if file.path.file_name().is_some_and(|n| n == files::CURRENT_LOG) {
             let dir = &options.log_dirs[file.logger];

@@ -142,6 +142,9 @@ fn read_files(
             return Err(corrupt(&file.path, 0, "a command log: open it with the command scheme"));
         }
         let mut at = header_len as u64;
+        if !file.durable && at == valid {
+            return Err(corrupt(&file.path, at, "a closed log file does not end with its end block (cut short?)"));
+        }
         while at < valid {
             if failed.load(Ordering::Relaxed) {
                 return Ok(());
@@ -177,7 +180,7 @@ fn read_chunk(
     loop {
         let header = match frame::decode_header(&data[pos..]) {
             Ok(h) => h,
-            Err(frame::FrameError::TruncatedHeader { .. }) if !blocks.is_empty() => break,
+            Err(frame::FrameError::TruncatedHeader { .. }) if pos > 0 => break,
             Err(frame::FrameError::TruncatedHeader { .. }) if at + (data.len() as u64) < valid => {
                 grow(handle, &mut data, at, HEADER_SIZE_BYTES, &file.path)?;
                 continue;
@@ -190,13 +193,18 @@ fn read_chunk(
             return Err(corrupt(&file.path, at + pos as u64, reason));
         }
         if end > data.len() {
-            if !blocks.is_empty() {
+            if pos > 0 {
                 break;
             }
             // The first block is larger than a chunk: read all of it.
             grow(handle, &mut data, at, end, &file.path)?;
         }
-        blocks.push((pos, header));
+        if file.durable || at + (end as u64) < valid {
+            blocks.push((pos, header));
+        } else {
+            // The last block of a closed file: its end block, checked here and never applied.
+            check_end_block(file, &data[pos + HEADER_SIZE_BYTES..end], header, at + pos as u64)?;
+        }
         pos = end;
         if pos == data.len() {
             break;
@@ -204,6 +212,25 @@ fn read_chunk(
     }
     data.truncate(pos);
     Ok(Chunk { file: index, offset: at, data, blocks })
+}
+
+/// A closed file (older than its logger's durable file) must end with an end block recording
+/// its own offset: without it, a file cut at a block boundary would look whole.
+fn check_end_block(
+    file: &LogFile,
+    payload: &[u8],
+    header: frame::BlockHeader,
+    offset: u64,
+) -> Result<(), DurabilityError> {
+    header.check_payload(payload).map_err(|e| corrupt(&file.path, offset, e.to_string()))?;
+    if super::files::decode_end_block(payload) != Some(offset) {
+        return Err(corrupt(
+            &file.path,
+            file.valid_len_bytes,
+            "a closed log file does not end with its end block (cut short?)",
+        ));
+    }
+    Ok(())
 }
 
 /// Extends `data` (read from file offset `at`) to `len` bytes.
