@@ -65,6 +65,8 @@ pub struct RunResult {
     pub elapsed: Duration,
     /// Transactions still not durable when the drain timed out.
     pub never_durable: u64,
+    /// Bytes the durability scheme appended to its logs during the run.
+    pub log_bytes: u64,
 }
 
 impl RunResult {
@@ -128,6 +130,7 @@ pub fn run(db: &Database, workload: &Arc<dyn Workload>, options: &RunOptions) ->
         return Err(RunError::Options("the timeline window must be at least 1 ms".into()));
     }
     let kinds = workload.txn_kinds();
+    let log_bytes_before = db.scheme().log_bytes_written();
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         start: Instant::now(),
@@ -171,7 +174,9 @@ pub fn run(db: &Database, workload: &Arc<dyn Workload>, options: &RunOptions) ->
     let mut timeline = std::mem::take(&mut *shared.windows.lock());
     let measured_windows = options.duration.as_millis().div_ceil(u128::from(options.window_ms)).max(1) as usize;
     timeline.resize_with(measured_windows, Window::default);
-    Ok(RunResult { total, per_kind, timeline, elapsed, never_durable })
+    // Every worker drained its durability queue before it returned: what it logged is written.
+    let log_bytes = db.scheme().log_bytes_written() - log_bytes_before;
+    Ok(RunResult { total, per_kind, timeline, elapsed, never_durable, log_bytes })
 }
 
 /// The main thread's loop during a run: sleeps, samples checkpoint activity, drives the progress

@@ -85,6 +85,10 @@ pub struct RunSummary {
     pub per_kind: Vec<(String, CountsSummary)>,
     /// Transactions never reported durable before the drain timed out.
     pub never_durable: u64,
+    /// Log bytes written per committed transaction during the run (0 without a log). Absent
+    /// from files written before it existed.
+    #[serde(default)]
+    pub log_bytes_per_txn: f64,
 }
 
 impl RunSummary {
@@ -101,6 +105,7 @@ impl RunSummary {
             total: CountsSummary::of(&result.total),
             per_kind: result.per_kind.iter().map(|(n, c)| (n.clone(), CountsSummary::of(c))).collect(),
             never_durable: result.never_durable,
+            log_bytes_per_txn: result.log_bytes as f64 / result.total.committed.max(1) as f64,
         }
     }
 
@@ -129,6 +134,9 @@ impl RunSummary {
             t.durable_latency_us.p99,
             t.durable_latency_us.p999,
         );
+        if self.log_bytes_per_txn > 0.0 {
+            out.push_str(&format!("log             {:.0} bytes per committed transaction\n", self.log_bytes_per_txn));
+        }
         if self.per_kind.len() > 1 {
             for (name, c) in &self.per_kind {
                 out.push_str(&format!(

@@ -179,6 +179,12 @@ pub trait LogScheme: Send + Sync {
     fn checkpoint_active(&self) -> bool {
         false
     }
+
+    /// Bytes appended to log files since the scheme started (checkpoints not included): the
+    /// bench reports log bytes per transaction from it (PACMAN Table 1, Taurus Table 1).
+    fn log_bytes_written(&self) -> u64 {
+        0
+    }
 }
 
 /// A worker's logging state: per-worker buffers live here, so the commit path takes no lock.

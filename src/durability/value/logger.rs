@@ -57,7 +57,8 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
         }
         let epoch_now = scheme.epochs().current();
         let (taken, bound) = collect(logger, epoch_now);
-        write_buffers(&mut current, &taken)?;
+        let written = write_buffers(&mut current, &taken)?;
+        scheme.log_bytes.fetch_add(written, Ordering::Relaxed);
         give_back(taken);
         // `pepoch` can only move when an epoch ends, so a sync is worth its cost once per epoch
         // (the epoch manager wakes the loggers at each advance); full buffers in between are
@@ -129,7 +130,8 @@ fn wait_not_reading(slot: &WorkerSlot) -> u64 {
     }
 }
 
-fn write_buffers(current: &mut CurrentFile, taken: &[(Arc<WorkerSlot>, Buffer)]) -> std::io::Result<()> {
+/// Appends the taken buffers as framed blocks; returns the bytes written.
+fn write_buffers(current: &mut CurrentFile, taken: &[(Arc<WorkerSlot>, Buffer)]) -> std::io::Result<u64> {
     let mut out = Vec::new();
     for (_, buffer) in taken {
         frame::encode_block(&buffer.bytes, &mut out);
@@ -139,7 +141,7 @@ fn write_buffers(current: &mut CurrentFile, taken: &[(Arc<WorkerSlot>, Buffer)])
         current.file.append(&out)?;
         current.len_bytes += out.len() as u64;
     }
-    Ok(())
+    Ok(out.len() as u64)
 }
 
 /// Returns written buffers to their workers right after the write (SiloR §3.3).

@@ -205,6 +205,8 @@ pub struct SchemeShared {
     checkpoint: Arc<CheckpointStatus>,
     /// Command logging: the next commit sequence number (PACMAN's global order).
     pub(crate) commit_seq: Arc<AtomicU64>,
+    /// Bytes the loggers appended to log files.
+    pub(crate) log_bytes: AtomicU64,
 }
 
 impl SchemeShared {
@@ -298,6 +300,7 @@ impl ValueLogging {
             written_positions: Mutex::new(Vec::new()),
             checkpoint: Arc::new(CheckpointStatus::default()),
             commit_seq: Arc::new(AtomicU64::new(1)),
+            log_bytes: AtomicU64::new(0),
         };
         Ok(ValueLogging {
             shared: Arc::new(shared),
@@ -490,5 +493,9 @@ impl LogScheme for ValueLogging {
 
     fn checkpoint_active(&self) -> bool {
         self.shared.checkpoint.is_active()
+    }
+
+    fn log_bytes_written(&self) -> u64 {
+        self.shared.log_bytes.load(Ordering::Relaxed)
     }
 }
