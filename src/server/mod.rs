@@ -333,6 +333,7 @@ impl Server {
             threads.retain(|t| !t.is_finished());
             self.accept(stream, &mut threads);
         }
+        drop(self.listener);
         for stream in self.shared.streams.lock().values() {
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
