@@ -346,7 +346,8 @@ fn connection_and_server_commands() {
     assert!(hello.contains("proto, :2") && hello.contains("server, redis"), "{hello}");
     assert_eq!(raw.cmd(&[b"HELLO", b"3"]), "-NOPROTO unsupported protocol version");
     let info = raw.cmd(&[b"INFO"]);
-    for needle in ["# Server", "redis_version:", "# Persistence", "# Recovery", "recovery_state:done", "recovery_percent:100"]
+    for needle in
+        ["# Server", "redis_version:", "# Persistence", "# Recovery", "recovery_state:done", "recovery_percent:100"]
     {
         assert!(info.contains(needle), "INFO lacks {needle}");
     }

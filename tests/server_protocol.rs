@@ -53,7 +53,8 @@ fn oversized_lengths_are_refused_without_allocating_them() {
         c.send(claim);
         let reply = c.reply().unwrap_or_default();
         assert!(
-            reply == "-ERR Protocol error: invalid bulk length" || reply == "-ERR Protocol error: invalid multibulk length",
+            reply == "-ERR Protocol error: invalid bulk length"
+                || reply == "-ERR Protocol error: invalid multibulk length",
             "{reply}"
         );
         assert!(c.closed());
