@@ -40,6 +40,10 @@ pub struct Entry {
     pub expire_at_ms: i64,
 }
 
+/// One page of a table walk: the live keys with their entries, and the key the next page starts
+/// after (`None`: no more rows).
+pub type Page = (Vec<(Arc<[u8]>, Entry)>, Option<Vec<u8>>);
+
 /// The keyspace of one server: database 0's table.
 #[derive(Clone, Debug)]
 pub struct Keyspace {
@@ -104,7 +108,7 @@ impl Keyspace {
         after: Option<&[u8]>,
         limit: usize,
         now_ms: i64,
-    ) -> Result<(Vec<(Arc<[u8]>, Entry)>, Option<Vec<u8>>), TxnError> {
+    ) -> Result<Page, TxnError> {
         let start = match after {
             Some(key) => Bound::Excluded(encode_key(&[Value::bytes(key)])?),
             None => Bound::Unbounded,

@@ -222,7 +222,7 @@ pub fn config(conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
             }
             Reply::Array(out)
         }
-        b"SET" if args.len() >= 4 && args.len() % 2 == 0 => config_set(conn, &args[2..]),
+        b"SET" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(conn, &args[2..]),
         b"RESETSTAT" if args.len() == 2 => Reply::ok(),
         b"GET" | b"SET" | b"RESETSTAT" => {
             wrong_arity(&format!("config|{}", String::from_utf8_lossy(&args[1]).to_ascii_lowercase()))

@@ -221,7 +221,7 @@ pub fn mget(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
 
 /// MSET key value [key value ...]
 pub fn mset(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Ok(wrong_arity("mset"));
     }
     let ks = ctx.keyspace().clone();
