@@ -20,7 +20,7 @@ pub const CONFLICT_ATTEMPTS_MAX: u32 = 1000;
 
 /// Most bytes of values one transaction may write: the value log frames a transaction in one
 /// block of at most 64 MiB.
-pub const TXN_WRITE_BYTES_MAX: usize = 48 << 20;
+pub const TXN_WRITE_BYTES_MAX: usize = 40 << 20;
 
 /// Longest string value (APPEND may not grow one past it).
 pub const STRING_BYTES_MAX: usize = 16 << 20;
