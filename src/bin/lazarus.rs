@@ -603,8 +603,10 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
     let db = lazarus::Database::open(config)?;
+    let keys_restored = db.catalog().table_by_name(lazarus::server::keyspace::TABLE).map_or(0, |t| t.len() as u64);
     let recovery = lazarus::server::RecoveryInfo {
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        keys_restored,
         ..lazarus::server::RecoveryInfo::default()
     };
     let mut config = lazarus::server::ServerConfig {
@@ -617,7 +619,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let server = lazarus::server::Server::bind(db.clone(), config, recovery)?;
     eprintln!(
-        "lazarus serve: listening on {} (durability {durability}, recovered in {:.1} ms)",
+        "lazarus serve: listening on {} (durability {durability}, {keys_restored} keys recovered in {:.1} ms)",
         server.local_addr(),
         started.elapsed().as_secs_f64() * 1e3
     );
