@@ -393,3 +393,35 @@ fn shutdown_closes_every_connection() {
     });
     assert!(refused, "the server still accepts connections after SHUTDOWN");
 }
+
+/// Rows stored in the keyspace table, expired ones included (what the sweep must reclaim).
+fn stored_rows(server: &TestServer) -> usize {
+    use lazarus::storage::{Direction, KeyRange};
+    let table = server.db.catalog().table_by_name(lazarus::server::keyspace::TABLE).unwrap().id;
+    let scan =
+        lazarus::txn::Scan { table, index: None, range: KeyRange::all(), direction: Direction::Forward, limit: 10_000 };
+    let mut worker = server.db.worker();
+    let (rows, _) = worker.run(10, |tx| tx.scan(&scan)).unwrap();
+    rows.len()
+}
+
+#[test]
+fn the_expiry_sweep_reclaims_expired_rows() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut pipe = redis::pipe();
+    for i in 0..1200 {
+        pipe.cmd("SET").arg(format!("e{i}")).arg("x").arg("PX").arg(300).ignore();
+    }
+    for i in 0..10 {
+        pipe.cmd("SET").arg(format!("keep{i}")).arg("x").ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    assert!(stored_rows(&server) > 1000, "rows swept before they expired");
+    let started = std::time::Instant::now();
+    while stored_rows(&server) > 10 && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(stored_rows(&server), 10, "expired rows were not reclaimed");
+    assert_eq!(query::<i64>(&mut c, &["DBSIZE"]), 10);
+}

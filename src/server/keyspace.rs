@@ -15,7 +15,8 @@
 //! The table is created through the procedure language like any other (so the durability scheme
 //! records it and recovery rebuilds it), and stored procedures loaded with `FUNCTION LOAD` may
 //! read and write it. A key whose expiry has passed is treated as absent by every command (lazy
-//! expiry, as Redis does on access); its row is removed the next time a command writes the key.
+//! expiry, as Redis does on access); its row is removed by the next write of the key, or by the
+//! server's expiry sweep ([`crate::server`]), whichever comes first.
 
 use crate::db::{Database, DbError};
 use crate::storage::key::encode_key;
@@ -109,6 +110,37 @@ impl Keyspace {
         limit: usize,
         now_ms: i64,
     ) -> Result<Page, TxnError> {
+        let (rows, last) = self.scan_rows(tx, after, limit)?;
+        let live = rows.iter().filter_map(|row| Some((key_arc(row)?, live_entry(row, now_ms)?))).collect::<Vec<_>>();
+        Ok((live, last))
+    }
+
+    /// Deletes the expired rows among the `limit` rows after `after`; returns how many it deleted
+    /// and where the next page starts (`None`: the end of the table).
+    pub fn delete_expired_page(
+        &self,
+        tx: &mut Transaction<'_>,
+        after: Option<&[u8]>,
+        limit: usize,
+        now_ms: i64,
+    ) -> Result<(usize, Option<Vec<u8>>), TxnError> {
+        let (rows, last) = self.scan_rows(tx, after, limit)?;
+        let mut deleted = 0;
+        for row in rows.iter().filter(|row| live_entry(row, now_ms).is_none()) {
+            if let Some(key) = key_of(row) {
+                deleted += usize::from(tx.delete(self.table, &[Value::bytes(key)])?);
+            }
+        }
+        Ok((deleted, last))
+    }
+
+    /// Up to `limit` rows after `after`, and the key the next page starts after.
+    fn scan_rows(
+        &self,
+        tx: &mut Transaction<'_>,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Vec<Row>, Option<Vec<u8>>), TxnError> {
         let start = match after {
             Some(key) => Bound::Excluded(encode_key(&[Value::bytes(key)])?),
             None => Bound::Unbounded,
@@ -122,8 +154,7 @@ impl Keyspace {
         };
         let rows = tx.scan(&scan)?;
         let last = if rows.len() < limit { None } else { rows.last().and_then(|r| key_of(r)).map(|k| k.to_vec()) };
-        let live = rows.iter().filter_map(|row| Some((key_arc(row)?, live_entry(row, now_ms)?))).collect::<Vec<_>>();
-        Ok((live, last))
+        Ok((rows, last))
     }
 }
 

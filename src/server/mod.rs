@@ -29,10 +29,12 @@
 //!
 //! # Expiry
 //!
-//! Lazy, as on access in Redis: an expired key is absent to every command; its row is replaced
-//! or removed by the next write of the key (and by FLUSHDB). The expiry is stored as an absolute
-//! Unix time, so it means the same after recovery. There is no background sweep yet, so the
-//! memory of expired keys that are never touched again is not reclaimed.
+//! As in Redis, lazy and active. Lazy: an expired key is absent to every command at once; its row
+//! is replaced or removed by the next write of the key. Active: a sweep thread deletes the expired
+//! rows of [`SWEEP_PAGE_ROWS`] rows every [`SWEEP_INTERVAL_MS`], walking the table round and
+//! round, so the memory of keys never touched again is reclaimed (a delete that races with a
+//! client's write of the key is an OCC conflict and is retried on the new row). The expiry is
+//! stored as an absolute Unix time, so it means the same after recovery.
 
 pub mod command;
 pub mod commands;
@@ -74,6 +76,11 @@ impl Default for ServerConfig {
         }
     }
 }
+
+/// Rows the expiry sweep looks at per step.
+pub const SWEEP_PAGE_ROWS: usize = 500;
+/// Pause between two steps of the expiry sweep, in milliseconds.
+pub const SWEEP_INTERVAL_MS: u64 = 100;
 
 /// The most workers a server pool may have.
 pub const WORKERS_MAX: usize = 256;
@@ -324,7 +331,9 @@ impl Server {
     /// Accepts and serves connections until SHUTDOWN (or a [`ShutdownHandle`]); then closes every
     /// connection and waits for their threads.
     pub fn run(self) -> Result<(), ServerError> {
-        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        let sweeper_shared = Arc::clone(&self.shared);
+        let sweeper = std::thread::Builder::new().name("resp-expiry".into()).spawn(move || sweep(&sweeper_shared))?;
+        let mut threads: Vec<JoinHandle<()>> = vec![sweeper];
         for stream in self.listener.incoming() {
             if self.shared.shutdown.load(Ordering::SeqCst) {
                 break;
@@ -368,5 +377,23 @@ impl Server {
                 shared.connected.fetch_sub(1, Ordering::SeqCst);
             }
         }
+    }
+}
+
+/// The active expiry sweep: until shutdown, deletes the expired rows of one page per step.
+fn sweep(shared: &Shared) {
+    let mut after: Option<Vec<u8>> = None;
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(SWEEP_INTERVAL_MS));
+        let now = keyspace::now_ms();
+        let mut worker = shared.pool.take();
+        let step = worker.run(command::CONFLICT_ATTEMPTS_MAX, |tx| {
+            shared.keyspace.delete_expired_page(tx, after.as_deref(), SWEEP_PAGE_ROWS, now)
+        });
+        // Nobody waits for these deletes: no client was told anything about them.
+        after = match step {
+            Ok(((_, next), _)) => next,
+            Err(_) => None,
+        };
     }
 }
