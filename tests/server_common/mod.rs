@@ -20,7 +20,11 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start() -> TestServer {
-        let db = Database::open(DatabaseConfig::default()).expect("open database");
+        TestServer::with_config(DatabaseConfig::default())
+    }
+
+    pub fn with_config(config: DatabaseConfig) -> TestServer {
+        let db = Database::open(config).expect("open database");
         let config = ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, ..ServerConfig::default() };
         let server = Server::bind(db.clone(), config, RecoveryInfo::default()).expect("bind");
         let (addr, handle) = (server.local_addr(), server.shutdown_handle());
@@ -92,6 +96,15 @@ impl RawConn {
             }
             _ => Some(line),
         }
+    }
+
+    pub fn set_read_timeout(&mut self, timeout: Duration) {
+        self.writer.set_read_timeout(Some(timeout)).expect("timeout");
+    }
+
+    /// A reply if one arrives before the read timeout.
+    pub fn try_reply(&mut self) -> Option<String> {
+        self.reply()
     }
 
     /// Sends a command in RESP and returns its reply.
