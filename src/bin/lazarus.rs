@@ -617,7 +617,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(threads) = args.threads {
         config.workers = threads;
     }
-    let server = lazarus::server::Server::bind(db.clone(), config, recovery)?;
+    let server = lazarus::server::Server::bind(db.clone(), config, Arc::new(recovery))?;
     eprintln!(
         "lazarus serve: listening on {} (durability {durability}, {keys_restored} keys recovered in {:.1} ms)",
         server.local_addr(),

@@ -108,6 +108,20 @@ impl Default for RecoveryInfo {
     }
 }
 
+/// Where INFO's `recovery` section comes from: a fixed report after a blocking recovery
+/// ([`RecoveryInfo`] itself), or a scheme that restores in the background (instant recovery) and
+/// reports its progress each time INFO asks.
+pub trait RecoveryStatus: Send + Sync {
+    /// The progress now.
+    fn status(&self) -> RecoveryInfo;
+}
+
+impl RecoveryStatus for RecoveryInfo {
+    fn status(&self) -> RecoveryInfo {
+        self.clone()
+    }
+}
+
 /// Why the server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -228,7 +242,7 @@ pub struct Shared {
     /// When the server started.
     pub started: Instant,
     /// INFO's recovery section.
-    pub recovery: RecoveryInfo,
+    pub recovery: Arc<dyn RecoveryStatus>,
     /// SCAN cursors.
     pub cursors: Mutex<CursorTable>,
     /// CONFIG SET values.
@@ -283,7 +297,7 @@ pub struct Server {
 
 impl Server {
     /// Binds `config.bind` and prepares the keyspace of `db`.
-    pub fn bind(db: Database, config: ServerConfig, recovery: RecoveryInfo) -> Result<Server, ServerError> {
+    pub fn bind(db: Database, config: ServerConfig, recovery: Arc<dyn RecoveryStatus>) -> Result<Server, ServerError> {
         if !(1..=WORKERS_MAX).contains(&config.workers) {
             return Err(ServerError::Config(format!("workers must be 1..={WORKERS_MAX}, got {}", config.workers)));
         }

@@ -7,6 +7,7 @@ use lazarus::{Database, DatabaseConfig};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ impl TestServer {
     pub fn with_config(config: DatabaseConfig) -> TestServer {
         let db = Database::open(config).expect("open database");
         let config = ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, ..ServerConfig::default() };
-        let server = Server::bind(db.clone(), config, RecoveryInfo::default()).expect("bind");
+        let server = Server::bind(db.clone(), config, Arc::new(RecoveryInfo::default())).expect("bind");
         let (addr, handle) = (server.local_addr(), server.shutdown_handle());
         let thread = std::thread::spawn(move || server.run().expect("server run"));
         TestServer { addr, db, handle, thread: Some(thread) }

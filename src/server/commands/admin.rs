@@ -138,7 +138,7 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
     let uptime_s = shared.started.elapsed().as_secs();
     let durability = shared.db.scheme().name();
     let aof = u8::from(durability != "none");
-    let recovery = &shared.recovery;
+    let recovery = shared.recovery.status();
     vec![
         (
             "Server",
