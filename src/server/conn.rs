@@ -3,7 +3,8 @@
 //! # Pipelining and durability
 //!
 //! The thread reads what the socket has (up to [`READ_CHUNK_BYTES`]), runs every complete request
-//! in it in order, appending each reply to one output buffer, and keeps the durability ticket of
+//! in it in order (on an executor thread when there are several), appending each reply to one
+//! output buffer, and keeps the durability ticket of
 //! every transaction it committed (tickets of one kind merge: the latest epoch covers the earlier
 //! ones). Before the buffer is written, it waits once for those tickets
 //! ([`crate::durability::LogScheme::wait_durable`]); so no reply, not even a GET's (which may have
@@ -30,6 +31,7 @@ use super::command::{
 use super::keyspace::{Entry, now_ms};
 use super::resp::{Args, InputBuffer, Reply, RequestParser};
 use crate::durability::DurabilityTicket;
+use std::collections::VecDeque;
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -153,43 +155,74 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
     let _ = stream.set_nodelay(true);
     let Ok(mut reader) = stream.try_clone() else { return };
     let mut writer = stream;
-    let mut conn = Conn::new(Arc::clone(&shared), id);
+    let mut conn = Some(Conn::new(Arc::clone(&shared), id));
     let mut parser = RequestParser::new(shared.config.limits.clone());
     let mut input = InputBuffer::default();
-    let mut out = Vec::new();
-    while !conn.closing {
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Batch>();
+    while let Some(mut current) = conn.take() {
         match input.fill(&mut reader, READ_CHUNK_BYTES) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        loop {
+        let mut requests = VecDeque::new();
+        let protocol_error = loop {
             match parser.next(&mut input) {
-                Ok(Some(args)) => {
-                    let reply = conn.handle(args);
-                    if !conn.silent_close {
-                        reply.encode(&mut out);
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    Reply::Error(format!("ERR {e}").into()).encode(&mut out);
-                    conn.closing = true;
-                }
+                Ok(Some(args)) => requests.push_back(args),
+                Ok(None) => break None,
+                Err(e) => break Some(e),
             }
-            if conn.closing || out.len() >= OUTPUT_FLUSH_BYTES || conn.tickets.len() >= TICKETS_MAX {
-                if flush(&mut conn, &mut writer, &mut out).is_err() {
-                    return;
-                }
-                if conn.closing {
-                    break;
-                }
+        };
+        let mut out = Vec::new();
+        while !requests.is_empty() && !current.closing {
+            let batch = Batch { conn: current, requests, out };
+            let batch = if batch.requests.len() == 1 {
+                // A lone request runs here: a hand-off would cost more than it saves.
+                run_batch(batch)
+            } else {
+                let done = done_tx.clone();
+                shared.executor.submit(Box::new(move || {
+                    let _ = done.send(run_batch(batch));
+                }));
+                let Ok(batch) = done_rx.recv() else { return };
+                batch
+            };
+            (current, requests, out) = (batch.conn, batch.requests, batch.out);
+            if flush(&mut current, &mut writer, &mut out).is_err() {
+                return;
             }
         }
-        if flush(&mut conn, &mut writer, &mut out).is_err() {
-            return;
+        if let Some(e) = protocol_error {
+            Reply::Error(format!("ERR {e}").into()).encode(&mut out);
+            current.closing = true;
         }
+        if flush(&mut current, &mut writer, &mut out).is_err() || current.closing {
+            break;
+        }
+        conn = Some(current);
     }
     let _ = writer.shutdown(std::net::Shutdown::Both);
+}
+
+/// A connection's requests on their way to an executor thread, and back with the replies.
+struct Batch {
+    conn: Conn,
+    requests: VecDeque<Args>,
+    out: Vec<u8>,
+}
+
+/// Runs requests of a batch until it is done, the connection closes, or the replies should be
+/// flushed ([`OUTPUT_FLUSH_BYTES`], [`TICKETS_MAX`]); the rest stays in the batch.
+fn run_batch(mut batch: Batch) -> Batch {
+    while let Some(args) = batch.requests.pop_front() {
+        let reply = batch.conn.handle(args);
+        if !batch.conn.silent_close {
+            reply.encode(&mut batch.out);
+        }
+        if batch.conn.closing || batch.out.len() >= OUTPUT_FLUSH_BYTES || batch.conn.tickets.len() >= TICKETS_MAX {
+            break;
+        }
+    }
+    batch
 }
 
 /// Waits for durability, then writes the buffered replies.
