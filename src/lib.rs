@@ -13,6 +13,7 @@
 //! - [`workload`]: TPC-C, Smallbank, YCSB, KV and transfer, in the procedure language.
 //! - [`crash`]: `lazarus crash-test`: SIGKILL trials against the value scheme, recovery, verification.
 //! - [`report`]: `lazarus report`: charts and tables of bench output files as one HTML page.
+//! - [`server`]: `lazarus serve`: the Redis-protocol server.
 
 pub mod bench;
 pub mod crash;
@@ -22,6 +23,7 @@ pub mod io;
 pub mod pacman;
 pub mod proc;
 pub mod report;
+pub mod server;
 pub mod storage;
 pub mod txn;
 pub mod workload;

@@ -1,0 +1,326 @@
+//! One connection: read, parse, run, wait for durability, reply; and its MULTI/EXEC/WATCH state.
+//!
+//! # Pipelining and durability
+//!
+//! The thread reads what the socket has (up to [`READ_CHUNK_BYTES`]), runs every complete request
+//! in it in order (on an executor thread when there are several), appending each reply to one
+//! output buffer, and keeps the durability ticket of
+//! every transaction it committed (tickets of one kind merge: the latest epoch covers the earlier
+//! ones). Before the buffer is written, it waits once for those tickets
+//! ([`crate::durability::LogScheme::wait_durable`]); so no reply, not even a GET's (which may have
+//! read a value not yet durable), reaches the client before what it depends on is durable, and a
+//! pipeline of N writes waits for one group commit, not N. If the scheme fails, the connection is
+//! closed without sending the replies: the client sees an error, never a false acknowledgement.
+//!
+//! # MULTI / EXEC / WATCH
+//!
+//! MULTI queues commands (a syntax or arity error marks the queue dirty, and EXEC then answers
+//! `EXECABORT`). EXEC runs the queue as **one** Lazarus OCC transaction, retried as a whole on
+//! conflicts, so it is atomic and isolated (Redis only makes it atomic). WATCH reads each key's
+//! entry (value and expiry) at WATCH time; EXEC re-reads the keys inside its transaction and
+//! answers a nil array, running nothing, if any differs. Because those reads are validated at
+//! commit, a change between WATCH and EXEC's commit aborts EXEC. A key changed and then changed
+//! back to the same entry is not seen as changed (Redis would abort; the outcome is the same as
+//! if the writes had happened before WATCH).
+
+use super::Shared;
+use super::command::{
+    CONFLICT_ATTEMPTS_MAX, CommandSpec, Ctx, Handler, TxnScope, add_ticket, lookup, txn_error_reply, unknown_command,
+    wrong_arity,
+};
+use super::keyspace::{Entry, now_ms};
+use super::resp::{Args, InputBuffer, Reply, RequestParser};
+use crate::durability::DurabilityTicket;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Bytes read from the socket at a time.
+pub const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Output is flushed (after the durability wait) once it holds this much, even mid-pipeline.
+pub const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
+/// Most commands one MULTI may queue.
+pub const MULTI_COMMANDS_MAX: usize = 1 << 16;
+/// Most argument bytes one MULTI may queue (EXEC's writes go into one log block).
+pub const MULTI_BYTES_MAX: usize = 32 << 20;
+/// Most keys one connection may WATCH.
+pub const WATCHED_KEYS_MAX: usize = 1 << 16;
+/// Distinct tickets kept before the connection waits for them early.
+const TICKETS_MAX: usize = 64;
+
+/// Commands queued by MULTI.
+#[derive(Default)]
+struct Multi {
+    queued: Vec<(&'static CommandSpec, Args)>,
+    bytes: usize,
+    dirty: bool,
+}
+
+/// The state of one client connection.
+pub struct Conn {
+    /// The server.
+    pub shared: Arc<Shared>,
+    /// CLIENT ID.
+    pub id: u64,
+    /// CLIENT SETNAME.
+    pub name: Option<Vec<u8>>,
+    /// Close after the current reply is sent (QUIT, SHUTDOWN, protocol errors).
+    pub closing: bool,
+    /// Close without sending the current reply (SHUTDOWN, as Redis does).
+    pub silent_close: bool,
+    multi: Option<Multi>,
+    watched: Vec<(Vec<u8>, Option<Entry>)>,
+    tickets: Vec<DurabilityTicket>,
+}
+
+impl Conn {
+    /// A connection with CLIENT ID `id`.
+    pub fn new(shared: Arc<Shared>, id: u64) -> Conn {
+        Conn {
+            shared,
+            id,
+            name: None,
+            closing: false,
+            silent_close: false,
+            multi: None,
+            watched: Vec::new(),
+            tickets: Vec::new(),
+        }
+    }
+
+    /// Whether MULTI is open.
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    /// Makes the open MULTI (if any) fail at EXEC.
+    pub fn mark_multi_dirty(&mut self) {
+        if let Some(multi) = self.multi.as_mut() {
+            multi.dirty = true;
+        }
+    }
+
+    /// Runs one request and returns its reply.
+    pub fn handle(&mut self, args: Args) -> Reply {
+        self.shared.commands_processed.fetch_add(1, Ordering::Relaxed);
+        let Some(spec) = args.first().and_then(|name| lookup(name)) else {
+            self.mark_multi_dirty();
+            return unknown_command(&args);
+        };
+        if !spec.arity_ok(args.len()) {
+            self.mark_multi_dirty();
+            return wrong_arity(spec.name);
+        }
+        if self.multi.is_some() && spec.queued {
+            return self.queue(spec, args);
+        }
+        match spec.handler {
+            Handler::Conn(f) => f(self, &args),
+            Handler::Data(f) => {
+                let shared = Arc::clone(&self.shared);
+                let mut worker = shared.pool.take();
+                let scope = TxnScope::Own { worker: &mut worker, tickets: &mut self.tickets };
+                let mut ctx = Ctx { scope, shared: &shared, written_bytes: 0 };
+                f(&mut ctx, &args).unwrap_or_else(|e| txn_error_reply(&e))
+            }
+        }
+    }
+
+    fn queue(&mut self, spec: &'static CommandSpec, args: Args) -> Reply {
+        let Some(multi) = self.multi.as_mut() else { return Reply::err("ERR internal: no MULTI") };
+        multi.bytes += args.iter().map(Vec::len).sum::<usize>();
+        if multi.queued.len() >= MULTI_COMMANDS_MAX || multi.bytes > MULTI_BYTES_MAX {
+            multi.dirty = true;
+            return Reply::Error(
+                format!("ERR MULTI may queue at most {MULTI_COMMANDS_MAX} commands and {MULTI_BYTES_MAX} bytes").into(),
+            );
+        }
+        multi.queued.push((spec, args));
+        Reply::Status("QUEUED".into())
+    }
+
+    /// Waits until every transaction whose reply is buffered is durable.
+    fn wait_durable(&mut self) -> Result<(), crate::durability::DurabilityError> {
+        for ticket in self.tickets.drain(..) {
+            self.shared.db.scheme().wait_durable(&ticket)?;
+        }
+        Ok(())
+    }
+}
+
+/// Serves one connection until the client leaves, a protocol error, QUIT or SHUTDOWN.
+pub fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
+    let _ = stream.set_nodelay(true);
+    let Ok(mut reader) = stream.try_clone() else { return };
+    let mut writer = stream;
+    let mut conn = Some(Conn::new(Arc::clone(&shared), id));
+    let mut parser = RequestParser::new(shared.config.limits.clone());
+    let mut input = InputBuffer::default();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Batch>();
+    while let Some(mut current) = conn.take() {
+        match input.fill(&mut reader, READ_CHUNK_BYTES) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let mut requests = VecDeque::new();
+        let protocol_error = loop {
+            match parser.next(&mut input) {
+                Ok(Some(args)) => requests.push_back(args),
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        let mut out = Vec::new();
+        while !requests.is_empty() && !current.closing {
+            let batch = Batch { conn: current, requests, out };
+            let batch = if batch.requests.len() == 1 {
+                // A lone request runs here: a hand-off would cost more than it saves.
+                run_batch(batch)
+            } else {
+                let done = done_tx.clone();
+                shared.executor.submit(Box::new(move || {
+                    let _ = done.send(run_batch(batch));
+                }));
+                let Ok(batch) = done_rx.recv() else { return };
+                batch
+            };
+            (current, requests, out) = (batch.conn, batch.requests, batch.out);
+            if flush(&mut current, &mut writer, &mut out).is_err() {
+                return;
+            }
+        }
+        if let Some(e) = protocol_error {
+            Reply::Error(format!("ERR {e}").into()).encode(&mut out);
+            current.closing = true;
+        }
+        if flush(&mut current, &mut writer, &mut out).is_err() || current.closing {
+            break;
+        }
+        conn = Some(current);
+    }
+    let _ = writer.shutdown(std::net::Shutdown::Both);
+}
+
+/// A connection's requests on their way to an executor thread, and back with the replies.
+struct Batch {
+    conn: Conn,
+    requests: VecDeque<Args>,
+    out: Vec<u8>,
+}
+
+/// Runs requests of a batch until it is done, the connection closes, or the replies should be
+/// flushed ([`OUTPUT_FLUSH_BYTES`], [`TICKETS_MAX`]); the rest stays in the batch.
+fn run_batch(mut batch: Batch) -> Batch {
+    while let Some(args) = batch.requests.pop_front() {
+        let reply = batch.conn.handle(args);
+        if !batch.conn.silent_close {
+            reply.encode(&mut batch.out);
+        }
+        if batch.conn.closing || batch.out.len() >= OUTPUT_FLUSH_BYTES || batch.conn.tickets.len() >= TICKETS_MAX {
+            break;
+        }
+    }
+    batch
+}
+
+/// Waits for durability, then writes the buffered replies.
+fn flush(conn: &mut Conn, writer: &mut TcpStream, out: &mut Vec<u8>) -> std::io::Result<()> {
+    if conn.wait_durable().is_err() {
+        return Err(std::io::Error::other("the durability scheme failed; replies withheld"));
+    }
+    if !out.is_empty() {
+        writer.write_all(out)?;
+        out.clear();
+    }
+    Ok(())
+}
+
+/// MULTI
+pub fn multi(conn: &mut Conn, _args: &[Vec<u8>]) -> Reply {
+    if conn.multi.is_some() {
+        return Reply::err("ERR MULTI calls can not be nested");
+    }
+    conn.multi = Some(Multi::default());
+    Reply::ok()
+}
+
+/// DISCARD
+pub fn discard(conn: &mut Conn, _args: &[Vec<u8>]) -> Reply {
+    if conn.multi.take().is_none() {
+        return Reply::err("ERR DISCARD without MULTI");
+    }
+    conn.watched.clear();
+    Reply::ok()
+}
+
+/// WATCH key [key ...]
+pub fn watch(conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
+    if conn.multi.is_some() {
+        return Reply::err("ERR WATCH inside MULTI is not allowed");
+    }
+    if conn.watched.len() + args.len() - 1 > WATCHED_KEYS_MAX {
+        return Reply::Error(format!("ERR at most {WATCHED_KEYS_MAX} keys may be watched").into());
+    }
+    let shared = Arc::clone(&conn.shared);
+    let mut worker = shared.pool.take();
+    let (ks, now) = (&shared.keyspace, now_ms());
+    let read = worker.run(CONFLICT_ATTEMPTS_MAX, |tx| {
+        args[1..].iter().map(|key| Ok((key.clone(), ks.get(tx, key, now)?))).collect::<Result<Vec<_>, _>>()
+    });
+    match read {
+        Ok((snapshots, committed)) => {
+            add_ticket(&mut conn.tickets, committed.durability);
+            conn.watched.extend(snapshots);
+            Reply::ok()
+        }
+        Err(e) => txn_error_reply(&e),
+    }
+}
+
+/// UNWATCH
+pub fn unwatch(conn: &mut Conn, _args: &[Vec<u8>]) -> Reply {
+    conn.watched.clear();
+    Reply::ok()
+}
+
+/// EXEC: the queued commands as one transaction.
+pub fn exec(conn: &mut Conn, _args: &[Vec<u8>]) -> Reply {
+    let Some(multi) = conn.multi.take() else { return Reply::err("ERR EXEC without MULTI") };
+    let watched = std::mem::take(&mut conn.watched);
+    if multi.dirty {
+        return Reply::err("EXECABORT Transaction discarded because of previous errors.");
+    }
+    let shared = Arc::clone(&conn.shared);
+    let mut worker = shared.pool.take();
+    let result = worker.run(CONFLICT_ATTEMPTS_MAX, |tx| {
+        let now = now_ms();
+        for (key, snapshot) in &watched {
+            if shared.keyspace.get(tx, key, now)? != *snapshot {
+                return Ok(None);
+            }
+        }
+        let mut ctx = Ctx { scope: TxnScope::Shared(tx), shared: &shared, written_bytes: 0 };
+        let mut replies = Vec::with_capacity(multi.queued.len());
+        for (spec, args) in &multi.queued {
+            let reply = match spec.handler {
+                Handler::Data(f) => match f(&mut ctx, args) {
+                    Ok(reply) => reply,
+                    Err(e) if e.is_retryable() => return Err(e),
+                    Err(e) => txn_error_reply(&e),
+                },
+                Handler::Conn(f) => f(conn, args),
+            };
+            replies.push(reply);
+        }
+        Ok(Some(replies))
+    });
+    match result {
+        Ok((replies, committed)) => {
+            add_ticket(&mut conn.tickets, committed.durability);
+            replies.map_or(Reply::NilArray, Reply::Array)
+        }
+        Err(e) => txn_error_reply(&e),
+    }
+}

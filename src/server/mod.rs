@@ -1,0 +1,427 @@
+//! `lazarus serve`: a server that speaks the Redis protocol (RESP2), so that redis-cli,
+//! redis-benchmark and Redis client libraries work against Lazarus unchanged.
+//!
+//! - [`resp`]: the request parser (bounded: nothing is allocated from a length a client claims)
+//!   and the reply encoder.
+//! - [`keyspace`]: how Redis keys map onto the table `redis_kv` (key, value, absolute expiry).
+//! - [`command`]: the command table (name, arity, flags, handler) and the transaction scope data
+//!   commands run in; [`commands`]: the handlers, one file per family.
+//! - [`conn`]: one connection: pipelining, the durability wait, MULTI/EXEC/WATCH.
+//!
+//! # Threads
+//!
+//! One thread accepts; each connection has its own thread (at most
+//! [`ServerConfig::clients_max`]) that reads, parses, waits for durability and writes. A batch of
+//! several pipelined requests runs on one of [`ServerConfig::workers`] executor threads
+//! ([`executor`]); a lone request runs on the connection thread, where a hand-off would cost more
+//! than it saves (redis-benchmark `-P 1`: no hand-off is 10–30% faster; `-P 16`: executors are
+//! 1.3–2× faster for SET, because a record's `ArcSwap` row makes every writer pay for every thread
+//! that ever read one — docs/PERFORMANCE.md). Transactions take a [`crate::Worker`] from a pool of
+//! [`ServerConfig::workers`] for one command (or one EXEC) and give it back before the connection
+//! waits for durability, so waiting connections hold no worker and the number of log buffers is
+//! that of the pool. The engine is synchronous (a commit and a durability wait block the calling
+//! thread), so threads fit it directly; an async runtime would add a hop to a blocking pool for
+//! every command and buys nothing at the connection counts this server is measured with
+//! (docs/server.md).
+//!
+//! # Durability contract
+//!
+//! A reply is sent only after the durability scheme says every transaction the connection ran
+//! since its last flush is durable (`LogScheme::wait_durable`): a SET is acknowledged only once a
+//! crash can no longer lose it, and a GET only once the value it returns cannot be rolled back by
+//! a crash. A pipelined batch waits once, for the last ticket, before its replies are written
+//! (see [`conn`]). With `--durability none` tickets are immediate and nothing survives a restart.
+//!
+//! # Expiry
+//!
+//! As in Redis, lazy and active. Lazy: an expired key is absent to every command at once; its row
+//! is replaced or removed by the next write of the key. Active: a sweep thread deletes the expired
+//! rows of [`SWEEP_PAGE_ROWS`] rows every [`SWEEP_INTERVAL_MS`], walking the table round and
+//! round, so the memory of keys never touched again is reclaimed (a delete that races with a
+//! client's write of the key is an OCC conflict and is retried on the new row). The expiry is
+//! stored as an absolute Unix time, so it means the same after recovery.
+
+pub mod command;
+pub mod commands;
+pub mod conn;
+pub mod executor;
+pub mod keyspace;
+pub mod resp;
+
+use crate::db::{Database, DbError, Worker};
+use keyspace::Keyspace;
+use parking_lot::{Condvar, Mutex};
+use resp::ProtoLimits;
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How to run the server.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to listen on, e.g. `127.0.0.1:6379` (port 0: any free port).
+    pub bind: String,
+    /// Workers in the pool transactions run on.
+    pub workers: usize,
+    /// Most connections at once (Redis's `maxclients`).
+    pub clients_max: usize,
+    /// Request limits.
+    pub limits: ProtoLimits,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            bind: "127.0.0.1:6379".to_string(),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()) * 2,
+            clients_max: 1024,
+            limits: ProtoLimits::default(),
+        }
+    }
+}
+
+/// Rows the expiry sweep looks at per step.
+pub const SWEEP_PAGE_ROWS: usize = 500;
+/// Pause between two steps of the expiry sweep, in milliseconds.
+pub const SWEEP_INTERVAL_MS: u64 = 100;
+
+/// The most workers a server pool may have.
+pub const WORKERS_MAX: usize = 256;
+/// The most connections a server accepts at once.
+pub const CLIENTS_MAX: usize = 10_000;
+
+/// What INFO's `recovery` section reports.
+#[derive(Clone, Debug)]
+pub struct RecoveryInfo {
+    /// `done` once the whole database is in memory (recovery is blocking today, so always).
+    pub state: &'static str,
+    /// Percent of the keys restored.
+    pub percent: f64,
+    /// Keys restored so far.
+    pub keys_restored: u64,
+    /// Keys a client's request restored ahead of the background walk (instant recovery).
+    pub keys_restored_on_demand: u64,
+    /// How long recovery took, in milliseconds.
+    pub elapsed_ms: f64,
+}
+
+impl Default for RecoveryInfo {
+    fn default() -> RecoveryInfo {
+        RecoveryInfo { state: "done", percent: 100.0, keys_restored: 0, keys_restored_on_demand: 0, elapsed_ms: 0.0 }
+    }
+}
+
+/// Where INFO's `recovery` section comes from: a fixed report after a blocking recovery
+/// ([`RecoveryInfo`] itself), or a scheme that restores in the background (instant recovery) and
+/// reports its progress each time INFO asks.
+pub trait RecoveryStatus: Send + Sync {
+    /// The progress now.
+    fn status(&self) -> RecoveryInfo;
+}
+
+impl RecoveryStatus for RecoveryInfo {
+    fn status(&self) -> RecoveryInfo {
+        self.clone()
+    }
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A configuration value is out of range.
+    #[error("invalid server configuration: {0}")]
+    Config(String),
+    /// Binding or accepting failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The database refused (e.g. creating the keyspace table).
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A pool of workers; a connection holds one only while it runs a transaction.
+pub struct WorkerPool {
+    idle: Mutex<Vec<Worker>>,
+    returned: Condvar,
+}
+
+impl WorkerPool {
+    fn new(db: &Database, workers: usize) -> Result<WorkerPool, DbError> {
+        let idle = (0..workers).map(|_| db.try_worker()).collect::<Result<Vec<_>, _>>()?;
+        Ok(WorkerPool { idle: Mutex::new(idle), returned: Condvar::new() })
+    }
+
+    /// Takes a worker, waiting for one to be returned if all are busy.
+    pub fn take(&self) -> PooledWorker<'_> {
+        let mut idle = self.idle.lock();
+        loop {
+            if let Some(worker) = idle.pop() {
+                return PooledWorker { pool: self, worker: Some(worker) };
+            }
+            self.returned.wait(&mut idle);
+        }
+    }
+}
+
+/// A worker taken from the pool; dropping it gives it back.
+pub struct PooledWorker<'a> {
+    pool: &'a WorkerPool,
+    worker: Option<Worker>,
+}
+
+impl std::ops::Deref for PooledWorker<'_> {
+    type Target = Worker;
+    fn deref(&self) -> &Worker {
+        self.worker.as_ref().expect("a pooled worker is present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for PooledWorker<'_> {
+    fn deref_mut(&mut self) -> &mut Worker {
+        self.worker.as_mut().expect("a pooled worker is present until dropped")
+    }
+}
+
+impl Drop for PooledWorker<'_> {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            self.pool.idle.lock().push(worker);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+/// SCAN cursors: a number for each key a SCAN stopped at. Bounded; the oldest are forgotten
+/// (a forgotten cursor gets `ERR invalid cursor`).
+#[derive(Default)]
+pub struct CursorTable {
+    keys: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
+    next: u64,
+}
+
+/// The most SCAN cursors remembered.
+pub const CURSORS_MAX: usize = 4096;
+
+impl CursorTable {
+    /// The key cursor `id` stopped at.
+    pub fn get(&self, id: u64) -> Option<Vec<u8>> {
+        self.keys.get(&id).cloned()
+    }
+
+    /// A new cursor for `key` (never 0, which means "start" and "done").
+    pub fn insert(&mut self, key: Vec<u8>) -> u64 {
+        self.next = self.next.wrapping_add(1).max(1);
+        if self.order.len() >= CURSORS_MAX
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.keys.remove(&oldest);
+        }
+        self.keys.insert(self.next, key);
+        self.order.push_back(self.next);
+        self.next
+    }
+}
+
+/// CONFIG SET values kept for CONFIG GET.
+#[derive(Default)]
+pub struct Settable {
+    /// `save` (there are no snapshots; kept only so that clients read back what they set).
+    pub save: String,
+}
+
+/// What every connection shares.
+pub struct Shared {
+    /// The database.
+    pub db: Database,
+    /// Database 0.
+    pub keyspace: Keyspace,
+    /// Workers transactions run on.
+    pub pool: WorkerPool,
+    /// The threads transactions run on (one per worker).
+    pub executor: Arc<executor::Executor>,
+    /// The configuration.
+    pub config: ServerConfig,
+    /// The address the server listens on.
+    pub addr: SocketAddr,
+    /// When the server started.
+    pub started: Instant,
+    /// INFO's recovery section.
+    pub recovery: Arc<dyn RecoveryStatus>,
+    /// SCAN cursors.
+    pub cursors: Mutex<CursorTable>,
+    /// CONFIG SET values.
+    pub settable: Mutex<Settable>,
+    /// Connections open now.
+    pub connected: AtomicUsize,
+    /// Connections accepted since start.
+    pub connections_received: AtomicU64,
+    /// Requests run since start.
+    pub commands_processed: AtomicU64,
+    next_client_id: AtomicU64,
+    shutdown: AtomicBool,
+    streams: Mutex<HashMap<u64, TcpStream>>,
+}
+
+impl Shared {
+    /// Asks the accept loop to stop (SHUTDOWN); it closes every connection.
+    pub fn request_shutdown(&self) {
+        if self.shutdown.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wake the blocking accept with a connection of our own.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+    }
+
+    /// Rows in the keyspace table (expired keys not yet removed included).
+    pub fn stored_rows(&self) -> usize {
+        self.db.catalog().table(self.keyspace.table()).map_or(0, |t| t.len())
+    }
+}
+
+/// A handle that stops a running server from another thread.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl ShutdownHandle {
+    /// Stops the server: `Server::run` returns once every connection thread has ended.
+    pub fn shutdown(&self) {
+        self.0.request_shutdown();
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+}
+
+impl Server {
+    /// Binds `config.bind` and prepares the keyspace of `db`.
+    pub fn bind(db: Database, config: ServerConfig, recovery: Arc<dyn RecoveryStatus>) -> Result<Server, ServerError> {
+        if !(1..=WORKERS_MAX).contains(&config.workers) {
+            return Err(ServerError::Config(format!("workers must be 1..={WORKERS_MAX}, got {}", config.workers)));
+        }
+        if !(1..=CLIENTS_MAX).contains(&config.clients_max) {
+            return Err(ServerError::Config(format!("clients must be 1..={CLIENTS_MAX}, got {}", config.clients_max)));
+        }
+        let addr = config
+            .bind
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| ServerError::Config(format!("cannot resolve {}", config.bind)))?;
+        let listener = TcpListener::bind(addr)?;
+        let keyspace = Keyspace::open(&db)?;
+        let pool = WorkerPool::new(&db, config.workers)?;
+        let shared = Shared {
+            addr: listener.local_addr()?,
+            db,
+            keyspace,
+            pool,
+            executor: Arc::new(executor::Executor::new()),
+            config,
+            started: Instant::now(),
+            recovery,
+            cursors: Mutex::new(CursorTable::default()),
+            settable: Mutex::new(Settable::default()),
+            connected: AtomicUsize::new(0),
+            connections_received: AtomicU64::new(0),
+            commands_processed: AtomicU64::new(0),
+            next_client_id: AtomicU64::new(1),
+            shutdown: AtomicBool::new(false),
+            streams: Mutex::new(HashMap::new()),
+        };
+        Ok(Server { shared: Arc::new(shared), listener })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// A handle to stop the server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(Arc::clone(&self.shared))
+    }
+
+    /// Accepts and serves connections until SHUTDOWN (or a [`ShutdownHandle`]); then closes every
+    /// connection and waits for their threads.
+    pub fn run(self) -> Result<(), ServerError> {
+        let sweeper_shared = Arc::clone(&self.shared);
+        let sweeper = std::thread::Builder::new().name("resp-expiry".into()).spawn(move || sweep(&sweeper_shared))?;
+        let executors = self.shared.executor.start(self.shared.config.workers)?;
+        let mut threads: Vec<JoinHandle<()>> = vec![sweeper];
+        for stream in self.listener.incoming() {
+            if self.shared.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            threads.retain(|t| !t.is_finished());
+            self.accept(stream, &mut threads);
+        }
+        drop(self.listener);
+        for stream in self.shared.streams.lock().values() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+        for thread in threads {
+            let _ = thread.join();
+        }
+        self.shared.executor.stop();
+        for thread in executors {
+            let _ = thread.join();
+        }
+        Ok(())
+    }
+
+    fn accept(&self, mut stream: TcpStream, threads: &mut Vec<JoinHandle<()>>) {
+        use std::io::Write;
+        let shared = &self.shared;
+        shared.connections_received.fetch_add(1, Ordering::Relaxed);
+        if shared.connected.load(Ordering::SeqCst) >= shared.config.clients_max {
+            let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+            return;
+        }
+        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let Ok(registered) = stream.try_clone() else { return };
+        shared.streams.lock().insert(id, registered);
+        shared.connected.fetch_add(1, Ordering::SeqCst);
+        let thread_shared = Arc::clone(shared);
+        let spawned = std::thread::Builder::new().name(format!("resp-conn-{id}")).spawn(move || {
+            conn::serve(Arc::clone(&thread_shared), stream, id);
+            thread_shared.streams.lock().remove(&id);
+            thread_shared.connected.fetch_sub(1, Ordering::SeqCst);
+        });
+        match spawned {
+            Ok(handle) => threads.push(handle),
+            Err(_) => {
+                shared.streams.lock().remove(&id);
+                shared.connected.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// The active expiry sweep: until shutdown, deletes the expired rows of one page per step.
+fn sweep(shared: &Shared) {
+    let mut after: Option<Vec<u8>> = None;
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(SWEEP_INTERVAL_MS));
+        let now = keyspace::now_ms();
+        let mut worker = shared.pool.take();
+        let step = worker.run(command::CONFLICT_ATTEMPTS_MAX, |tx| {
+            shared.keyspace.delete_expired_page(tx, after.as_deref(), SWEEP_PAGE_ROWS, now)
+        });
+        // Nobody waits for these deletes: no client was told anything about them.
+        after = match step {
+            Ok(((_, next), _)) => next,
+            Err(_) => None,
+        };
+    }
+}
