@@ -72,6 +72,9 @@ pub struct ValueOptions {
     pub fs: Arc<dyn FileSystem>,
     /// Checkpoints (SiloR §4); `interval_ms = 0` turns them off.
     pub checkpoint: CheckpointOptions,
+    /// How recovery applies the log's writes: directly (the default) or through compiled plans
+    /// ([`crate::replay`]); both give the same tables and indexes.
+    pub replay_mode: crate::replay::ReplayMode,
 }
 
 impl ValueOptions {
@@ -85,6 +88,7 @@ impl ValueOptions {
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             fs: Arc::new(RealFs),
             checkpoint: CheckpointOptions::new(log_dirs.len()),
+            replay_mode: crate::replay::ReplayMode::Direct,
             log_dirs,
         }
     }

@@ -308,7 +308,8 @@ fn replay_files(
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     let catalog = db.catalog();
-    let stats = replay::replay(options.fs.as_ref(), &catalog, replay, window, options.recovery_threads)?;
+    let threads = options.recovery_threads;
+    let stats = replay::replay(options.fs.as_ref(), &catalog, replay, window, threads, options.replay_mode)?;
     report.files = replay.len();
     report.bytes = stats.bytes;
     report.entries = stats.entries;
