@@ -51,6 +51,8 @@ pub struct ReplayStats {
     pub obsolete: u64,
     /// The largest epoch of any entry read.
     pub max_epoch: u64,
+    /// Replay plans compiled, summed over the threads (0 in direct mode).
+    pub plans_compiled: u64,
 }
 
 /// Whole blocks of one file, read in one go.
@@ -102,6 +104,7 @@ pub fn replay(
                     }
                     let _ = recycle_tx.send(chunk.data);
                 }
+                stats.plans_compiled = replayer.cache().compiled();
                 merge(&mut totals.lock(), &stats);
             });
         }
@@ -126,6 +129,7 @@ fn merge(into: &mut ReplayStats, from: &ReplayStats) {
     into.installed += from.installed;
     into.obsolete += from.obsolete;
     into.max_epoch = into.max_epoch.max(from.max_epoch);
+    into.plans_compiled += from.plans_compiled;
 }
 
 /// The reader: streams each file's valid part as chunks of whole blocks.
