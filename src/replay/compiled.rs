@@ -183,7 +183,9 @@ pub fn apply(
         );
     }
     let cached = cache.plan(catalog, table, op, columns)?;
-    let mut storage = ReplayStorage::new(catalog, record.key, record.tid);
+    // Update plans of value logs set every non-key column: the old row is not needed.
+    let whole = op == RedoOp::Update && columns == ColumnSet::non_key(schema);
+    let mut storage = ReplayStorage::new(catalog, record.key, record.tid).with_whole_images(whole);
     cached.plan.run(&mut cached.frame, &mut row, &mut key_parts, &mut storage)?;
     storage
         .outcome()
@@ -200,12 +202,21 @@ pub struct ReplayStorage<'a> {
     tid: Tid,
     /// Whether the write took effect, once it ran.
     installed: Option<bool>,
+    /// The plan's `update` sets every non-key column, so it does not read the old row.
+    whole_images: bool,
 }
 
 impl<'a> ReplayStorage<'a> {
     /// A context for the record of `key` with TID `tid`.
     pub fn new(catalog: &'a Catalog, key: &'a [u8], tid: Tid) -> ReplayStorage<'a> {
-        ReplayStorage { catalog, key, tid, installed: None }
+        ReplayStorage { catalog, key, tid, installed: None, whole_images: false }
+    }
+
+    /// Declares that the plan's `update` sets every non-key column: the row it starts from is
+    /// then built from the key alone, without a lookup of the old row.
+    pub fn with_whole_images(mut self, whole: bool) -> ReplayStorage<'a> {
+        self.whole_images = whole;
+        self
     }
 
     /// Whether the plan's write changed the key's state (`None`: it wrote nothing).
@@ -236,11 +247,12 @@ fn replay_error(message: String) -> TxnError {
     TxnError::Procedure { procedure: "replay".into(), message }
 }
 
-/// The row of `key` before the update: the present row, or — for a key whose record is a
-/// tombstone (an older delete, replayed first in newest-first order) — a row of nulls with the
-/// key's values, which the plan's `set`s (every non-key column) fill in completely.
-fn old_row(table: &Table, key: &Key, pk: &[Value]) -> Row {
-    if let Some(record) = table.get(key.as_bytes()) {
+/// The row of `key` before the update: the present row, or — when the plan sets every non-key
+/// column (`whole`), or for a key whose record is a tombstone — a row of nulls with the key's
+/// values. (A partial update of a tombstone then fails the schema check of a not-null column, or
+/// leaves nulls; value logs carry whole rows, so they never meet this.)
+fn old_row(table: &Table, key: &Key, pk: &[Value], whole: bool) -> Row {
+    if !whole && let Some(record) = table.get(key.as_bytes()) {
         let (word, row) = record.stable_read();
         if !word.is_absent() {
             return row;
@@ -278,7 +290,7 @@ impl Storage for ReplayStorage<'_> {
     ) -> Result<bool, TxnError> {
         let t = self.table(table)?;
         let key = t.schema.encode_primary_key(pk)?;
-        let new = build(old_row(t, &key, pk))?;
+        let new = build(old_row(t, &key, pk, self.whole_images))?;
         t.schema.check_row(&new)?;
         // The checker forbids setting key columns, so `new` is still the row of `key`.
         self.install(t, key, Some(new))?;
