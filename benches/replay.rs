@@ -17,6 +17,10 @@ use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The allocator of the `lazarus` binary, so that allocation costs are those of `lazarus recover`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
