@@ -147,6 +147,19 @@ fn key_conds(schema: &TableSchema, mut param: impl FnMut(usize, usize) -> String
     conds.join(" and ")
 }
 
+/// The plan a record takes (module docs of [`super`]): its operation and column set.
+fn choose(schema: &TableSchema, record: &RedoRecord<'_>) -> (RedoOp, ColumnSet) {
+    if record.row.is_none() {
+        return (RedoOp::Delete, ColumnSet::empty());
+    }
+    let set = ColumnSet::non_key(schema);
+    if record.key_seen && !set.is_empty() {
+        (RedoOp::Update, set)
+    } else {
+        (RedoOp::Insert, ColumnSet::all(schema.columns.len()))
+    }
+}
+
 /// Applies one redo record through its compiled plan; see [`super::Replayer::apply`].
 pub fn apply(
     cache: &mut PlanCache,
@@ -155,17 +168,7 @@ pub fn apply(
     record: RedoRecord<'_>,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
-    let (op, columns) = match &record.row {
-        None => (RedoOp::Delete, ColumnSet::empty()),
-        Some(_) => {
-            let set = ColumnSet::non_key(schema);
-            if record.key_seen && !set.is_empty() {
-                (RedoOp::Update, set)
-            } else {
-                (RedoOp::Insert, ColumnSet::all(schema.columns.len()))
-            }
-        }
-    };
+    let (op, columns) = choose(schema, &record);
     let mut row = match record.row {
         Some(row) => Arc::try_unwrap(row).unwrap_or_else(|shared| shared.as_ref().clone()),
         None => Vec::new(),
@@ -178,18 +181,16 @@ pub fn apply(
     };
     if op != RedoOp::Delete && row.len() != schema.columns.len() {
         // The plan takes values by position; the storage step checks the rest of the row.
-        return Err(
-            SchemaError::Arity { table: schema.name.clone(), expected: schema.columns.len(), got: row.len() }.into()
-        );
+        let (expected, got) = (schema.columns.len(), row.len());
+        return Err(SchemaError::Arity { table: schema.name.clone(), expected, got }.into());
     }
     let cached = cache.plan(catalog, table, op, columns)?;
-    // Update plans of value logs set every non-key column: the old row is not needed.
-    let whole = op == RedoOp::Update && columns == ColumnSet::non_key(schema);
+    // The update plan `choose` picks sets every non-key column: the old row is not needed.
+    let whole = op == RedoOp::Update;
     let mut storage = ReplayStorage::new(catalog, record.key, record.tid).with_whole_images(whole);
     cached.plan.run(&mut cached.frame, &mut row, &mut key_parts, &mut storage)?;
-    storage
-        .outcome()
-        .ok_or_else(|| ReplayError::Plan { table: schema.name.clone(), message: "the plan wrote nothing".into() })
+    let wrote_nothing = || ReplayError::Plan { table: schema.name.clone(), message: "the plan wrote nothing".into() };
+    storage.outcome().ok_or_else(wrote_nothing)
 }
 
 /// The replay context: the storage interface a replay plan runs against. No OCC: each write is
