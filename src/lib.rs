@@ -6,6 +6,7 @@
 //! - [`txn`]: Silo's optimistic concurrency control with epochs.
 //! - [`durability`]: the commit hook every logging scheme plugs into.
 //! - [`proc`]: the stored-procedure language, its IR and compiler.
+//! - [`replay`]: redo records applied directly or through cached compiled plans (Pan's thesis).
 //! - [`io`]: the one trait all file I/O goes through.
 //! - [`pacman`]: PACMAN's static analysis of procedures: slices, blocks, the global dependency graph.
 //! - [`db`]: the embedded database that ties them together.
@@ -22,6 +23,7 @@ pub mod durability;
 pub mod io;
 pub mod pacman;
 pub mod proc;
+pub mod replay;
 pub mod report;
 pub mod server;
 pub mod storage;

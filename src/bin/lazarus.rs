@@ -54,6 +54,10 @@ enum Command {
         /// after, with --cold), and report recovery's rate against that I/O limit.
         #[arg(long)]
         compare_read: bool,
+        /// How log writes are applied: `direct` (after-images straight to the tables) or
+        /// `compiled` (through cached, compiled plans of the procedure language).
+        #[arg(long, default_value = "direct")]
+        replay: lazarus::replay::ReplayMode,
     },
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
@@ -84,8 +88,8 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => demo(&args),
-        Some(Command::Recover { log_dir, threads, cold, compare_read }) => {
-            recover(log_dir, threads, cold, compare_read)
+        Some(Command::Recover { log_dir, threads, cold, compare_read, replay }) => {
+            recover(log_dir, threads, cold, compare_read, replay)
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
         Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
@@ -379,6 +383,7 @@ fn recover(
     threads: Option<usize>,
     cold: bool,
     compare_read: bool,
+    replay: lazarus::replay::ReplayMode,
 ) -> anyhow::Result<ExitCode> {
     for dir in &log_dirs {
         if !dir.is_dir() {
@@ -408,6 +413,7 @@ fn recover(
     if let Some(threads) = threads {
         options.recovery_threads = threads;
     }
+    options.replay_mode = replay;
     let scheme = Arc::new(ValueLogging::new(options)?);
     let started = std::time::Instant::now();
     let db = lazarus::Database::open(DatabaseConfig {
@@ -434,7 +440,7 @@ fn recover(
         None => println!("checkpoint               -   none installed"),
     }
     println!(
-        "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s",
+        "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s, {replay} replay",
         report.replay_ms,
         report.files,
         report.bytes,
@@ -446,6 +452,9 @@ fn recover(
         "                            {} writes installed, {} skipped unread (the key held a newer TID)",
         report.writes_installed, report.writes_obsolete
     );
+    if report.replay_plans_compiled > 0 {
+        println!("                            {} replay plans compiled", report.replay_plans_compiled);
+    }
     println!("index rebuild   {:>10.1} ms", report.rebuild_ms);
     println!("total           {:>10.1} ms", total_s * 1e3);
     let (ckpt_bytes, ckpt_ms) = report.checkpoint.as_ref().map_or((0, 0.0), |c| (c.bytes, c.load_ms));

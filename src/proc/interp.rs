@@ -83,7 +83,8 @@ impl Interp<'_, '_, '_> {
             }
             StmtKind::Get(g) => {
                 let key = g.key.iter().map(|e| eval(e, f)).collect::<Result<Vec<_>, _>>()?;
-                let row = runtime::get(self.tx, self.table_id(&g.table.name)?, &key)?;
+                let table = self.table_id(&g.table.name)?;
+                let row = runtime::get(self.tx, table, &key)?;
                 f.vals[self.p.found.index()] = Value::Bool(row.is_some());
                 for (&v, x) in g.into.iter().zip(runtime::columns_of(row.as_ref(), &g.columns)) {
                     f.vals[v.index()] = x;
@@ -96,7 +97,8 @@ impl Interp<'_, '_, '_> {
             }
             StmtKind::Insert(i) => {
                 let row = i.values.iter().map(|e| eval(e, f)).collect::<Result<Vec<_>, _>>()?;
-                runtime::insert(self.tx, self.table_id(&i.table.name)?, row)?;
+                let table = self.table_id(&i.table.name)?;
+                runtime::insert(self.tx, table, row)?;
             }
             StmtKind::Update(u) => {
                 let table = self.table_id(&u.table.name)?;
@@ -115,7 +117,8 @@ impl Interp<'_, '_, '_> {
             }
             StmtKind::Delete(d) => {
                 let key = d.key.iter().map(|e| eval(e, f)).collect::<Result<Vec<_>, _>>()?;
-                let deleted = runtime::delete(self.tx, self.table_id(&d.table.name)?, &key)?;
+                let table = self.table_id(&d.table.name)?;
+                let deleted = runtime::delete(self.tx, table, &key)?;
                 f.vals[self.p.found.index()] = Value::Bool(deleted);
             }
             StmtKind::Return(values) => {

@@ -144,6 +144,39 @@ impl CompiledProcedure {
     }
 }
 
+impl CompiledProcedure {
+    /// A frame for this procedure with every slot null. A caller that runs the procedure many
+    /// times (compiled log replay) writes the parameters into `vals[0..params]` itself and
+    /// reuses the frame, instead of [`CompiledProcedure::run`]'s argument binding per call.
+    pub fn new_frame(&self) -> runtime::Frame {
+        let ir = &self.ir;
+        runtime::Frame {
+            vals: vec![Value::Null; ir.vars.len()],
+            arrays: vec![None; ir.params],
+            row: None,
+            iterations: 0,
+        }
+    }
+
+    /// Runs the procedure on `storage` with the parameters already in `frame` (see
+    /// [`CompiledProcedure::new_frame`]). Their types are not checked here: the caller binds
+    /// values of the parameters' types or null, and the storage step checks every row it writes
+    /// against the table's schema.
+    pub fn run_bound(
+        &self,
+        frame: &mut runtime::Frame,
+        storage: &mut dyn runtime::Storage,
+    ) -> Result<Vec<Value>, TxnError> {
+        debug_assert_eq!(frame.vals.len(), self.ir.vars.len());
+        frame.iterations = 0;
+        frame.row = None;
+        match compile::run_block(&self.body, frame, storage)? {
+            runtime::Flow::Return(values) => Ok(values),
+            runtime::Flow::Next => Ok(Vec::new()),
+        }
+    }
+}
+
 impl std::fmt::Debug for CompiledProcedure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompiledProcedure").field("name", &self.ir.name).finish()

@@ -2,6 +2,10 @@
 //! control flow, error wrapping and the database operations (so that both execute a statement
 //! through exactly the same engine calls).
 //!
+//! Every database operation goes through [`Storage`], the executor's storage interface: a
+//! [`Transaction`] (Silo OCC) for calls, or a replay context (no OCC, the log record's explicit
+//! TID; [`crate::replay`]) when a compiled replay plan runs the same closures during recovery.
+//!
 //! Null keys: a key or bound containing null matches no row (SQL's `col = null` is never true),
 //! so such an operation reports "not found" or an empty scan without touching the index. Its
 //! result does not depend on the database, so nothing needs to be validated at commit.
@@ -98,12 +102,60 @@ fn fit(v: &Value, var: &Var) -> Result<Value, String> {
     }
 }
 
+/// The storage interface compiled statements and the interpreter call: the engine's operations
+/// on rows by primary key, and scans. A dyn call per operation; the operation itself (a hash
+/// lookup, a row check, a key encoding) costs far more.
+pub trait Storage {
+    /// The row with primary key `pk` (values in key order).
+    fn get_row(&mut self, table: TableId, pk: &[Value]) -> Result<Option<Row>, TxnError>;
+    /// A bounded scan.
+    fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError>;
+    /// Inserts a row.
+    fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError>;
+    /// Replaces the row with primary key `pk` by `build(old row)`; `false` if there is none.
+    fn update_row_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError>;
+    /// Deletes the row with primary key `pk`; whether there was one.
+    fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError>;
+}
+
+impl Storage for Transaction<'_> {
+    fn get_row(&mut self, table: TableId, pk: &[Value]) -> Result<Option<Row>, TxnError> {
+        self.get(table, pk)
+    }
+
+    fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError> {
+        self.scan(scan)
+    }
+
+    fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
+        self.insert(table, row)
+    }
+
+    fn update_row_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        self.update_with(table, pk, build)
+    }
+
+    fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {
+        self.delete(table, pk)
+    }
+}
+
 /// A point read. `None` if there is no row or the key has a null.
-pub fn get(tx: &mut Transaction<'_>, table: TableId, key: &[Value]) -> Result<Option<Row>, TxnError> {
+pub fn get(tx: &mut dyn Storage, table: TableId, key: &[Value]) -> Result<Option<Row>, TxnError> {
     if key.iter().any(Value::is_null) {
         return Ok(None);
     }
-    tx.get(table, key)
+    tx.get_row(table, key)
 }
 
 /// The parts of a scan, evaluated.
@@ -136,7 +188,7 @@ pub fn scan_limit(limit: &Value, cap: usize) -> RtResult<usize> {
 
 /// A bounded range scan. A run-time error (bad limit) is returned as `Ok(Err(message))` so that
 /// the caller can add its position.
-pub fn scan(tx: &mut Transaction<'_>, a: ScanArgs<'_>) -> Result<RtResult<Vec<Row>>, TxnError> {
+pub fn scan(tx: &mut dyn Storage, a: ScanArgs<'_>) -> Result<RtResult<Vec<Row>>, TxnError> {
     let limit = match scan_limit(&a.limit, a.cap) {
         Ok(n) => n,
         Err(e) => return Ok(Err(e)),
@@ -154,7 +206,7 @@ pub fn scan(tx: &mut Transaction<'_>, a: ScanArgs<'_>) -> Result<RtResult<Vec<Ro
     };
     let (lower, upper) = (bound(&a.lower), bound(&a.upper));
     let range = KeyRange::from_values(a.prefix, lower.as_ref(), upper.as_ref())?;
-    let rows = tx.scan(&Scan { table: a.table, index: a.index, range, direction: a.direction, limit })?;
+    let rows = tx.scan_rows(&Scan { table: a.table, index: a.index, range, direction: a.direction, limit })?;
     Ok(Ok(rows))
 }
 
@@ -178,23 +230,23 @@ pub fn distinct_rows(rows: Vec<Row>, positions: &[usize]) -> Vec<Row> {
 }
 
 /// Inserts a row.
-pub fn insert(tx: &mut Transaction<'_>, table: TableId, row: Vec<Value>) -> Result<(), TxnError> {
-    tx.insert(table, Arc::new(row))
+pub fn insert(tx: &mut dyn Storage, table: TableId, row: Vec<Value>) -> Result<(), TxnError> {
+    tx.insert_row(table, Arc::new(row))
 }
 
 /// Deletes by primary key; whether a row was deleted.
-pub fn delete(tx: &mut Transaction<'_>, table: TableId, key: &[Value]) -> Result<bool, TxnError> {
+pub fn delete(tx: &mut dyn Storage, table: TableId, key: &[Value]) -> Result<bool, TxnError> {
     if key.iter().any(Value::is_null) {
         return Ok(false);
     }
-    tx.delete(table, key)
+    tx.delete_row(table, key)
 }
 
 /// `update`: replaces the row with primary key `key` by `build(old row)`, with one lookup
 /// ([`Transaction::update_with`]). `false` if there is no row or the key has a null (then `build`
 /// is not called).
 pub fn update(
-    tx: &mut Transaction<'_>,
+    tx: &mut dyn Storage,
     table: TableId,
     key: &[Value],
     build: impl FnOnce(Row) -> Result<Vec<Value>, TxnError>,
@@ -202,7 +254,12 @@ pub fn update(
     if key.iter().any(Value::is_null) {
         return Ok(false);
     }
-    tx.update_with(table, key, |old| build(old).map(Arc::new))
+    // The storage interface takes an `FnMut` (object safety); it calls it at most once.
+    let mut build = Some(build);
+    tx.update_row_with(table, key, &mut |old| match build.take() {
+        Some(build) => build(old).map(Arc::new),
+        None => Err(TxnError::Procedure { procedure: String::new(), message: "update built twice".into() }),
+    })
 }
 
 /// The column values of `row` at `positions`, or nulls when there is no row.

@@ -80,6 +80,9 @@ pub struct ValueOptions {
     /// What the entries are: after-images (scheme `value`) or procedure calls (scheme
     /// `command`, see [`crate::durability::command`]).
     pub entry_format: files::EntryFormat,
+    /// How recovery applies the log's writes: directly (the default) or through compiled plans
+    /// ([`crate::replay`]); both give the same tables and indexes.
+    pub replay_mode: crate::replay::ReplayMode,
 }
 
 impl ValueOptions {
@@ -94,6 +97,7 @@ impl ValueOptions {
             fs: Arc::new(RealFs),
             checkpoint: CheckpointOptions::new(log_dirs.len()),
             entry_format: files::EntryFormat::Value,
+            replay_mode: crate::replay::ReplayMode::Direct,
             log_dirs,
         }
     }

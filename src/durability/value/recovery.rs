@@ -69,6 +69,10 @@ pub struct RecoveryReport {
     pub positions: Vec<DurablePosition>,
     /// Milliseconds spent rebuilding the catalog.
     pub catalog_ms: f64,
+    /// How the log's writes were applied.
+    pub replay_mode: crate::replay::ReplayMode,
+    /// Replay plans compiled (compiled mode; summed over the recovery threads).
+    pub replay_plans_compiled: u64,
     /// Milliseconds spent replaying the log.
     pub replay_ms: f64,
     /// Milliseconds spent sweeping tombstones and building secondary indexes.
@@ -315,13 +319,16 @@ fn replay_files(
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     let catalog = db.catalog();
-    let stats = replay::replay(options.fs.as_ref(), &catalog, replay, window, options.recovery_threads)?;
+    let threads = options.recovery_threads;
+    let stats = replay::replay(options.fs.as_ref(), &catalog, replay, window, threads, options.replay_mode)?;
     report.files = replay.len();
     report.bytes = stats.bytes;
     report.entries = stats.entries;
     report.entries_skipped = stats.skipped;
     report.writes_installed = stats.installed;
     report.writes_obsolete = stats.obsolete;
+    report.replay_mode = options.replay_mode;
+    report.replay_plans_compiled = stats.plans_compiled;
     Ok(stats.max_epoch)
 }
 

@@ -8,6 +8,9 @@
 //! Only a write that wins decodes its row and installs it ([`crate::storage::Table::install_if_newer`]
 //! re-checks the TID under the record's lock, so two threads replaying writes of one key agree).
 //!
+//! Each write goes through the thread's [`Replayer`] in the chosen [`ReplayMode`] (direct, or
+//! compiled plans: [`crate::replay`]).
+//!
 //! Damage: the reader checks every block header inside a file's valid part, the appliers every
 //! payload checksum and every entry; either stops recovery with the file and offset.
 
@@ -16,7 +19,8 @@ use crate::durability::DurabilityError;
 use crate::durability::codec::Reader;
 use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::io::{FileSystem, OpenMode};
-use crate::storage::{Catalog, Key};
+use crate::replay::{RedoRecord, ReplayMode, Replayer};
+use crate::storage::Catalog;
 use crate::txn::Tid;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -47,6 +51,8 @@ pub struct ReplayStats {
     pub obsolete: u64,
     /// The largest epoch of any entry read.
     pub max_epoch: u64,
+    /// Replay plans compiled, summed over the threads (0 in direct mode).
+    pub plans_compiled: u64,
 }
 
 /// Whole blocks of one file, read in one go.
@@ -70,6 +76,7 @@ pub fn replay(
     files: &[LogFile],
     window: &dyn EpochWindow,
     threads: usize,
+    mode: ReplayMode,
 ) -> Result<ReplayStats, DurabilityError> {
     let threads = threads.max(1);
     let (chunk_tx, chunk_rx) = mpsc::sync_channel::<Chunk>(threads * 2);
@@ -85,17 +92,19 @@ pub fn replay(
             let (chunk_rx, failure, failed, totals) = (&chunk_rx, &failure, &failed, &totals);
             scope.spawn(move || {
                 let mut stats = ReplayStats::default();
+                let mut replayer = Replayer::new(mode);
                 loop {
                     let next = chunk_rx.lock().recv();
                     let Ok(chunk) = next else { break };
                     if !failed.load(Ordering::Relaxed)
-                        && let Err(e) = apply_chunk(catalog, files, &chunk, window, &mut stats)
+                        && let Err(e) = apply_chunk(catalog, files, &chunk, window, &mut replayer, &mut stats)
                     {
                         failure.lock().get_or_insert(e);
                         failed.store(true, Ordering::Relaxed);
                     }
                     let _ = recycle_tx.send(chunk.data);
                 }
+                stats.plans_compiled = replayer.cache().compiled();
                 merge(&mut totals.lock(), &stats);
             });
         }
@@ -120,6 +129,7 @@ fn merge(into: &mut ReplayStats, from: &ReplayStats) {
     into.installed += from.installed;
     into.obsolete += from.obsolete;
     into.max_epoch = into.max_epoch.max(from.max_epoch);
+    into.plans_compiled += from.plans_compiled;
 }
 
 /// The reader: streams each file's valid part as chunks of whole blocks.
@@ -273,6 +283,7 @@ fn apply_chunk(
     files: &[LogFile],
     chunk: &Chunk,
     window: &dyn EpochWindow,
+    replayer: &mut Replayer,
     stats: &mut ReplayStats,
 ) -> Result<(), DurabilityError> {
     let path = &files[chunk.file].path;
@@ -280,7 +291,8 @@ fn apply_chunk(
         let payload = &chunk.data[start + HEADER_SIZE_BYTES..start + header.size_bytes()];
         let block_offset = chunk.offset + start as u64;
         header.check_payload(payload).map_err(|e| corrupt(path, block_offset, e.to_string()))?;
-        apply_block(catalog, path, payload, block_offset + HEADER_SIZE_BYTES as u64, window, stats)?;
+        let at = block_offset + HEADER_SIZE_BYTES as u64;
+        apply_block(catalog, path, payload, at, window, replayer, stats)?;
     }
     Ok(())
 }
@@ -292,6 +304,7 @@ fn apply_block(
     payload: &[u8],
     offset: u64,
     window: &dyn EpochWindow,
+    replayer: &mut Replayer,
     stats: &mut ReplayStats,
 ) -> Result<(), DurabilityError> {
     let mut reader = Reader::new(payload);
@@ -315,37 +328,40 @@ fn apply_block(
                 }
                 continue;
             }
-            apply_write(catalog, &mut reader, tid, table_id, put, key, stats).map_err(bad)?;
+            let write = Write { tid, table_id, put, key };
+            apply_write(catalog, &mut reader, write, replayer, stats).map_err(bad)?;
         }
     }
     Ok(())
+}
+
+/// One write's head, as the log gives it.
+struct Write<'a> {
+    tid: Tid,
+    table_id: u32,
+    put: bool,
+    key: &'a [u8],
 }
 
 /// Applies one admitted write: skipped unread if the key holds a newer TID already.
 fn apply_write(
     catalog: &Catalog,
     reader: &mut Reader<'_>,
-    tid: Tid,
-    table_id: u32,
-    put: bool,
-    key: &[u8],
+    write: Write<'_>,
+    replayer: &mut Replayer,
     stats: &mut ReplayStats,
 ) -> Result<(), String> {
+    let Write { tid, table_id, put, key } = write;
     let table =
         catalog.table(table_id).ok_or_else(|| format!("record for table id {table_id} which does not exist"))?;
-    let newer_present = table.get(key).is_some_and(|r| r.word().tid() >= tid);
-    if newer_present {
+    let existing = table.get(key);
+    if existing.as_ref().is_some_and(|r| r.word().tid() >= tid) {
         stats.obsolete += 1;
         return if put { reader.skip_row().map_err(|e| e.to_string()) } else { Ok(()) };
     }
-    let row = if put {
-        let row = reader.row().map_err(|e| e.to_string())?;
-        table.schema.check_row(&row).map_err(|e| e.to_string())?;
-        Some(row)
-    } else {
-        None
-    };
-    if table.install_if_newer(&Key::from(key), row, tid) {
+    let row = if put { Some(reader.row().map_err(|e| e.to_string())?) } else { None };
+    let record = RedoRecord { key, row, tid, key_seen: existing.is_some() };
+    if replayer.apply(catalog, table, record).map_err(|e| e.to_string())? {
         stats.installed += 1;
     } else {
         stats.obsolete += 1;

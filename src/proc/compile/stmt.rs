@@ -4,15 +4,16 @@
 use super::super::Diagnostic;
 use super::super::ir::{Expr, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
 use super::super::ops::{self, RtResult};
-use super::super::runtime::{self, Flow, Frame, ScanArgs, error_at};
+use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
 use crate::storage::table::Catalog;
 use crate::storage::{Direction, Row, TableId, Value};
-use crate::txn::{Transaction, TxnError};
+use crate::txn::TxnError;
 use std::sync::Arc;
 
 /// A compiled statement.
-pub(crate) type StmtFn = Box<dyn Fn(&mut Frame, &mut Transaction<'_>) -> Result<Flow, TxnError> + Send + Sync>;
+/// It runs against any [`Storage`]: a transaction, or a replay context during recovery.
+pub(crate) type StmtFn = Box<dyn Fn(&mut Frame, &mut dyn Storage) -> Result<Flow, TxnError> + Send + Sync>;
 
 /// Compilation context: the procedure and the catalog tables resolve against.
 pub(crate) struct Ctx<'a> {
@@ -36,7 +37,7 @@ impl Loc {
 }
 
 /// Runs a compiled block.
-pub(crate) fn run_block(stmts: &[StmtFn], f: &mut Frame, tx: &mut Transaction<'_>) -> Result<Flow, TxnError> {
+pub(crate) fn run_block(stmts: &[StmtFn], f: &mut Frame, tx: &mut dyn Storage) -> Result<Flow, TxnError> {
     for s in stmts {
         if let Flow::Return(v) = s(f, tx)? {
             return Ok(Flow::Return(v));
@@ -309,7 +310,7 @@ struct CompiledScan {
 }
 
 impl CompiledScan {
-    fn run(&self, f: &Frame, tx: &mut Transaction<'_>, loc: &Loc) -> Result<Vec<Row>, TxnError> {
+    fn run(&self, f: &Frame, tx: &mut dyn Storage, loc: &Loc) -> Result<Vec<Row>, TxnError> {
         let ev = |e: &ExprFn| e(f).map_err(|m| loc.err(m));
         let prefix = self.prefix.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
         let bound = |b: &Option<(ExprFn, bool)>| b.as_ref().map(|(e, inc)| ev(e).map(|v| (v, *inc))).transpose();

@@ -1,0 +1,219 @@
+//! Direct vs compiled log replay, side by side in one run (the thesis's Tables 4.1, 4.4, 4.7 and
+//! Figures 4.1, 4.2, 4.3, scaled down). For each experiment a value log is written once; then a
+//! copy of it is recovered alternately with `direct` and `compiled` replay, `RUNS` times each, on
+//! one recovery thread. Reported: median log-replay time (`RecoveryReport::replay_ms`) and the
+//! median index rebuild (`rebuild_ms`, the same code in both modes), redo records per second, and
+//! the ratio compiled/direct of replay throughput.
+//!
+//! Run: `cargo bench --bench replay [experiment name, to run one]` (env `REPLAY_INITIAL_ROWS`, default 10^5;
+//! `REPLAY_TXNS` (of 5 statements), default 2·10^4; `REPLAY_RUNS`, default 5; `REPLAY_ONLY=direct`
+//! or `compiled` recovers in that mode only, e.g. under
+//! `valgrind --tool=callgrind --toggle-collect='*value::replay::apply_chunk*'`).
+
+use lazarus::durability::LogScheme;
+use lazarus::durability::value::{ValueLogging, ValueOptions};
+use lazarus::replay::ReplayMode;
+use lazarus::storage::{Column, ColumnType, IndexSchema, TableSchema, Value};
+use lazarus::{Database, DatabaseConfig};
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The allocator of the `lazarus` binary, so that allocation costs are those of `lazarus recover`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn options(dir: &Path, mode: ReplayMode) -> ValueOptions {
+    let mut o = ValueOptions::new(vec![dir.join("log0")]);
+    o.checkpoint.interval_ms = 0;
+    o.recovery_threads = 1;
+    o.replay_mode = mode;
+    o
+}
+
+fn open(dir: &Path, mode: ReplayMode) -> (Database, Arc<ValueLogging>) {
+    let scheme = Arc::new(ValueLogging::new(options(dir, mode)).expect("scheme"));
+    let config = DatabaseConfig { scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>, ..DatabaseConfig::default() };
+    (Database::open(config).expect("open"), scheme)
+}
+
+/// One experiment: a table shape and a statement mix.
+struct Experiment {
+    name: String,
+    columns: usize,
+    indexes: usize,
+    /// Percent of statements (after the initial load) that are inserts; the rest are `other`.
+    insert_pct: u32,
+    other: Other,
+}
+
+#[derive(Clone, Copy)]
+enum Other {
+    Delete,
+    Update,
+}
+
+fn schema(e: &Experiment) -> TableSchema {
+    let mut columns = vec![Column { name: "k".into(), ty: ColumnType::Int, nullable: false }];
+    columns.extend((1..=e.columns).map(|i| Column { name: format!("c{i}"), ty: ColumnType::Int, nullable: false }));
+    let indexes =
+        (0..e.indexes).map(|i| IndexSchema { name: format!("i{i}"), columns: vec![1 + i % e.columns] }).collect();
+    TableSchema { name: "t".into(), columns, primary_key: vec![0], indexes }
+}
+
+fn row(k: i64, columns: usize, rng: &mut impl Rng) -> Arc<Vec<Value>> {
+    let mut row = vec![Value::Int(k)];
+    row.extend((0..columns).map(|_| Value::Int(rng.random_range(0..1_000_000))));
+    Arc::new(row)
+}
+
+/// Writes the experiment's log into `dir`: the initial rows, then the transactions.
+fn write_log(dir: &Path, e: &Experiment, initial: i64, txns: usize) {
+    let (db, _) = open(dir, ReplayMode::Direct);
+    let t = db.create_table(schema(e)).expect("table");
+    let mut w = db.worker();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for start in (0..initial).step_by(1000) {
+        w.run(1, |tx| (start..(start + 1000).min(initial)).try_for_each(|k| tx.insert(t, row(k, e.columns, &mut rng))))
+            .expect("load");
+    }
+    let mut live: Vec<i64> = (0..initial).collect();
+    let mut next = initial;
+    for _ in 0..txns {
+        w.run(1, |tx| {
+            for _ in 0..5 {
+                if rng.random_range(0..100) < e.insert_pct || live.is_empty() {
+                    tx.insert(t, row(next, e.columns, &mut rng))?;
+                    live.push(next);
+                    next += 1;
+                    continue;
+                }
+                let at = rng.random_range(0..live.len());
+                match e.other {
+                    Other::Delete => {
+                        tx.delete(t, &[Value::Int(live.swap_remove(at))])?;
+                    }
+                    Other::Update => {
+                        tx.update(t, row(live[at], e.columns, &mut rng))?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .expect("txn");
+    }
+    db.close().expect("close");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
+    }
+}
+
+/// Recovers a copy of `origin`; returns (replay ms, rebuild ms, writes replayed).
+fn recover(origin: &Path, scratch: &Path, mode: ReplayMode) -> (f64, f64, u64) {
+    let _ = std::fs::remove_dir_all(scratch);
+    copy_dir(origin, scratch);
+    let (db, scheme) = open(scratch, mode);
+    let r = scheme.recovery.lock().clone().expect("report");
+    db.close().expect("close");
+    (r.replay_ms, r.rebuild_ms, r.writes_installed + r.writes_obsolete)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn experiments() -> Vec<Experiment> {
+    let mix =
+        |name: &str, insert_pct, other| Experiment { name: name.into(), columns: 1, indexes: 0, insert_pct, other };
+    let mut list = vec![
+        mix("100 insert", 100, Other::Delete),
+        mix("90 insert / 10 delete", 90, Other::Delete),
+        mix("75 insert / 25 delete", 75, Other::Delete),
+        mix("50 insert / 50 delete", 50, Other::Delete),
+        mix("90 insert / 10 update", 90, Other::Update),
+        mix("75 insert / 25 update", 75, Other::Update),
+        mix("50 insert / 50 update", 50, Other::Update),
+    ];
+    for indexes in [2, 5, 10] {
+        list.push(Experiment {
+            name: format!("100 insert, {indexes} indexes"),
+            indexes,
+            ..mix("", 100, Other::Delete)
+        });
+    }
+    for columns in [10, 25, 50] {
+        list.push(Experiment {
+            name: format!("100 insert, {columns} columns"),
+            columns,
+            ..mix("", 100, Other::Delete)
+        });
+        let name = format!("100 insert, {columns} columns, 10 indexes");
+        list.push(Experiment { name, columns, indexes: 10, ..mix("", 100, Other::Delete) });
+    }
+    list
+}
+
+fn main() {
+    let runs = env("REPLAY_RUNS", 5).max(1);
+    let (initial, txns) = (env("REPLAY_INITIAL_ROWS", 100_000) as i64, env("REPLAY_TXNS", 20_000));
+    let only: Option<ReplayMode> = std::env::var("REPLAY_ONLY").ok().and_then(|m| m.parse().ok());
+    let wanted = |mode: ReplayMode| only.is_none_or(|o| o == mode);
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let dir = tempfile::tempdir().expect("tempdir");
+    println!("{initial} initial rows, {txns} transactions of 5 statements, {runs} runs per mode, 1 recovery thread");
+    println!(
+        "| experiment | records | direct replay ms | compiled replay ms | direct rec/s | compiled rec/s | compiled/direct | rebuild ms (d / c) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for e in experiments() {
+        if filter.as_ref().is_some_and(|f| e.name != *f) {
+            continue;
+        }
+        let origin = dir.path().join("origin");
+        let _ = std::fs::remove_dir_all(&origin);
+        write_log(&origin, &e, initial, txns);
+        let scratch = dir.path().join("scratch");
+        let (mut direct, mut compiled, mut rebuild_d, mut rebuild_c) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut records = 0;
+        for _ in 0..runs {
+            if wanted(ReplayMode::Direct) {
+                let (ms, rebuild, n) = recover(&origin, &scratch, ReplayMode::Direct);
+                direct.push(ms);
+                rebuild_d.push(rebuild);
+                records = n;
+            }
+            if wanted(ReplayMode::Compiled) {
+                let (ms, rebuild, n) = recover(&origin, &scratch, ReplayMode::Compiled);
+                assert!(records == 0 || n == records, "both modes replay the same records");
+                records = n;
+                compiled.push(ms);
+                rebuild_c.push(rebuild);
+            }
+        }
+        let (d, c) = (median(direct), median(compiled));
+        let rate = |ms: f64| records as f64 / (ms / 1e3).max(1e-9);
+        println!(
+            "| {} | {records} | {d:.1} | {c:.1} | {:.3e} | {:.3e} | {:.2} | {:.1} / {:.1} |",
+            e.name,
+            rate(d),
+            rate(c),
+            d / c,
+            median(rebuild_d),
+            median(rebuild_c)
+        );
+    }
+}

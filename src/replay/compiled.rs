@@ -1,0 +1,307 @@
+//! Compiled replay: a redo record becomes a parameterized statement of the procedure language,
+//! compiled once per (table, operation, column set) by the language's own compiler and run by
+//! its closures against a [`ReplayStorage`] (no OCC, the record's TID). See the module docs of
+//! [`super`] for the design.
+
+use super::cache::{ColumnSet, PlanCache};
+use super::{RedoOp, RedoRecord, ReplayError};
+use crate::proc::runtime::{Frame, Storage};
+use crate::proc::{self, CompiledProcedure};
+use crate::storage::{Catalog, Key, Row, SchemaError, Table, TableId, TableSchema, Value, key};
+use crate::txn::{Scan, Tid, TxnError};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Where a plan parameter's value comes from.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// Column `p` of the after-image.
+    Column(usize),
+    /// Part `i` of the decoded primary key (deletes carry no row).
+    KeyPart(usize),
+}
+
+/// A compiled, parameterized replay statement.
+pub struct Plan {
+    op: RedoOp,
+    table: TableId,
+    text: String,
+    procedure: CompiledProcedure,
+    /// One per parameter, in parameter order.
+    sources: Vec<Source>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan").field("op", &self.op).field("table", &self.table).field("text", &self.text).finish()
+    }
+}
+
+impl Plan {
+    /// Writes the statement for (`table`, `op`, `columns`) as source text and compiles it against
+    /// `catalog` with the procedure language's pipeline (lexer, parser, checker, IR, closures).
+    /// For [`RedoOp::Insert`] `columns` are the columns given (the others are null); for
+    /// [`RedoOp::Update`] the columns set (non-key, not empty); for [`RedoOp::Delete`] unused.
+    pub fn compile(catalog: &Catalog, table: &Table, op: RedoOp, columns: &ColumnSet) -> Result<Plan, ReplayError> {
+        let schema = &table.schema;
+        let fail = |message: String| ReplayError::Plan { table: schema.name.clone(), message };
+        let (text, sources) = plan_text(schema, op, columns).map_err(fail)?;
+        let module = proc::check_source("<replay>", &text, catalog)
+            .map_err(|d| fail(d.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+        let ir = module.procedures.into_iter().next().ok_or_else(|| fail("no procedure compiled".into()))?;
+        assert_eq!(ir.params, sources.len(), "one source per parameter");
+        let procedure = CompiledProcedure::compile(Arc::new(ir), catalog).map_err(|d| fail(d.to_string()))?;
+        Ok(Plan { op, table: table.id, text, procedure, sources })
+    }
+
+    /// The operation.
+    pub fn op(&self) -> RedoOp {
+        self.op
+    }
+
+    /// The statement's source text (a procedure of the language).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// A frame to bind this plan's parameters into.
+    pub fn new_frame(&self) -> Frame {
+        self.procedure.new_frame()
+    }
+
+    /// Binds the parameters (moving values out of `row` or `key_parts`) and runs the plan.
+    fn run(
+        &self,
+        frame: &mut Frame,
+        row: &mut [Value],
+        key_parts: &mut [Value],
+        storage: &mut ReplayStorage<'_>,
+    ) -> Result<(), TxnError> {
+        for (slot, source) in frame.vals.iter_mut().zip(&self.sources) {
+            *slot = match *source {
+                Source::Column(p) => std::mem::take(&mut row[p]),
+                Source::KeyPart(i) => std::mem::take(&mut key_parts[i]),
+            };
+        }
+        self.procedure.run_bound(frame, storage)?;
+        Ok(())
+    }
+}
+
+/// Parameter names start with this prefix, lengthened until no column name starts with it: in an
+/// `update`'s `set`, a bare column name means the current row's column, not a parameter.
+fn param_prefix(schema: &TableSchema) -> String {
+    let mut prefix = "_p".to_string();
+    while schema.columns.iter().any(|c| c.name.to_ascii_lowercase().starts_with(&prefix)) {
+        prefix.insert(0, '_');
+    }
+    prefix
+}
+
+/// The statement's text and each parameter's source.
+fn plan_text(schema: &TableSchema, op: RedoOp, columns: &ColumnSet) -> Result<(String, Vec<Source>), String> {
+    let prefix = param_prefix(schema);
+    let mut params = Vec::new();
+    let mut sources = Vec::new();
+    let mut param = |p: usize, source: Source| {
+        params.push(format!("{prefix}{} {}", sources.len(), schema.columns[p].ty.name()));
+        sources.push(source);
+        format!("{prefix}{}", sources.len() - 1)
+    };
+    let (name, body) = match op {
+        RedoOp::Insert => {
+            let cols: Vec<&str> = columns.positions().map(|p| schema.columns[p].name.as_str()).collect();
+            let values: Vec<String> = columns.positions().map(|p| param(p, Source::Column(p))).collect();
+            let body = format!("insert into {} ({}) values ({});", schema.name, cols.join(", "), values.join(", "));
+            ("replay_insert", body)
+        }
+        RedoOp::Update => {
+            if columns.is_empty() || schema.primary_key.iter().any(|&p| columns.contains(p)) {
+                return Err("an update plan sets one or more non-key columns".into());
+            }
+            let conds = key_conds(schema, |i, p| param(p, Source::Column(schema.primary_key[i])));
+            let sets: Vec<String> = columns
+                .positions()
+                .map(|p| format!("{} = {}", schema.columns[p].name, param(p, Source::Column(p))))
+                .collect();
+            ("replay_update", format!("update {} set {} where {};", schema.name, sets.join(", "), conds))
+        }
+        RedoOp::Delete => {
+            let conds = key_conds(schema, |i, p| param(p, Source::KeyPart(i)));
+            ("replay_delete", format!("delete from {} where {};", schema.name, conds))
+        }
+    };
+    let mut text = String::new();
+    let _ = write!(text, "procedure {name}({}) {{ {body} }}", params.join(", "));
+    Ok((text, sources))
+}
+
+/// `k1 = ? and k2 = ?` over the primary key; `param(i, p)` names key part `i`, column `p`.
+fn key_conds(schema: &TableSchema, mut param: impl FnMut(usize, usize) -> String) -> String {
+    let conds: Vec<String> = schema
+        .primary_key
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| format!("{} = {}", schema.columns[p].name, param(i, p)))
+        .collect();
+    conds.join(" and ")
+}
+
+/// The plan a record takes (module docs of [`super`]): its operation and column set.
+fn choose(schema: &TableSchema, record: &RedoRecord<'_>) -> (RedoOp, ColumnSet) {
+    if record.row.is_none() {
+        return (RedoOp::Delete, ColumnSet::empty());
+    }
+    let set = ColumnSet::non_key(schema);
+    if record.key_seen && !set.is_empty() {
+        (RedoOp::Update, set)
+    } else {
+        (RedoOp::Insert, ColumnSet::all(schema.columns.len()))
+    }
+}
+
+/// Applies one redo record through its compiled plan; see [`super::Replayer::apply`].
+pub fn apply(
+    cache: &mut PlanCache,
+    catalog: &Catalog,
+    table: &Table,
+    record: RedoRecord<'_>,
+) -> Result<bool, ReplayError> {
+    let schema = &table.schema;
+    let (op, columns) = choose(schema, &record);
+    let mut row = match record.row {
+        Some(row) => Arc::try_unwrap(row).unwrap_or_else(|shared| shared.as_ref().clone()),
+        None => Vec::new(),
+    };
+    let mut key_parts = match op {
+        RedoOp::Delete => {
+            key::decode_key(record.key).map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?
+        }
+        _ => Vec::new(),
+    };
+    if op != RedoOp::Delete && row.len() != schema.columns.len() {
+        // The plan takes values by position; the storage step checks the rest of the row.
+        let (expected, got) = (schema.columns.len(), row.len());
+        return Err(SchemaError::Arity { table: schema.name.clone(), expected, got }.into());
+    }
+    let cached = cache.plan(catalog, table, op, columns)?;
+    // The update plan `choose` picks sets every non-key column: the old row is not needed.
+    let whole = op == RedoOp::Update;
+    let mut storage = ReplayStorage::new(catalog, record.key, record.tid).with_whole_images(whole);
+    cached.plan.run(&mut cached.frame, &mut row, &mut key_parts, &mut storage)?;
+    let wrote_nothing = || ReplayError::Plan { table: schema.name.clone(), message: "the plan wrote nothing".into() };
+    storage.outcome().ok_or_else(wrote_nothing)
+}
+
+/// The replay context: the storage interface a replay plan runs against. No OCC: each write is
+/// installed at once with the record's TID by [`Table::install_if_newer`], after the schema's own
+/// row check and key encoding. Secondary indexes are left to
+/// [`Table::finish_recovery_range`]. A plan writes exactly once, the logged key.
+pub struct ReplayStorage<'a> {
+    catalog: &'a Catalog,
+    key: &'a [u8],
+    tid: Tid,
+    /// Whether the write took effect, once it ran.
+    installed: Option<bool>,
+    /// The plan's `update` sets every non-key column, so it does not read the old row.
+    whole_images: bool,
+}
+
+impl<'a> ReplayStorage<'a> {
+    /// A context for the record of `key` with TID `tid`.
+    pub fn new(catalog: &'a Catalog, key: &'a [u8], tid: Tid) -> ReplayStorage<'a> {
+        ReplayStorage { catalog, key, tid, installed: None, whole_images: false }
+    }
+
+    /// Declares that the plan's `update` sets every non-key column: the row it starts from is
+    /// then built from the key alone, without a lookup of the old row.
+    pub fn with_whole_images(mut self, whole: bool) -> ReplayStorage<'a> {
+        self.whole_images = whole;
+        self
+    }
+
+    /// Whether the plan's write changed the key's state (`None`: it wrote nothing).
+    pub fn outcome(&self) -> Option<bool> {
+        self.installed
+    }
+
+    fn table(&self, id: TableId) -> Result<&'a Table, TxnError> {
+        self.catalog.table(id).map(|t| &**t).ok_or_else(|| TxnError::NoSuchTable(format!("#{id}")))
+    }
+
+    fn install(&mut self, table: &Table, key: Key, row: Option<Row>) -> Result<(), TxnError> {
+        if key.as_bytes() != self.key {
+            return Err(replay_error(format!(
+                "the plan's key differs from the key logged for table {}",
+                table.schema.name
+            )));
+        }
+        if self.installed.is_some() {
+            return Err(replay_error("a replay plan writes one row".into()));
+        }
+        self.installed = Some(table.install_if_newer(&key, row, self.tid));
+        Ok(())
+    }
+}
+
+fn replay_error(message: String) -> TxnError {
+    TxnError::Procedure { procedure: "replay".into(), message }
+}
+
+/// The row of `key` before the update: the present row, or — when the plan sets every non-key
+/// column (`whole`), or for a key whose record is a tombstone — a row of nulls with the key's
+/// values. (A partial update of a tombstone then fails the schema check of a not-null column, or
+/// leaves nulls; value logs carry whole rows, so they never meet this.)
+fn old_row(table: &Table, key: &Key, pk: &[Value], whole: bool) -> Row {
+    if !whole && let Some(record) = table.get(key.as_bytes()) {
+        let (word, row) = record.stable_read();
+        if !word.is_absent() {
+            return row;
+        }
+    }
+    let schema = &table.schema;
+    let mut row = vec![Value::Null; schema.columns.len()];
+    for (&p, v) in schema.primary_key.iter().zip(pk) {
+        row[p] = v.clone();
+    }
+    Arc::new(row)
+}
+
+impl Storage for ReplayStorage<'_> {
+    fn get_row(&mut self, _table: TableId, _pk: &[Value]) -> Result<Option<Row>, TxnError> {
+        Err(replay_error("replay plans do not read".into()))
+    }
+
+    fn scan_rows(&mut self, _scan: &Scan) -> Result<Vec<Row>, TxnError> {
+        Err(replay_error("replay plans do not scan".into()))
+    }
+
+    fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
+        let t = self.table(table)?;
+        t.schema.check_row(&row)?;
+        let key = t.schema.primary_key_of(&row)?;
+        self.install(t, key, Some(row))
+    }
+
+    fn update_row_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        let key = t.schema.encode_primary_key(pk)?;
+        let new = build(old_row(t, &key, pk, self.whole_images))?;
+        t.schema.check_row(&new)?;
+        // The checker forbids setting key columns, so `new` is still the row of `key`.
+        self.install(t, key, Some(new))?;
+        Ok(true)
+    }
+
+    fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        let key = t.schema.encode_primary_key(pk)?;
+        self.install(t, key, None)?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,322 @@
+//! Direct and compiled log replay (`lazarus::replay`) give identical tables and secondary
+//! indexes; the compiled-plan cache follows the catalog's version; replay errors name the file and
+//! offset of the record.
+
+use lazarus::durability::value::files::{self, CATALOG_FILE};
+use lazarus::durability::value::{ValueLogging, ValueOptions};
+use lazarus::durability::{DurabilityError, LogScheme};
+use lazarus::replay::cache::{ColumnSet, PlanCache};
+use lazarus::replay::{RedoOp, ReplayMode};
+use lazarus::storage::{Column, ColumnType, Direction, IndexSchema, KeyRange, TableSchema, Value};
+use lazarus::{Database, DatabaseConfig};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn options(dir: &Path, mode: ReplayMode) -> ValueOptions {
+    let mut o = ValueOptions::new(vec![dir.join("log0"), dir.join("log1")]);
+    o.rotate_epochs = 2; // several files, replayed by several threads
+    o.recovery_threads = 2;
+    o.checkpoint.interval_ms = 0; // everything comes from the log
+    o.replay_mode = mode;
+    o
+}
+
+fn open(dir: &Path, mode: ReplayMode) -> Result<(Database, Arc<ValueLogging>), lazarus::db::DbError> {
+    let scheme = Arc::new(ValueLogging::new(options(dir, mode))?);
+    let db = Database::open(DatabaseConfig {
+        epoch_interval_ms: 2,
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..DatabaseConfig::default()
+    })?;
+    Ok((db, scheme))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create copy");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+/// A random table: 1–50 columns (the first one or two form the primary key, ints), 0–10
+/// secondary indexes of one or two columns.
+fn schema_strategy() -> impl Strategy<Value = TableSchema> {
+    (1usize..=50, 1usize..=2, proptest::collection::vec((0u8..4, any::<bool>()), 50), 0usize..=10)
+        .prop_flat_map(|(columns, key_len, types, indexes)| {
+            let key_len = key_len.min(columns);
+            let index_cols = proptest::collection::vec(proptest::collection::vec(0..columns, 1..=2), indexes);
+            (Just((columns, key_len, types)), index_cols)
+        })
+        .prop_map(|((count, key_len, types), index_cols)| {
+            let columns = (0..count)
+                .map(|i| {
+                    let (ty, nullable) = types[i];
+                    let ty = match ty {
+                        _ if i < key_len => ColumnType::Int,
+                        0 => ColumnType::Int,
+                        1 => ColumnType::Float,
+                        2 => ColumnType::Text,
+                        _ => ColumnType::Bytes,
+                    };
+                    Column { name: format!("c{i}"), ty, nullable: nullable && i >= key_len }
+                })
+                .collect();
+            let indexes = index_cols
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut cols)| {
+                    cols.dedup();
+                    IndexSchema { name: format!("i{i}"), columns: cols }
+                })
+                .collect();
+            TableSchema { name: "t".into(), columns, primary_key: (0..key_len).collect(), indexes }
+        })
+}
+
+/// One write of a history: a put (insert or update) of a row built from `seed`, or a delete.
+#[derive(Clone, Debug)]
+struct Op {
+    delete: bool,
+    key: i64,
+    seed: u64,
+}
+
+fn history_strategy() -> impl Strategy<Value = Vec<Vec<Op>>> {
+    let op = (0u8..4, 0i64..16, any::<u64>()).prop_map(|(kind, key, seed)| Op { delete: kind == 0, key, seed });
+    proptest::collection::vec(proptest::collection::vec(op, 1..=5), 1..40)
+}
+
+fn row_of(schema: &TableSchema, op: &Op) -> Vec<Value> {
+    let mut x = op.seed;
+    let mut next = || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let key_len = schema.primary_key.len();
+    schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let r = next();
+            match c.ty {
+                _ if i < key_len => Value::Int(op.key * (i as i64 + 1)),
+                _ if c.nullable && r % 5 == 0 => Value::Null,
+                ColumnType::Int => Value::Int(r as i64 % 7),
+                ColumnType::Float => Value::Float((r % 5) as f64 / 4.0),
+                ColumnType::Text => Value::text(&format!("v{}", r % 6)),
+                _ => Value::Bytes(Arc::from(vec![(r % 3) as u8; (r % 4) as usize])),
+            }
+        })
+        .collect()
+}
+
+/// The table's rows (key, row, TID) and each secondary index's entries (entry key, row), in
+/// index order.
+type State = (Vec<(Vec<u8>, Vec<Value>, u64)>, Vec<Vec<(Vec<u8>, Vec<Value>)>>);
+
+fn state(db: &Database) -> State {
+    let catalog = db.catalog();
+    let t = catalog.table_by_name("t").expect("table t");
+    let mut rows = Vec::new();
+    t.primary.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |k, r| {
+        rows.push((k.as_bytes().to_vec(), r.row_unchecked().to_vec(), r.word().tid().to_u64()));
+        true
+    });
+    let indexes = t
+        .secondary
+        .iter()
+        .map(|index| {
+            let mut entries = Vec::new();
+            index.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |k, r| {
+                entries.push((k.as_bytes().to_vec(), r.row_unchecked().to_vec()));
+                true
+            });
+            entries
+        })
+        .collect();
+    (rows, indexes)
+}
+
+/// Runs `history` against a fresh database in `dir`; returns the state after it.
+fn run_history(dir: &Path, schema: &TableSchema, history: &[Vec<Op>]) -> State {
+    let (db, _) = open(dir, ReplayMode::Direct).expect("open");
+    let table = db.create_table(schema.clone()).expect("create table");
+    let mut worker = db.worker();
+    let mut last = None;
+    for txn in history {
+        let ((), committed) = worker
+            .run(3, |tx| {
+                for op in txn {
+                    if op.delete {
+                        let key: Vec<Value> =
+                            (0..schema.primary_key.len()).map(|i| Value::Int(op.key * (i as i64 + 1))).collect();
+                        tx.delete(table, &key)?;
+                    } else {
+                        tx.put(table, Arc::new(row_of(schema, op)))?;
+                    }
+                }
+                Ok(())
+            })
+            .expect("transaction");
+        last = Some(committed.durability);
+    }
+    // Epochs only grow on one worker: the last transaction durable makes them all durable.
+    if let Some(ticket) = last {
+        worker.wait_durable(&ticket).expect("durable");
+    }
+    let before = state(&db);
+    db.close().expect("close");
+    before
+}
+
+/// Recovers a copy of `dir` in `mode`; returns the state and the plans compiled.
+fn recover_copy(dir: &Path, copy: PathBuf, mode: ReplayMode) -> (State, u64) {
+    copy_dir(dir, &copy);
+    let (db, scheme) = open(&copy, mode).expect("recover");
+    let report = scheme.recovery.lock().clone().expect("recovery report");
+    assert_eq!(report.replay_mode, mode);
+    let recovered = state(&db);
+    db.close().expect("close");
+    (recovered, report.replay_plans_compiled)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn direct_and_compiled_replay_agree(schema in schema_strategy(), history in history_strategy()) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let origin = dir.path().join("origin");
+        let before = run_history(&origin, &schema, &history);
+        let (direct, direct_plans) = recover_copy(&origin, dir.path().join("direct"), ReplayMode::Direct);
+        let (compiled, compiled_plans) = recover_copy(&origin, dir.path().join("compiled"), ReplayMode::Compiled);
+        prop_assert_eq!(direct_plans, 0);
+        prop_assert!(compiled_plans >= 1, "compiled replay compiled no plan");
+        prop_assert_eq!(&direct, &compiled, "direct and compiled replay differ");
+        // Both equal the state before the crash (rows, TIDs and index entries).
+        prop_assert_eq!(&direct, &before);
+    }
+}
+
+fn kv_schema(name: &str) -> TableSchema {
+    TableSchema {
+        name: name.into(),
+        columns: vec![
+            Column { name: "k".into(), ty: ColumnType::Int, nullable: false },
+            Column { name: "v".into(), ty: ColumnType::Int, nullable: true },
+            Column { name: "w".into(), ty: ColumnType::Text, nullable: true },
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexSchema { name: format!("{name}_by_v"), columns: vec![1] }],
+    }
+}
+
+#[test]
+fn plan_cache_follows_catalog_version() {
+    let db = Database::open(DatabaseConfig::default()).expect("open");
+    db.create_table(kv_schema("t")).expect("create t");
+    let catalog = db.catalog();
+    let t = Arc::clone(catalog.table_by_name("t").expect("t"));
+    let mut cache = PlanCache::default();
+    let insert = cache.plan(&catalog, &t, RedoOp::Insert, ColumnSet::all(3)).expect("insert plan");
+    assert!(insert.plan.text().contains("insert into t (k, v, w) values"), "{}", insert.plan.text());
+    let update = cache.plan(&catalog, &t, RedoOp::Update, ColumnSet::non_key(&t.schema)).expect("update plan");
+    assert!(update.plan.text().contains("update t set v = "), "{}", update.plan.text());
+    let delete = cache.plan(&catalog, &t, RedoOp::Delete, ColumnSet::empty()).expect("delete plan");
+    assert!(delete.plan.text().contains("delete from t where k = "), "{}", delete.plan.text());
+    assert_eq!((cache.compiled(), cache.len(), cache.invalidations()), (3, 3, 0));
+    // Hits compile nothing.
+    cache.plan(&catalog, &t, RedoOp::Insert, ColumnSet::all(3)).expect("cached");
+    cache.plan(&catalog, &t, RedoOp::Delete, ColumnSet::empty()).expect("cached");
+    assert_eq!((cache.compiled(), cache.len()), (3, 3));
+    // A different column set is a different plan.
+    let mut some = ColumnSet::empty();
+    some.insert(0);
+    some.insert(2);
+    cache.plan(&catalog, &t, RedoOp::Insert, some).expect("partial insert");
+    assert_eq!((cache.compiled(), cache.len()), (4, 4));
+
+    // A new table changes the catalog: every plan is dropped and recompiled on demand.
+    db.create_table(kv_schema("u")).expect("create u");
+    let after_table = db.catalog();
+    assert_ne!(after_table.version(), catalog.version());
+    let t2 = Arc::clone(after_table.table_by_name("t").expect("t"));
+    cache.plan(&after_table, &t2, RedoOp::Insert, ColumnSet::all(3)).expect("recompiled");
+    assert_eq!((cache.compiled(), cache.len(), cache.invalidations()), (5, 1, 1));
+
+    // So does a module that declares a table.
+    db.load_module(
+        "more.proc",
+        "table x (a int not null, primary key (a));\nprocedure touch(a int) { insert into x values (a); }",
+    )
+    .expect("module");
+    let after_module = db.catalog();
+    assert_ne!(after_module.version(), after_table.version());
+    let t3 = Arc::clone(after_module.table_by_name("t").expect("t"));
+    cache.plan(&after_module, &t3, RedoOp::Insert, ColumnSet::all(3)).expect("recompiled");
+    assert_eq!((cache.compiled(), cache.len(), cache.invalidations()), (6, 1, 2));
+}
+
+/// Writes a few rows of `t` (k, v, w) to a value log in `dir` and closes the database.
+fn write_kv_log(dir: &Path) {
+    let (db, _) = open(dir, ReplayMode::Direct).expect("open");
+    let table = db.create_table(kv_schema("t")).expect("create");
+    let mut worker = db.worker();
+    for k in 0..20 {
+        let ((), committed) = worker
+            .run(3, |tx| tx.put(table, Arc::new(vec![Value::Int(k), Value::Int(k % 3), Value::text("w")])))
+            .expect("put");
+        worker.wait_durable(&committed.durability).expect("durable");
+    }
+    db.close().expect("close");
+}
+
+/// Recovery of `dir` in `mode` fails with `Corrupt` naming a log file and an offset inside it;
+/// returns the reason.
+fn corrupt_reason(dir: &Path, mode: ReplayMode) -> String {
+    let error = match open(dir, mode) {
+        Ok(_) => panic!("{mode} recovery succeeded"),
+        Err(lazarus::db::DbError::Durability(e)) => e,
+        Err(e) => panic!("unexpected error {e}"),
+    };
+    let DurabilityError::Corrupt { file, offset, reason } = error else { panic!("not Corrupt: {error}") };
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    assert!(name == "data.log" || name.starts_with("old_data"), "names a log file: {}", file.display());
+    let len = std::fs::metadata(&file).expect("log file").len();
+    assert!(offset > 0 && offset < len, "offset {offset} inside the file of {len} bytes");
+    reason
+}
+
+#[test]
+fn record_for_missing_table_names_file_and_offset() {
+    for mode in [ReplayMode::Direct, ReplayMode::Compiled] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_kv_log(dir.path());
+        // Without the catalog file, recovery knows no table: the log's records name table id 0.
+        std::fs::remove_file(dir.path().join("log0").join(CATALOG_FILE)).expect("remove catalog");
+        let reason = corrupt_reason(dir.path(), mode);
+        assert!(reason.contains("table id 0 which does not exist"), "{mode}: {reason}");
+    }
+}
+
+#[test]
+fn row_that_does_not_fit_names_file_and_offset() {
+    for mode in [ReplayMode::Direct, ReplayMode::Compiled] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_kv_log(dir.path());
+        // The same table, but `v` is now text: the logged ints do not fit.
+        let module = "table t (k int not null, v text, w text, primary key (k));".to_string();
+        let bytes = files::encode_catalog(&[("t.proc".to_string(), module)]);
+        std::fs::write(dir.path().join("log0").join(CATALOG_FILE), bytes).expect("write catalog");
+        let reason = corrupt_reason(dir.path(), mode);
+        assert!(reason.contains('v') && reason.contains("text"), "{mode}: {reason}");
+    }
+}
