@@ -600,7 +600,25 @@ impl<'w> Transaction<'w> {
         };
         self.install(tid, &order, &ticket);
         self.worker.last_tid = tid;
-        Ok(Committed { tid, durability: ticket.durability })
+        let durability = match ticket.durability {
+            DurabilityTicket::Epoch(e) if order.is_empty() => DurabilityTicket::Epoch(self.observed_epoch().min(e)),
+            other => other,
+        };
+        Ok(Committed { tid, durability })
+    }
+
+    /// A read-only transaction changed nothing, so it may be acknowledged once what it observed
+    /// is durable: the rows it read (their TIDs' epochs) and the deletes behind keys it found
+    /// absent or scanned past (its tables' delete watermarks). A `GET` of durable data is then
+    /// answered at once instead of waiting for the current epoch's group commit. Anything that
+    /// overwrote what it read after its validation is ordered after it, so the recovered prefix
+    /// agrees with what it returned.
+    fn observed_epoch(&self) -> u64 {
+        let rows = self.reads.iter().map(|r| r.observed.tid().epoch()).max().unwrap_or(0);
+        let tables = self.absences.iter().map(|a| a.table).chain(self.scans.iter().map(|s| s.table));
+        let deletes =
+            tables.filter_map(|t| self.catalog.table(t)).map(|t| t.delete_watermark().epoch()).max().unwrap_or(0);
+        rows.max(deletes)
     }
 
     fn lock_phase(&mut self, order: &[usize], undo: &mut Undo) -> Result<(), TxnError> {
