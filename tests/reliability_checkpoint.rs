@@ -108,7 +108,8 @@ fn checkpoint_damage_sweep(history: &History, what: &str) {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         name == checkpoint_format::MANIFEST_FILE || checkpoint_format::data_file_checkpoint_id(name).is_some()
     };
-    let limits: Vec<(PathBuf, u64)> = durable_limits(&image).into_iter().filter(|(p, _)| is_checkpoint_file(p)).collect();
+    let limits: Vec<(PathBuf, u64)> =
+        durable_limits(&image).into_iter().filter(|(p, _)| is_checkpoint_file(p)).collect();
     let installed = limits.iter().filter(|(_, limit)| *limit > 0).count();
     let debris = limits.len() - installed;
     assert!(installed >= 3 && debris >= 1, "{what}: needs a manifest, installed data files and debris: {limits:?}");

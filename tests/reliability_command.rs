@@ -10,8 +10,13 @@ use common::*;
 use lazarus::durability::value::files::EntryFormat;
 use lazarus::io::sim::SimDisk;
 
-const COMMAND: Setup =
-    Setup { label: "command", entry_format: EntryFormat::Command, checkpoint_interval_ms: 0, step_pause_ms: 0, value_pad_bytes: 0 };
+const COMMAND: Setup = Setup {
+    label: "command",
+    entry_format: EntryFormat::Command,
+    checkpoint_interval_ms: 0,
+    step_pause_ms: 0,
+    value_pad_bytes: 0,
+};
 
 /// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).
 const ADHOC_EVERY: usize = 5;

@@ -18,9 +18,9 @@
 #![allow(dead_code)]
 
 use lazarus::db::DbError;
+use lazarus::durability::checkpoint::format as checkpoint_format;
 use lazarus::durability::frame;
 use lazarus::durability::value::files;
-use lazarus::durability::checkpoint::format as checkpoint_format;
 use lazarus::durability::value::files::EntryFormat;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::durability::{DurabilityError, DurabilityTicket};
@@ -79,8 +79,13 @@ pub struct Setup {
 }
 
 /// SiloR value logging without checkpoints (the first sweeps).
-pub const VALUE: Setup =
-    Setup { label: "value", entry_format: EntryFormat::Value, checkpoint_interval_ms: 0, step_pause_ms: 0, value_pad_bytes: 0 };
+pub const VALUE: Setup = Setup {
+    label: "value",
+    entry_format: EntryFormat::Value,
+    checkpoint_interval_ms: 0,
+    step_pause_ms: 0,
+    value_pad_bytes: 0,
+};
 
 pub fn options(setup: Setup, disk: &SimDisk) -> ValueOptions {
     let mut o = ValueOptions::new(LOG_DIRS.iter().map(PathBuf::from).collect());
@@ -123,10 +128,21 @@ pub fn text(s: &str) -> ParamValue {
 
 #[derive(Clone, Debug)]
 pub enum Step {
-    Module { name: &'static str, source: &'static str },
-    Call { worker: usize, procedure: &'static str, args: Vec<ParamValue> },
+    Module {
+        name: &'static str,
+        source: &'static str,
+    },
+    Call {
+        worker: usize,
+        procedure: &'static str,
+        args: Vec<ParamValue>,
+    },
     /// An ad-hoc transaction (no procedure) that puts one row.
-    Put { worker: usize, table: &'static str, row: Vec<Value> },
+    Put {
+        worker: usize,
+        table: &'static str,
+        row: Vec<Value>,
+    },
 }
 
 /// A deterministic history and the state after each of its prefixes (`states[p]` is the state
@@ -385,7 +401,11 @@ pub fn wait(
     }
 }
 
-pub fn scan_rows(worker: &mut lazarus::Worker, table: TableId, index: Option<usize>) -> Result<Vec<Vec<Value>>, String> {
+pub fn scan_rows(
+    worker: &mut lazarus::Worker,
+    table: TableId,
+    index: Option<usize>,
+) -> Result<Vec<Vec<Value>>, String> {
     let scan = Scan { table, index, range: KeyRange::all(), direction: Direction::Forward, limit: 10_000 };
     let (rows, _) = worker.run(100, |tx| tx.scan(&scan)).map_err(|e| e.to_string())?;
     Ok(rows.iter().map(|r| r.to_vec()).collect())
@@ -694,8 +714,6 @@ pub fn power_loss_sweep(history: &History) -> Tally {
     tally
 }
 
-
-
 // ---------------------------------------------------------------------------------------------
 // 2. Log damage
 
@@ -717,7 +735,9 @@ pub fn damaged_base(history: &History) -> (SimDisk, Dump) {
     let mut last = None;
     for step in &history.steps[acked..] {
         last = Some(match step {
-            Step::Call { worker, procedure, args } => workers[*worker].call(procedure, args).expect("call").committed.durability,
+            Step::Call { worker, procedure, args } => {
+                workers[*worker].call(procedure, args).expect("call").committed.durability
+            }
             Step::Put { worker, table, row } => put(&mut workers[*worker], table, row).expect("put"),
             Step::Module { .. } => panic!("the tail must be transactions"),
         });
@@ -900,7 +920,15 @@ pub fn damage_files(
     (tally, offsets)
 }
 
-pub fn check_damaged(setup: Setup, disk: &SimDisk, path: &Path, must_fail: bool, expected: &Dump, tally: &mut Tally, case: &str) {
+pub fn check_damaged(
+    setup: Setup,
+    disk: &SimDisk,
+    path: &Path,
+    must_fail: bool,
+    expected: &Dump,
+    tally: &mut Tally,
+    case: &str,
+) {
     tally.cases += 1;
     match open(setup, disk) {
         Err(DbError::Durability(DurabilityError::Corrupt { file, offset, reason })) => {
@@ -937,9 +965,6 @@ pub fn check_damaged(setup: Setup, disk: &SimDisk, path: &Path, must_fail: bool,
         }
     }
 }
-
-
-
 
 // ---------------------------------------------------------------------------------------------
 // 3. I/O errors
@@ -1015,9 +1040,3 @@ pub fn fault_case(history: &History, fault: Fault, steps: usize, tally: &mut Tal
     let image = disk.crash(fault.nth);
     check_recovery(history, &image, &run, fault.nth, tally, &case);
 }
-
-
-
-
-
-
