@@ -16,6 +16,7 @@ const COMMAND: Setup = Setup {
     checkpoint_interval_ms: 0,
     step_pause_ms: 0,
     value_pad_bytes: 0,
+    ci_crash_stride: 1,
 };
 
 /// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).

@@ -76,6 +76,8 @@ pub struct Setup {
     pub step_pause_ms: u64,
     /// Bytes added to every value `kv_set` writes (larger checkpoint files).
     pub value_pad_bytes: usize,
+    /// Outside the full sweep, power is cut at every this many I/Os (1 = every I/O).
+    pub ci_crash_stride: usize,
 }
 
 /// SiloR value logging without checkpoints (the first sweeps).
@@ -85,6 +87,7 @@ pub const VALUE: Setup = Setup {
     checkpoint_interval_ms: 0,
     step_pause_ms: 0,
     value_pad_bytes: 0,
+    ci_crash_stride: 1,
 };
 
 pub fn options(setup: Setup, disk: &SimDisk) -> ValueOptions {
@@ -666,7 +669,8 @@ pub fn power_loss_sweep(history: &History) -> Tally {
     let knobs = knobs();
     let steps = history.steps.len() - 1; // the last step is kept for the check after recovery
     let mut tally = Tally::default();
-    for k in 0u64.. {
+    let stride = if knobs.full { 1 } else { history.setup.ci_crash_stride };
+    for k in (0u64..).step_by(stride) {
         let disk = SimDisk::new();
         disk.freeze_after(k);
         let run = match open(history.setup, &disk) {
