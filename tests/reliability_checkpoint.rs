@@ -22,7 +22,12 @@ const CHECKPOINTS: Setup = Setup {
     step_pause_ms: 2,
     value_pad_bytes: 0,
     ci_crash_stride: 3,
+    epoch_interval_ms: 10_000,
 };
+
+/// Also an epoch advancer ticking every 5 ms, racing the history's own advances and the
+/// checkpoint manager's wait for `e_h ≤ pepoch`.
+const TIMED_EPOCHS: Setup = Setup { epoch_interval_ms: 5, ..CHECKPOINTS };
 
 /// Larger values, so that checkpoint data files span several sectors and blocks.
 const PADDED: Setup = Setup { value_pad_bytes: 700, ..CHECKPOINTS };
@@ -51,7 +56,7 @@ fn power_loss(history: &History, what: &str) {
 
 #[test]
 fn power_loss_at_every_io_with_checkpoints_transfer_recovers_a_prefix_with_every_acknowledged_step() {
-    power_loss(&transfer_history(CHECKPOINTS, 24), "checkpoint/transfer power loss");
+    power_loss(&transfer_history(TIMED_EPOCHS, 24), "checkpoint/transfer power loss, 5 ms epochs");
 }
 
 #[test]

@@ -17,6 +17,7 @@ const COMMAND: Setup = Setup {
     step_pause_ms: 0,
     value_pad_bytes: 0,
     ci_crash_stride: 1,
+    epoch_interval_ms: 10_000,
 };
 
 /// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).

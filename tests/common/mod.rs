@@ -78,6 +78,9 @@ pub struct Setup {
     pub value_pad_bytes: usize,
     /// Outside the full sweep, power is cut at every this many I/Os (1 = every I/O).
     pub ci_crash_stride: usize,
+    /// The epoch advancer's interval; the history also advances the epoch every
+    /// [`ADVANCE_EVERY`] steps. 10 s: only the history advances it, and runs repeat closely.
+    pub epoch_interval_ms: u64,
 }
 
 /// SiloR value logging without checkpoints (the first sweeps).
@@ -88,6 +91,7 @@ pub const VALUE: Setup = Setup {
     step_pause_ms: 0,
     value_pad_bytes: 0,
     ci_crash_stride: 1,
+    epoch_interval_ms: 10_000,
 };
 
 pub fn options(setup: Setup, disk: &SimDisk) -> ValueOptions {
@@ -113,8 +117,8 @@ pub fn open(setup: Setup, disk: &SimDisk) -> Result<Database, DbError> {
 pub fn open_scheme(setup: Setup, disk: &SimDisk) -> Result<(Database, Arc<ValueLogging>), DbError> {
     let scheme = Arc::new(ValueLogging::new(options(setup, disk))?);
     let as_scheme: Arc<dyn lazarus::durability::LogScheme> = scheme.clone();
-    // The advancer would only tick every 10 s: the history advances epochs itself.
-    let config = DatabaseConfig { epoch_interval_ms: 10_000, scheme: as_scheme, ..DatabaseConfig::default() };
+    let config =
+        DatabaseConfig { epoch_interval_ms: setup.epoch_interval_ms, scheme: as_scheme, ..DatabaseConfig::default() };
     Ok((Database::open(config)?, scheme))
 }
 
