@@ -1,858 +1,39 @@
 //! Reliability of the value scheme (SiloR) on the simulated disk (`lazarus::io::sim`): power loss
 //! at every I/O of a short history and of recovery itself, a log-damage sweep, and injected I/O
-//! errors. `docs/RELIABILITY.md` has the numbers and the commands that produce them.
-//!
-//! **The oracle.** A history runs on one thread through two workers (so both loggers log), so its
-//! serial order is the order its steps were issued. A model gives the database state after every
-//! prefix of the steps. After a crash, the recovered state must equal the state after a prefix P
-//! with `acked ≤ P ≤ issued`, where `acked` is one past the last step whose acknowledgement the
-//! client saw (`wait_durable` returned Ok, or a module load returned Ok) and `issued` counts the
-//! steps attempted. Secondary indexes must agree with their tables.
-//!
-//! `LAZARUS_RELIABILITY_FULL=1` runs the long sweep (more seeds, every crash point of recovery,
-//! every fault point); `LAZARUS_RELIABILITY_SEEDS=n` sets the damage seeds per crash point.
-//! Each test prints a `RELIABILITY` line with its counts (`--nocapture` shows them).
+//! errors. The oracle and the sweeps are in `tests/common/`; `docs/RELIABILITY.md` has the numbers
+//! and the commands that produce them.
 
-use lazarus::db::DbError;
-use lazarus::durability::frame;
-use lazarus::durability::value::files;
-use lazarus::durability::value::{ValueLogging, ValueOptions};
-use lazarus::durability::{DurabilityError, DurabilityTicket};
-use lazarus::io::sim::{Fault, FaultError, OpKind, SECTOR_SIZE_BYTES, SimDisk};
+mod common;
+
+use common::*;
+use lazarus::io::sim::{Fault, FaultError, OpKind, SimDisk};
 use lazarus::io::{FileSystem, OpenMode};
-use lazarus::storage::{Direction, KeyRange, ParamValue, TableId, Value};
-use lazarus::txn::Scan;
-use lazarus::{Database, DatabaseConfig};
-use std::fmt::Write as _;
-use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-const LOG_DIRS: [&str; 2] = ["/db/log0", "/db/log1"];
-/// The epoch advances after every this many steps, so a history spans many epochs and files.
-const ADVANCE_EVERY: usize = 2;
-/// The client waits for durability after every this many steps.
-const WAIT_EVERY: usize = 4;
-/// Violations listed in full in a failure message.
-const VIOLATIONS_SHOWN: usize = 10;
-
-const KV_DEL_SOURCE: &str = "procedure kv_del(kname text) { delete from kv where k = kname; }";
-/// The procedures the histories' modules define (a state lists those the catalog holds).
-const PROCEDURES: [&str; 8] =
-    ["open_account", "transfer", "balance", "branch_total", "kv_load", "kv_get", "kv_set", "kv_del"];
-
-// ---------------------------------------------------------------------------------------------
-// Knobs, opening a database on a simulated disk
-
-struct Knobs {
-    full: bool,
-    seeds: u64,
-    recovery_crash_stride: u64,
-    fault_stride: usize,
-}
-
-fn knobs() -> Knobs {
-    let full = std::env::var("LAZARUS_RELIABILITY_FULL").is_ok_and(|v| v == "1");
-    let seeds_default = if full { 12 } else { 3 };
-    let seeds = std::env::var("LAZARUS_RELIABILITY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(seeds_default);
-    Knobs { full, seeds, recovery_crash_stride: if full { 1 } else { 8 }, fault_stride: if full { 1 } else { 3 } }
-}
-
-fn options(disk: &SimDisk) -> ValueOptions {
-    let mut o = ValueOptions::new(LOG_DIRS.iter().map(PathBuf::from).collect());
-    o.fs = Arc::new(disk.clone());
-    o.rotate_epochs = 2; // rotate often: recovery sees several files per logger
-    o.sync_interval_ms = 1000; // loggers run when an epoch advances (the test advances by hand)
-    o.buffer_size_bytes = 4096;
-    o.recovery_threads = 2;
-    o
-}
-
-fn open(disk: &SimDisk) -> Result<Database, DbError> {
-    let scheme = Arc::new(ValueLogging::new(options(disk))?);
-    // The advancer would only tick every 10 s: the history advances epochs itself.
-    Database::open(DatabaseConfig { epoch_interval_ms: 10_000, scheme, ..DatabaseConfig::default() })
-}
-
-fn int(v: i64) -> ParamValue {
-    ParamValue::Scalar(Value::Int(v))
-}
-
-fn text(s: &str) -> ParamValue {
-    ParamValue::Scalar(Value::text(s))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Histories and their models
-
-#[derive(Clone, Debug)]
-enum Step {
-    Module { name: &'static str, source: &'static str },
-    Call { worker: usize, procedure: &'static str, args: Vec<ParamValue> },
-}
-
-/// A deterministic history and the state after each of its prefixes (`states[p]` is the state
-/// after steps `0..p`).
-struct History {
-    name: &'static str,
-    steps: Vec<Step>,
-    states: Vec<Dump>,
-}
-
-/// A database state: one line per table and per row, sorted.
-type Dump = Vec<String>;
-
-fn row_line(table: &str, row: &[Value]) -> String {
-    format!("{table} {row:?}")
-}
-
-/// Money moves between 6 accounts; the total is invariant and each step is checkable.
-fn transfer_history(steps_total: usize) -> History {
-    const ACCOUNTS: usize = 6;
-    const INITIAL: i64 = 100;
-    let source = lazarus::workload::transfer::SOURCE;
-    let mut steps = vec![Step::Module { name: "transfer.proc", source }];
-    let mut balances: Vec<Option<i64>> = vec![None; ACCOUNTS];
-    let dump = |balances: &[Option<i64>]| -> Dump {
-        let mut out = vec!["table account".to_string()];
-        out.extend(PROCEDURES[..4].iter().map(|p| format!("procedure {p}")));
-        for (id, b) in balances.iter().enumerate() {
-            if let Some(b) = b {
-                let row = [Value::Int(id as i64), Value::Int((id % 2) as i64), Value::Int(*b)];
-                out.push(row_line("account", &row));
-            }
-        }
-        out.sort();
-        out
-    };
-    let mut states = vec![Vec::new(), dump(&balances)];
-    for id in 0..ACCOUNTS {
-        let args = vec![int(id as i64), int((id % 2) as i64), int(INITIAL)];
-        steps.push(Step::Call { worker: id % 2, procedure: "open_account", args });
-        balances[id] = Some(INITIAL);
-        states.push(dump(&balances));
-    }
-    let mut rng = 0x2545_F491_4F6C_DD1Du64;
-    while steps.len() < steps_total {
-        let r = next_random(&mut rng);
-        let src = (r % ACCOUNTS as u64) as usize;
-        let dst = (src + 1 + ((r >> 8) % (ACCOUNTS as u64 - 1)) as usize) % ACCOUNTS;
-        let amount = 1 + ((r >> 16) % 40) as i64;
-        if balances[src].unwrap_or(0) < amount {
-            continue; // the procedure would abort: not a step of the serial order
-        }
-        balances[src] = balances[src].map(|b| b - amount);
-        balances[dst] = balances[dst].map(|b| b + amount);
-        let args = vec![int(src as i64), int(dst as i64), int(amount)];
-        steps.push(Step::Call { worker: steps.len() % 2, procedure: "transfer", args });
-        states.push(dump(&balances));
-    }
-    History { name: "transfer", steps, states }
-}
-
-/// Versioned values on 5 keys (kv.proc's `kv_set`), with deletes from a second module loaded
-/// mid-history (so the catalog is rewritten while data is being logged).
-fn kv_history(steps_total: usize) -> History {
-    const KEYS: u64 = 5;
-    const DEL_MODULE_AT: usize = 5;
-    let mut steps = vec![Step::Module { name: "kv.proc", source: lazarus::workload::kv::SOURCE }];
-    let mut model: std::collections::BTreeMap<String, (u64, String)> = Default::default();
-    let dump = |model: &std::collections::BTreeMap<String, (u64, String)>, deletes: bool| -> Dump {
-        let mut out = vec!["table kv".to_string()];
-        let procedures = if deletes { &PROCEDURES[4..] } else { &PROCEDURES[4..7] };
-        out.extend(procedures.iter().map(|p| format!("procedure {p}")));
-        out.extend(model.iter().map(|(k, (_, v))| row_line("kv", &[Value::text(k), Value::text(v)])));
-        out.sort();
-        out
-    };
-    let mut states = vec![Vec::new(), dump(&model, false)];
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    while steps.len() < steps_total {
-        let i = steps.len();
-        if i == DEL_MODULE_AT {
-            steps.push(Step::Module { name: "kv_del.proc", source: KV_DEL_SOURCE });
-            states.push(dump(&model, true));
-            continue;
-        }
-        let r = next_random(&mut rng);
-        let key = lazarus::workload::kv::key_name(r % KEYS);
-        if i > DEL_MODULE_AT && (r >> 8).is_multiple_of(4) {
-            model.remove(&key);
-            steps.push(Step::Call { worker: i % 2, procedure: "kv_del", args: vec![text(&key)] });
-        } else {
-            let data = format!("d{i}");
-            let version = model.get(&key).map_or(1, |(v, _)| v + 1);
-            model.insert(key.clone(), (version, format!("{version:012}{data}")));
-            steps.push(Step::Call { worker: i % 2, procedure: "kv_set", args: vec![text(&key), text(&data)] });
-        }
-        states.push(dump(&model, i > DEL_MODULE_AT));
-    }
-    History { name: "kv", steps, states }
-}
-
-fn next_random(state: &mut u64) -> u64 {
-    // xorshift64*: deterministic, no dependency on the rand crate's stream stability.
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Running a history and reading a state
-
-/// What the client saw of a run.
-#[derive(Default, Debug)]
-struct Run {
-    /// One past the last acknowledged step.
-    acked: usize,
-    /// Steps attempted.
-    issued: usize,
-    /// The step about to be issued when the client first saw that an injected fault had fired.
-    fault_seen_at: Option<usize>,
-    /// Steps acknowledged although issued after the fault had fired.
-    acked_after_fault: Vec<usize>,
-    /// Errors the client saw after the fault had fired.
-    errors_after_fault: Vec<String>,
-    /// The first error the client saw.
-    first_error: Option<String>,
-}
-
-impl Run {
-    fn ack(&mut self, step: usize) {
-        self.acked = self.acked.max(step + 1);
-        if self.fault_seen_at.is_some_and(|f| step >= f) {
-            self.acked_after_fault.push(step);
-        }
-    }
-
-    /// Records an error; `fault_fired` says whether an injected fault had fired by then.
-    fn error(&mut self, e: impl std::fmt::Display, fault_fired: bool) {
-        let message = e.to_string();
-        if fault_fired {
-            self.errors_after_fault.push(message.clone());
-        }
-        self.first_error.get_or_insert(message);
-    }
-}
-
-/// Runs `steps[range]` on `db`: advances the epoch every [`ADVANCE_EVERY`] steps and waits for
-/// durability every [`WAIT_EVERY`] steps and at the end. Stops at the
-/// first error unless `keep_going`.
-fn run_history(db: &Database, disk: &SimDisk, steps: &[Step], range: Range<usize>, keep_going: bool) -> Run {
-    let mut run = Run { acked: range.start, ..Run::default() };
-    let Ok(mut workers) = (0..2).map(|_| db.try_worker()).collect::<Result<Vec<_>, _>>() else {
-        run.error("no workers", disk.faults_fired() > 0);
-        return run;
-    };
-    let mut pending: Option<(usize, DurabilityTicket)> = None;
-    let end = range.end;
-    for i in range {
-        if run.fault_seen_at.is_none() && disk.faults_fired() > 0 {
-            run.fault_seen_at = Some(i);
-        }
-        run.issued = i + 1;
-        let ok = match &steps[i] {
-            // A module load is acknowledged when it returns, and takes its place in the serial
-            // order: every step before it must be durable by then.
-            Step::Module { name, source } => match db.load_module(name, source) {
-                Ok(_) => {
-                    pending = None;
-                    run.ack(i);
-                    true
-                }
-                Err(e) => {
-                    run.error(e, disk.faults_fired() > 0);
-                    false
-                }
-            },
-            Step::Call { worker, procedure, args } => match workers[*worker].call(procedure, args) {
-                Ok(out) => {
-                    pending = Some((i, out.committed.durability));
-                    true
-                }
-                Err(e) => {
-                    run.error(e, disk.faults_fired() > 0);
-                    false
-                }
-            },
-        };
-        if (i + 1) % ADVANCE_EVERY == 0 {
-            db.epochs().advance();
-        }
-        let waited = if (i + 1) % WAIT_EVERY == 0 || i + 1 == end {
-            wait(db, disk, &workers[0], &mut pending, &mut run)
-        } else {
-            true
-        };
-        let stopped = !(ok && waited);
-        if stopped && !keep_going {
-            break;
-        }
-    }
-    run
-}
-
-/// Advances the epoch and waits for the last pending step; returns whether it was acknowledged.
-fn wait(
-    db: &Database,
-    disk: &SimDisk,
-    worker: &lazarus::Worker,
-    pending: &mut Option<(usize, DurabilityTicket)>,
-    run: &mut Run,
-) -> bool {
-    let Some((step, ticket)) = pending.take() else {
-        return true;
-    };
-    db.epochs().advance();
-    match worker.wait_durable(&ticket) {
-        Ok(()) => {
-            run.ack(step);
-            true
-        }
-        Err(e) => {
-            run.error(e, disk.faults_fired() > 0);
-            false
-        }
-    }
-}
-
-fn scan_rows(worker: &mut lazarus::Worker, table: TableId, index: Option<usize>) -> Result<Vec<Vec<Value>>, String> {
-    let scan = Scan { table, index, range: KeyRange::all(), direction: Direction::Forward, limit: 10_000 };
-    let (rows, _) = worker.run(100, |tx| tx.scan(&scan)).map_err(|e| e.to_string())?;
-    Ok(rows.iter().map(|r| r.to_vec()).collect())
-}
-
-/// The state of `db`; an error if a secondary index disagrees with its table.
-fn dump(db: &Database) -> Result<Dump, String> {
-    let catalog = db.catalog();
-    let mut worker = db.try_worker().map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for table in catalog.tables() {
-        let name = &table.schema.name;
-        out.push(format!("table {name}"));
-        let rows = scan_rows(&mut worker, table.id, None)?;
-        let mut primary: Vec<String> = rows.iter().map(|r| row_line(name, r)).collect();
-        primary.sort();
-        for i in 0..table.schema.indexes.len() {
-            let mut by_index: Vec<String> =
-                scan_rows(&mut worker, table.id, Some(i))?.iter().map(|r| row_line(name, r)).collect();
-            by_index.sort();
-            if by_index != primary {
-                return Err(format!("index {i} of {name} disagrees with its table: {by_index:?} vs {primary:?}"));
-            }
-        }
-        out.extend(primary);
-    }
-    let procedures = db.procedures();
-    out.extend(PROCEDURES.iter().filter(|p| procedures.id_of(p).is_some()).map(|p| format!("procedure {p}")));
-    out.sort();
-    Ok(out)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tallies
-
-/// Counts over many cases; the columns of docs/RELIABILITY.md.
-#[derive(Default, Debug)]
-struct Tally {
-    cases: u64,
-    crash_points: u64,
-    lost_acked: u64,
-    phantoms: u64,
-    clear_errors: u64,
-    other_errors: u64,
-    silent_divergences: u64,
-    undetected_damage: u64,
-    recovery_crash_cases: u64,
-    continuation_cases: u64,
-    fault_points: u64,
-    faults_fired: u64,
-    acked_after_fault: u64,
-    unclear_messages: u64,
-    violations: Vec<String>,
-}
-
-impl Tally {
-    fn violation(&mut self, message: String) {
-        self.violations.push(message);
-    }
-
-    fn report(&self, what: &str) {
-        let mut line = format!(
-            "RELIABILITY value/{what}: cases {} (crash points {}, recovery-crash cases {}, continuations {}), \
-             lost acked {}, phantoms {}, clear errors {}, other errors {}, silent divergences {}, undetected damage {}",
-            self.cases,
-            self.crash_points,
-            self.recovery_crash_cases,
-            self.continuation_cases,
-            self.lost_acked,
-            self.phantoms,
-            self.clear_errors,
-            self.other_errors,
-            self.silent_divergences,
-            self.undetected_damage
-        );
-        if self.fault_points > 0 {
-            let _ = write!(
-                line,
-                ", fault points {}, faults fired {}, acked after fault {}, unclear messages {}",
-                self.fault_points, self.faults_fired, self.acked_after_fault, self.unclear_messages
-            );
-        }
-        println!("{line}");
-    }
-
-    fn assert_clean(&self, what: &str) {
-        self.report(what);
-        let shown: Vec<&String> = self.violations.iter().take(VIOLATIONS_SHOWN).collect();
-        assert!(self.violations.is_empty(), "{what}: {} violations, the first: {shown:#?}", self.violations.len());
-    }
-}
-
-/// How a recovered state compares with the history: `Ok(p)` when it is the state after prefix
-/// `p` with `acked ≤ p ≤ issued`.
-fn classify(
-    history: &History,
-    state: &Dump,
-    acked: usize,
-    issued: usize,
-    tally: &mut Tally,
-    case: &str,
-) -> Option<usize> {
-    let matches: Vec<usize> = (0..=issued.min(history.steps.len())).filter(|&p| history.states[p] == *state).collect();
-    if let Some(&p) = matches.iter().rev().find(|&&p| p >= acked) {
-        return Some(p);
-    }
-    if let Some(&p) = matches.last() {
-        tally.lost_acked += 1;
-        tally.violation(format!("{case}: recovered the state after {p} steps, but {acked} were acknowledged"));
-    } else {
-        tally.phantoms += 1;
-        tally.violation(format!("{case}: recovered a state after no prefix of 0..={issued} steps: {state:?}"));
-    }
-    None
-}
-
-// ---------------------------------------------------------------------------------------------
-// Recovery checks
-
-/// Recovers a copy of `image`, checks it against the history, then runs the next step on the
-/// recovered database, crashes it and checks that recovery gives exactly the state after that
-/// step too. Returns the recovered state.
-fn check_recovery(
-    history: &History,
-    image: &SimDisk,
-    run: &Run,
-    seed: u64,
-    tally: &mut Tally,
-    case: &str,
-) -> Option<Dump> {
-    tally.cases += 1;
-    let disk = image.fork();
-    let db = match open(&disk) {
-        Ok(db) => db,
-        Err(e) => {
-            if matches!(e, DbError::Durability(DurabilityError::Corrupt { .. })) {
-                tally.clear_errors += 1;
-            } else {
-                tally.other_errors += 1;
-            }
-            tally.violation(format!("{case}: recovery after power loss failed: {e}"));
-            return None;
-        }
-    };
-    let state = match dump(&db) {
-        Ok(state) => state,
-        Err(e) => {
-            tally.phantoms += 1;
-            tally.violation(format!("{case}: {e}"));
-            return None;
-        }
-    };
-    let prefix = classify(history, &state, run.acked, run.issued, tally, case)?;
-    if prefix < history.steps.len() {
-        continue_after_recovery(history, &db, &disk, prefix, seed, tally, case);
-    }
-    let _ = db.close();
-    Some(state)
-}
-
-/// The recovered database must work: step `prefix` is acknowledged, and a crash right after it
-/// recovers to exactly the state after `prefix + 1` steps (void epochs stay void).
-fn continue_after_recovery(
-    history: &History,
-    db: &Database,
-    disk: &SimDisk,
-    prefix: usize,
-    seed: u64,
-    tally: &mut Tally,
-    case: &str,
-) {
-    tally.continuation_cases += 1;
-    let run = run_history(db, disk, &history.steps, prefix..prefix + 1, false);
-    if run.acked != prefix + 1 {
-        tally.other_errors += 1;
-        tally.violation(format!("{case}: step {prefix} after recovery was not acknowledged: {:?}", run.first_error));
-        return;
-    }
-    let image = disk.crash(seed.wrapping_mul(31).wrapping_add(7));
-    match open(&image) {
-        Ok(again) => {
-            match dump(&again) {
-                Ok(state) if state == history.states[prefix + 1] => {}
-                Ok(state) => {
-                    tally.lost_acked += 1;
-                    tally.violation(format!(
-                        "{case}: after recovery to {prefix} steps, step {prefix} was acknowledged, then a crash \
-                         recovered {state:?}, not {:?}",
-                        history.states[prefix + 1]
-                    ));
-                }
-                Err(e) => {
-                    tally.phantoms += 1;
-                    tally.violation(format!("{case}: second recovery: {e}"));
-                }
-            }
-            let _ = again.close();
-        }
-        Err(e) => {
-            tally.other_errors += 1;
-            tally.violation(format!("{case}: second recovery failed: {e}"));
-        }
-    }
-}
-
-/// Crashes recovery of `image` at each of its I/Os, recovers again, and requires the state of
-/// one clean recovery.
-fn recovery_crash_sweep(image: &SimDisk, expected: &Dump, tally: &mut Tally, case: &str) {
-    for j in 0u64.. {
-        let disk = image.fork();
-        disk.freeze_after(j);
-        if let Ok(db) = open(&disk) {
-            let _ = db.close();
-        }
-        let completed = disk.refused_ops() == 0;
-        for s in 0..2u64 {
-            tally.recovery_crash_cases += 1;
-            let again = disk.crash(j * 2 + s);
-            let case = format!("{case} recovery-crash j={j} seed={}", j * 2 + s);
-            match open(&again) {
-                Ok(db) => {
-                    match dump(&db) {
-                        Ok(state) if state == *expected => {}
-                        Ok(state) => {
-                            tally.silent_divergences += 1;
-                            tally.violation(format!(
-                                "{case}: recovered {state:?}, one clean recovery gave {expected:?}"
-                            ));
-                        }
-                        Err(e) => {
-                            tally.phantoms += 1;
-                            tally.violation(format!("{case}: {e}"));
-                        }
-                    }
-                    let _ = db.close();
-                }
-                Err(e) => {
-                    tally.other_errors += 1;
-                    tally.violation(format!("{case}: recovery after a crashed recovery failed: {e}"));
-                }
-            }
-        }
-        if completed {
-            return;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// 1. Power loss at every I/O
-
-fn power_loss_sweep(history: &History) -> Tally {
-    let knobs = knobs();
-    let steps = history.steps.len() - 1; // the last step is kept for the check after recovery
-    let mut tally = Tally::default();
-    for k in 0u64.. {
-        let disk = SimDisk::new();
-        disk.freeze_after(k);
-        let run = match open(&disk) {
-            Ok(db) => {
-                let run = run_history(&db, &disk, &history.steps, 0..steps, false);
-                let _ = db.close();
-                run
-            }
-            Err(_) => Run::default(),
-        };
-        let completed = disk.refused_ops() == 0;
-        if std::env::var("LAZARUS_RELIABILITY_TRACE").is_ok() {
-            eprintln!(
-                "{} k={k} acked {} issued {} ops {} {:?}",
-                history.name,
-                run.acked,
-                run.issued,
-                disk.ops(),
-                run.first_error
-            );
-        }
-        if completed {
-            assert_eq!(run.acked, steps, "an unharmed run acknowledges every step: {:?}", run.first_error);
-        }
-        tally.crash_points += 1;
-        for s in 0..knobs.seeds {
-            let seed = k * 1000 + s;
-            let case = format!("{} k={k} seed={seed} (acked {}, issued {})", history.name, run.acked, run.issued);
-            let image = disk.crash(seed);
-            let clean = check_recovery(history, &image, &run, seed, &mut tally, &case);
-            if let Some(expected) = clean
-                && s == 0
-                && (k % knobs.recovery_crash_stride == 0 || completed)
-            {
-                recovery_crash_sweep(&image, &expected, &mut tally, &case);
-            }
-        }
-        if completed {
-            break;
-        }
-    }
-    tally
-}
+use std::path::Path;
 
 #[test]
 fn power_loss_at_every_io_transfer_recovers_a_prefix_with_every_acknowledged_step() {
-    let history = transfer_history(24);
-    power_loss_sweep(&history).assert_clean("transfer power loss");
+    let history = transfer_history(VALUE, 24);
+    power_loss_sweep(&history).assert_clean("value/transfer power loss");
 }
 
 #[test]
 fn power_loss_at_every_io_kv_recovers_a_prefix_with_every_acknowledged_step() {
-    let history = kv_history(24);
-    power_loss_sweep(&history).assert_clean("kv power loss");
-}
-
-// ---------------------------------------------------------------------------------------------
-// 2. Log damage
-
-/// A disk image whose logs hold `acked` acknowledged steps, then a synced tail that `pepoch`
-/// does not cover (the pepoch rename failed), and the state recovery must give.
-fn damaged_base(history: &History) -> (SimDisk, Dump) {
-    let disk = SimDisk::new();
-    let db = open(&disk).expect("open");
-    let acked = history.steps.len() - 3;
-    let run = run_history(&db, &disk, &history.steps, 0..acked, false);
-    assert_eq!(run.acked, acked, "{:?}", run.first_error);
-    disk.inject(Fault {
-        kind: Some(OpKind::Rename),
-        nth: disk.ops_of(OpKind::Rename) + 1,
-        error: FaultError::Eio,
-        sticky: true,
-    });
-    let mut workers = [db.worker(), db.worker()];
-    let mut last = None;
-    for step in &history.steps[acked..] {
-        let Step::Call { worker, procedure, args } = step else { panic!("the tail must be calls") };
-        last = Some(workers[*worker].call(procedure, args).expect("call").committed.durability);
-    }
-    db.epochs().advance();
-    let err = workers[0].wait_durable(&last.expect("a tail")).expect_err("the pepoch rename fails");
-    assert!(err.to_string().contains("Input/output error"), "{err}");
-    drop(workers);
-    let _ = db.close();
-    let image = disk.crash(0);
-    (image, history.states[acked].clone())
-}
-
-/// Where the durable part of each file of the image ends.
-fn durable_limits(image: &SimDisk) -> Vec<(PathBuf, u64)> {
-    let pepoch_path = Path::new(LOG_DIRS[0]).join(files::PEPOCH_FILE);
-    let pepoch = files::decode_pepoch(&image.contents(&pepoch_path).expect("pepoch")).expect("pepoch decodes");
-    let mut out = Vec::new();
-    for path in image.file_paths() {
-        let bytes = image.contents(&path).unwrap_or_default();
-        let name = Path::new(path.file_name().unwrap_or_default());
-        let len = bytes.len() as u64;
-        let limit = if name == Path::new(files::PEPOCH_FILE) || name == Path::new(files::CATALOG_FILE) {
-            len
-        } else if files::is_log_file(name) {
-            let header = files::decode_log_header(&bytes).expect("log header").0;
-            let position = pepoch.positions.iter().find(|p| p.logger == header.logger).expect("position");
-            match header.file_seq.cmp(&position.file_seq) {
-                std::cmp::Ordering::Less => len,
-                std::cmp::Ordering::Equal => position.durable_len_bytes,
-                std::cmp::Ordering::Greater => 0,
-            }
-        } else {
-            0 // e.g. pepoch.tmp: never read
-        };
-        out.push((path, limit));
-    }
-    out
-}
-
-/// Block start offsets of a log file (after its header), as far as they decode.
-fn block_starts(bytes: &[u8]) -> Vec<usize> {
-    let Ok((_, mut at)) = files::decode_log_header(bytes) else { return vec![0] };
-    let mut starts = vec![0, at];
-    while let Ok((_, size)) = frame::decode_block(&bytes[at..]) {
-        at += size;
-        starts.push(at);
-    }
-    starts
-}
-
-/// The byte offsets swept in a file: the last blocks before the durable limit and everything
-/// after it ("tail"), and a window in the middle.
-fn windows(path: &Path, bytes: &[u8], limit: u64) -> (Range<usize>, Range<usize>) {
-    let len = bytes.len();
-    let name = Path::new(path.file_name().unwrap_or_default());
-    if !files::is_log_file(name) {
-        return (0..len, 0..0);
-    }
-    let starts = block_starts(bytes);
-    let before_limit: Vec<usize> = starts.iter().copied().filter(|&s| s < limit as usize).collect();
-    let tail_start = before_limit.iter().rev().nth(2).copied().unwrap_or(0);
-    let middle = len / 2;
-    (tail_start..len, middle.saturating_sub(32)..(middle + 32).min(tail_start))
-}
-
-/// One damaged image and the bytes [start, end) it touched.
-struct Damage {
-    what: String,
-    start: usize,
-    bytes: Vec<u8>,
-    /// For a truncation, where the file was cut.
-    cut: Option<usize>,
-}
-
-fn damages(path: &Path, bytes: &[u8], limit: u64) -> Vec<Damage> {
-    let (tail, middle) = windows(path, bytes, limit);
-    let mut out = Vec::new();
-    for cut in tail.clone() {
-        out.push(Damage {
-            what: format!("truncated to {cut}"),
-            start: cut,
-            bytes: bytes[..cut].to_vec(),
-            cut: Some(cut),
-        });
-    }
-    for at in tail.chain(middle) {
-        let mut b = bytes.to_vec();
-        b[at] ^= 1 << (at % 8);
-        out.push(Damage { what: format!("bit {} flipped at {at}", at % 8), start: at, bytes: b, cut: None });
-    }
-    let sector = SECTOR_SIZE_BYTES as usize;
-    for s in (0..bytes.len()).step_by(sector) {
-        let end = (s + sector).min(bytes.len());
-        let mut zeroed = bytes.to_vec();
-        zeroed[s..end].fill(0);
-        out.push(Damage { what: format!("sector at {s} zeroed"), start: s, bytes: zeroed, cut: None });
-        if end + sector <= bytes.len() {
-            // A misdirected write: the sector's data also landed on the next sector.
-            let mut dup = bytes.to_vec();
-            dup.copy_within(s..end, end);
-            out.push(Damage {
-                what: format!("sector at {s} duplicated onto {end}"),
-                start: end,
-                bytes: dup,
-                cut: None,
-            });
-        }
-    }
-    out
-}
-
-/// Whether `damage` cuts a wholly durable log file at a block boundary, where every block before
-/// the cut is intact (only the end block, or the durable length in `pepoch`, can tell).
-fn is_rotated_block_cut(path: &Path, original: &[u8], limit: u64, damage: &Damage) -> bool {
-    let name = Path::new(path.file_name().unwrap_or_default());
-    files::is_log_file(name)
-        && limit == original.len() as u64
-        && damage.cut.is_some_and(|cut| cut < original.len() && block_starts(original).contains(&cut))
-}
-
-/// Sweeps every damage of every file of a damaged base image: only the block-boundary cuts of
-/// wholly durable log files when `block_cuts`, everything else otherwise.
-fn damage_sweep(history: &History, block_cuts: bool) -> (Tally, u64) {
-    let (image, expected) = damaged_base(history);
-    let clean = open(&image.fork()).expect("the undamaged image recovers");
-    assert_eq!(dump(&clean).expect("dump"), expected);
-    let _ = clean.close();
-    let limits = durable_limits(&image);
-    assert!(
-        limits.iter().any(|(p, limit)| files::is_log_file(Path::new(p.file_name().unwrap_or_default()))
-            && image.contents(p).is_some_and(|b| b.len() as u64 > *limit && *limit > 0)),
-        "the base image needs a durable file with a tail: {limits:?}"
-    );
-    let mut tally = Tally::default();
-    let mut offsets = 0u64;
-    for (path, limit) in &limits {
-        let original = image.contents(path).unwrap_or_default();
-        for damage in damages(path, &original, *limit) {
-            if is_rotated_block_cut(path, &original, *limit, &damage) != block_cuts {
-                continue;
-            }
-            offsets += 1;
-            let case = format!("{} {}: {}", history.name, path.display(), damage.what);
-            let changed = damage.bytes != original;
-            let must_fail = changed && (damage.start as u64) < *limit;
-            let disk = image.fork();
-            assert!(disk.replace_contents(path, &damage.bytes));
-            check_damaged(&disk, path, must_fail, &expected, &mut tally, &case);
-        }
-    }
-    (tally, offsets)
-}
-
-fn check_damaged(disk: &SimDisk, path: &Path, must_fail: bool, expected: &Dump, tally: &mut Tally, case: &str) {
-    tally.cases += 1;
-    match open(disk) {
-        Err(DbError::Durability(DurabilityError::Corrupt { file, offset, reason })) => {
-            tally.clear_errors += 1;
-            if !must_fail {
-                tally.violation(format!("{case}: damage outside the durable part failed recovery: {reason}"));
-            } else if file != path {
-                tally
-                    .violation(format!("{case}: the error names {} at {offset}, not the damaged file", file.display()));
-            }
-        }
-        Err(e) => {
-            tally.other_errors += 1;
-            tally.violation(format!("{case}: recovery failed without naming file and offset: {e}"));
-        }
-        Ok(db) => {
-            match dump(&db) {
-                Ok(state) if state == *expected => {
-                    if must_fail {
-                        tally.undetected_damage += 1;
-                        tally.violation(format!("{case}: damage in the durable part went undetected"));
-                    }
-                }
-                Ok(state) => {
-                    tally.silent_divergences += 1;
-                    tally.violation(format!("{case}: SILENT DIVERGENCE: {state:?}, expected {expected:?}"));
-                }
-                Err(e) => {
-                    tally.silent_divergences += 1;
-                    tally.violation(format!("{case}: {e}"));
-                }
-            }
-            let _ = db.close();
-        }
-    }
+    let history = kv_history(VALUE, 24, 0);
+    power_loss_sweep(&history).assert_clean("value/kv power loss");
 }
 
 #[test]
 fn log_damage_sweep_kv_cuts_the_tail_and_names_damage_in_the_durable_part() {
-    let (tally, offsets) = damage_sweep(&kv_history(24), false);
+    let (tally, offsets) = damage_sweep(&kv_history(VALUE, 24, 0), false);
     println!("RELIABILITY value/kv damage sweep: {offsets} damaged images");
-    tally.assert_clean("kv damage");
+    tally.assert_clean("value/kv damage");
 }
 
 #[test]
 fn log_damage_sweep_transfer_cuts_the_tail_and_names_damage_in_the_durable_part() {
-    let (tally, offsets) = damage_sweep(&transfer_history(24), false);
+    let (tally, offsets) = damage_sweep(&transfer_history(VALUE, 24), false);
     println!("RELIABILITY value/transfer damage sweep: {offsets} damaged images");
-    tally.assert_clean("transfer damage");
+    tally.assert_clean("value/transfer damage");
 }
 
 /// Regression: a rotated log file cut at a block boundary (e.g. its size lost with file-system
@@ -861,97 +42,22 @@ fn log_damage_sweep_transfer_cuts_the_tail_and_names_damage_in_the_durable_part(
 /// records their length.
 #[test]
 fn a_rotated_log_file_cut_at_a_block_boundary_is_named() {
-    for history in [kv_history(24), transfer_history(24)] {
+    for history in [kv_history(VALUE, 24, 0), transfer_history(VALUE, 24)] {
         let (tally, offsets) = damage_sweep(&history, true);
         println!("RELIABILITY value/{} rotated-file block cuts: {offsets} damaged images", history.name);
         assert!(offsets > 0, "the sweep must include such cuts");
-        tally.assert_clean("rotated-file block cuts");
+        tally.assert_clean("value/rotated-file block cuts");
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// 3. I/O errors
-
-const FAULT_KINDS: [Option<OpKind>; 8] = [
-    Some(OpKind::Append),
-    Some(OpKind::SyncData),
-    Some(OpKind::SyncDir),
-    Some(OpKind::Rename),
-    Some(OpKind::Open),
-    Some(OpKind::Exists),
-    Some(OpKind::CreateDir),
-    None,
-];
-
-fn io_error_sweep(history: &History) -> Tally {
-    let knobs = knobs();
-    let steps = history.steps.len() - 1;
-    let probe = SimDisk::new();
-    let db = open(&probe).expect("open");
-    let run = run_history(&db, &probe, &history.steps, 0..steps, false);
-    assert_eq!(run.acked, steps, "{:?}", run.first_error);
-    db.close().expect("close");
-    let mut tally = Tally::default();
-    for kind in FAULT_KINDS {
-        let total = kind.map_or(probe.ops(), |k| probe.ops_of(k));
-        let stride = if kind.is_none() { knobs.fault_stride * 4 } else { knobs.fault_stride };
-        for nth in (1..=total).step_by(stride) {
-            for (error, sticky) in [(FaultError::Eio, false), (FaultError::Enospc, true)] {
-                let fault = Fault { kind, nth, error, sticky };
-                fault_case(history, fault, steps, &mut tally);
-            }
-        }
-    }
-    tally
-}
-
-fn fault_case(history: &History, fault: Fault, steps: usize, tally: &mut Tally) {
-    tally.fault_points += 1;
-    let case = format!("{} {fault:?}", history.name);
-    let disk = SimDisk::new();
-    disk.inject(fault);
-    let run = match open(&disk) {
-        Ok(db) => {
-            let run = run_history(&db, &disk, &history.steps, 0..steps, true);
-            let _ = db.close();
-            run
-        }
-        Err(e) => {
-            let mut run = Run { fault_seen_at: Some(0), ..Run::default() };
-            run.error(e, disk.faults_fired() > 0);
-            run
-        }
-    };
-    if disk.faults_fired() == 0 {
-        return;
-    }
-    tally.faults_fired += 1;
-    if !run.acked_after_fault.is_empty() {
-        tally.acked_after_fault += run.acked_after_fault.len() as u64;
-        tally.violation(format!("{case}: steps {:?} acknowledged after the fault", run.acked_after_fault));
-    }
-    let errno_text = ["Input/output error", "No space left on device"];
-    if let Some(message) = run.errors_after_fault.first()
-        && !(errno_text.iter().any(|t| message.contains(t)) && message.contains("/db"))
-    {
-        tally.unclear_messages += 1;
-        tally.violation(format!("{case}: the error does not say what failed where: {message}"));
-    }
-    if run.fault_seen_at.is_some() && run.errors_after_fault.is_empty() && run.issued > run.fault_seen_at.unwrap_or(0) {
-        tally.violation(format!("{case}: steps issued after the fault saw no error"));
-    }
-    let image = disk.crash(fault.nth);
-    check_recovery(history, &image, &run, fault.nth, tally, &case);
 }
 
 #[test]
 fn io_errors_kv_stop_acknowledging_and_recover_every_acknowledged_step() {
-    io_error_sweep(&kv_history(24)).assert_clean("kv io errors");
+    io_error_sweep(&kv_history(VALUE, 24, 0)).assert_clean("value/kv io errors");
 }
 
 #[test]
 fn io_errors_transfer_stop_acknowledging_and_recover_every_acknowledged_step() {
-    io_error_sweep(&transfer_history(24)).assert_clean("transfer io errors");
+    io_error_sweep(&transfer_history(VALUE, 24)).assert_clean("value/transfer io errors");
 }
 
 /// The knobs are read (so that the long sweep is reachable) and the histories are what the
@@ -959,11 +65,11 @@ fn io_errors_transfer_stop_acknowledging_and_recover_every_acknowledged_step() {
 #[test]
 fn histories_match_their_models_without_faults() {
     let _ = knobs().full;
-    for history in [transfer_history(24), kv_history(24)] {
+    for history in [transfer_history(VALUE, 24), kv_history(VALUE, 24, 0)] {
         let disk = SimDisk::new();
-        let db = open(&disk).expect("open");
+        let db = open(VALUE, &disk).expect("open");
         for p in 0..history.steps.len() {
-            let run = run_history(&db, &disk, &history.steps, p..p + 1, false);
+            let run = run_history(&db, &disk, &history, p..p + 1, false);
             assert_eq!(run.acked, p + 1, "{}: step {p}: {:?}", history.name, run.first_error);
             assert_eq!(dump(&db).expect("dump"), history.states[p + 1], "{} after {} steps", history.name, p + 1);
         }
@@ -979,7 +85,7 @@ fn histories_match_their_models_without_faults() {
 fn closing_right_after_open_does_not_wait_for_the_epoch_interval() {
     for _ in 0..20 {
         let disk = SimDisk::new();
-        let db = open(&disk).expect("open");
+        let db = open(VALUE, &disk).expect("open");
         let start = std::time::Instant::now();
         db.close().expect("close");
         assert!(start.elapsed() < std::time::Duration::from_secs(5), "close took {:?}", start.elapsed());
@@ -991,10 +97,10 @@ fn closing_right_after_open_does_not_wait_for_the_epoch_interval() {
 /// module could be recorded after the scheme had failed.
 #[test]
 fn a_failed_catalog_sync_stops_acknowledging() {
-    let history = kv_history(12);
+    let history = kv_history(VALUE, 12, 0);
     let disk = SimDisk::new();
-    let db = open(&disk).expect("open");
-    let run = run_history(&db, &disk, &history.steps, 0..5, false);
+    let db = open(VALUE, &disk).expect("open");
+    let run = run_history(&db, &disk, &history, 0..5, false);
     assert_eq!(run.acked, 5, "{:?}", run.first_error);
     let fault = Fault { kind: Some(OpKind::SyncData), nth: 1, error: FaultError::Eio, sticky: false };
     disk.inject_on_path("catalog", fault);
@@ -1020,17 +126,17 @@ fn a_failed_catalog_sync_stops_acknowledging() {
 /// of the history.
 #[test]
 fn a_module_load_is_durable_only_after_what_was_committed_before_it() {
-    let history = kv_history(8);
+    let history = kv_history(VALUE, 8, 0);
     let disk = SimDisk::new();
-    let db = open(&disk).expect("open");
-    let run = run_history(&db, &disk, &history.steps, 0..1, false);
+    let db = open(VALUE, &disk).expect("open");
+    let run = run_history(&db, &disk, &history, 0..1, false);
     assert_eq!(run.acked, 1, "{:?}", run.first_error);
     let mut worker = db.worker();
     worker.call("kv_set", &[text("key:1"), text("before")]).expect("kv_set");
     db.load_module("kv_del.proc", KV_DEL_SOURCE).expect("load");
     for seed in 0..50 {
         let image = disk.crash(seed);
-        let recovered = open(&image).expect("recover");
+        let recovered = open(VALUE, &image).expect("recover");
         let state = dump(&recovered).expect("dump");
         assert!(state.contains(&"procedure kv_del".to_string()), "seed {seed}: the module was acknowledged");
         assert!(

@@ -1,0 +1,98 @@
+//! Reliability of the `command` scheme (PACMAN's command logging over SiloR's loggers,
+//! `src/durability/command/`) on the simulated disk: power loss at every I/O of a history of
+//! procedure calls and ad-hoc transactions (and of recovery, which re-executes the procedures),
+//! a damage sweep of the command logs, and injected I/O errors. The oracle and the sweeps are in
+//! `tests/common/`; `docs/RELIABILITY.md` has the numbers.
+
+mod common;
+
+use common::*;
+use lazarus::durability::value::files::EntryFormat;
+use lazarus::io::sim::SimDisk;
+
+const COMMAND: Setup = Setup {
+    label: "command",
+    entry_format: EntryFormat::Command,
+    checkpoint_interval_ms: 0,
+    step_pause_ms: 0,
+    value_pad_bytes: 0,
+    ci_crash_stride: 1,
+    epoch_interval_ms: 10_000,
+};
+
+/// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).
+const ADHOC_EVERY: usize = 5;
+
+fn kv() -> History {
+    kv_history(COMMAND, 24, ADHOC_EVERY)
+}
+
+fn transfer() -> History {
+    transfer_history(COMMAND, 24)
+}
+
+#[test]
+fn power_loss_at_every_io_command_transfer_recovers_a_prefix_with_every_acknowledged_step() {
+    power_loss_sweep(&transfer()).assert_clean("command/transfer power loss");
+}
+
+#[test]
+fn power_loss_at_every_io_command_kv_recovers_a_prefix_with_every_acknowledged_step() {
+    power_loss_sweep(&kv()).assert_clean("command/kv power loss");
+}
+
+#[test]
+fn command_log_damage_sweep_kv_cuts_the_tail_and_names_damage_in_the_durable_part() {
+    let (tally, offsets) = damage_sweep(&kv(), false);
+    println!("RELIABILITY command/kv damage sweep: {offsets} damaged images");
+    tally.assert_clean("command/kv damage");
+    assert!(tally.clear_errors > 0, "no damage was detected");
+}
+
+#[test]
+fn command_log_damage_sweep_transfer_cuts_the_tail_and_names_damage_in_the_durable_part() {
+    let (tally, offsets) = damage_sweep(&transfer(), false);
+    println!("RELIABILITY command/transfer damage sweep: {offsets} damaged images");
+    tally.assert_clean("command/transfer damage");
+    assert!(tally.clear_errors > 0, "no damage was detected");
+}
+
+#[test]
+fn a_rotated_command_log_cut_at_a_block_boundary_is_named() {
+    for history in [kv(), transfer()] {
+        let (tally, offsets) = damage_sweep(&history, true);
+        println!("RELIABILITY command/{} rotated-file block cuts: {offsets} damaged images", history.name);
+        assert!(offsets > 0, "the sweep must include such cuts");
+        tally.assert_clean("command/rotated-file block cuts");
+    }
+}
+
+#[test]
+fn io_errors_command_kv_stop_acknowledging_and_recover_every_acknowledged_step() {
+    io_error_sweep(&kv()).assert_clean("command/kv io errors");
+}
+
+#[test]
+fn io_errors_command_transfer_stop_acknowledging_and_recover_every_acknowledged_step() {
+    io_error_sweep(&transfer()).assert_clean("command/transfer io errors");
+}
+
+/// The histories are what the models say under command logging, ad-hoc puts included, and a
+/// recovery that replays them gives the last state.
+#[test]
+fn command_histories_match_their_models_and_replay() {
+    for history in [transfer(), kv()] {
+        assert!(history.steps.iter().any(|s| matches!(s, Step::Put { .. })) || history.name == "transfer");
+        let disk = SimDisk::new();
+        let db = open(COMMAND, &disk).expect("open");
+        for p in 0..history.steps.len() {
+            let run = run_history(&db, &disk, &history, p..p + 1, false);
+            assert_eq!(run.acked, p + 1, "{}: step {p}: {:?}", history.name, run.first_error);
+            assert_eq!(dump(&db).expect("dump"), history.states[p + 1], "{} after {} steps", history.name, p + 1);
+        }
+        drop(db);
+        let recovered = open(COMMAND, &disk.crash(3)).expect("recover");
+        assert_eq!(dump(&recovered).expect("dump"), history.states[history.steps.len()], "{}", history.name);
+        let _ = recovered.close();
+    }
+}
