@@ -230,3 +230,34 @@ fn a_command_log_opened_as_a_value_log_is_refused_clearly() {
     let err = open(value).err().expect("a value scheme must refuse a command log");
     assert!(err.to_string().contains("command log"), "{err}");
 }
+
+/// `lazarus recover` recognizes a command log by its header and replays it.
+#[test]
+fn lazarus_recover_detects_and_replays_a_command_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus")).args(args).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "lazarus {args:?} failed:\n{text}");
+        text
+    };
+    let log_arg = log.to_str().unwrap();
+    run(&[
+        "bench",
+        "--workload",
+        "kv",
+        "--records",
+        "500",
+        "--duration-s",
+        "0.5",
+        "--durability",
+        "command",
+        "--log-dir",
+        log_arg,
+    ]);
+    let text = run(&["recover", "--log-dir", log_arg]);
+    assert!(text.contains("log format      Command"), "{text}");
+    assert!(text.contains("serial re-execution (clr)"), "{text}");
+    assert!(text.contains("(1 tables, 500 rows)"), "{text}");
+}

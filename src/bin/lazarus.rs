@@ -370,6 +370,26 @@ fn files_in(dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<std::path::PathBu
     Ok(files)
 }
 
+/// The entry format (value or command) of the logs in `dir`, from the first log file's header;
+/// value when there is no log file yet.
+fn log_format(dir: &std::path::Path) -> anyhow::Result<lazarus::durability::value::files::EntryFormat> {
+    use lazarus::durability::value::files;
+    use std::io::Read;
+    for name in files_in(std::slice::from_ref(&dir.to_path_buf()))? {
+        if !name.file_name().is_some_and(|n| files::is_log_file(std::path::Path::new(n))) {
+            continue;
+        }
+        let mut head = Vec::new();
+        std::fs::File::open(&name)
+            .and_then(|f| f.take(256).read_to_end(&mut head))
+            .with_context(|| format!("cannot read {}", name.display()))?;
+        if let Ok((header, _)) = files::decode_log_header(&head) {
+            return Ok(header.format);
+        }
+    }
+    Ok(files::EntryFormat::Value)
+}
+
 fn evict_all(files: &[std::path::PathBuf]) -> anyhow::Result<()> {
     for file in files {
         lazarus::io::cache::evict(file)
@@ -409,11 +429,16 @@ fn recover(
     if cold {
         evict_all(&files)?;
     }
+    let format = log_format(&log_dirs[0])?;
     let mut options = ValueOptions::new(log_dirs);
     if let Some(threads) = threads {
         options.recovery_threads = threads;
     }
     options.replay_mode = replay;
+    options.entry_format = format;
+    // Recovery only: no checkpoint is started while the report is printed.
+    options.checkpoint.interval_ms = 0;
+    println!("log format      {format:?} (from the first log file's header)");
     let scheme = Arc::new(ValueLogging::new(options)?);
     let started = std::time::Instant::now();
     let db = lazarus::Database::open(DatabaseConfig {
@@ -439,8 +464,12 @@ fn recover(
         ),
         None => println!("checkpoint               -   none installed"),
     }
+    let how = match format {
+        lazarus::durability::value::files::EntryFormat::Value => format!("{replay} replay"),
+        lazarus::durability::value::files::EntryFormat::Command => "serial re-execution (clr)".to_string(),
+    };
     println!(
-        "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s, {replay} replay",
+        "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s, {how}",
         report.replay_ms,
         report.files,
         report.bytes,
@@ -448,10 +477,12 @@ fn recover(
         report.entries_skipped,
         report.replay_bytes_per_s() / 1e9
     );
-    println!(
-        "                            {} writes installed, {} skipped unread (the key held a newer TID)",
-        report.writes_installed, report.writes_obsolete
-    );
+    if format == lazarus::durability::value::files::EntryFormat::Value {
+        println!(
+            "                            {} writes installed, {} skipped unread (the key held a newer TID)",
+            report.writes_installed, report.writes_obsolete
+        );
+    }
     if report.replay_plans_compiled > 0 {
         println!("                            {} replay plans compiled", report.replay_plans_compiled);
     }
