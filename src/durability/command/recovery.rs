@@ -16,8 +16,9 @@ use crate::durability::frame;
 use crate::durability::value::ValueOptions;
 use crate::durability::value::files::{self, EntryFormat, Pepoch};
 use crate::durability::value::recovery::{
-    self as value_recovery, LogFile, RecoveryReport, corrupt, plan, read_pepoch, rebuild_catalog, settle_directory,
+    self as value_recovery, LogFile, RecoveryReport, Window, begin, corrupt, plan, record_void_epochs, settle_directory,
 };
+use crate::durability::value::replay::EpochWindow;
 use crate::storage::key::decode_key;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -45,13 +46,7 @@ pub fn recover(
     modules: &Mutex<Vec<(String, String)>>,
 ) -> Result<(RecoveryReport, u64), DurabilityError> {
     let fs = options.fs.as_ref();
-    let mut report = RecoveryReport::default();
-    let start = Instant::now();
-    *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
-    report.catalog_ms = start.elapsed().as_secs_f64() * 1e3;
-    let pepoch = read_pepoch(fs, &options.log_dirs[0])?;
-    report.pepoch = pepoch.epoch;
-    report.positions = pepoch.positions.clone();
+    let (mut report, pepoch) = begin(options, db, modules)?;
     let (replay, discard, next_file_seq) = plan(fs, options, &pepoch)?;
     report.next_file_seq = next_file_seq;
     let start = Instant::now();
@@ -61,13 +56,9 @@ pub fn recover(
     report.entries = entries.len() as u64;
     report.files = replay.len();
     report.replay_ms = start.elapsed().as_secs_f64() * 1e3;
-    let mut holes = pepoch.holes.clone();
-    if max_epoch > pepoch.epoch {
-        holes.push((pepoch.epoch + 1, max_epoch));
-    }
-    report.holes = holes;
-    report.restart_after_epoch =
-        max_epoch.max(pepoch.epoch).max(pepoch.holes.iter().map(|h| h.1).max().unwrap_or(0)).max(db.epochs().current());
+    record_void_epochs(&mut report, &pepoch, max_epoch);
+    // Replay ran transactions and advanced the epoch: restart above those too.
+    report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
     Ok((report, max_seq + 1))
 }
@@ -81,6 +72,8 @@ fn read_entries(
     report: &mut RecoveryReport,
 ) -> Result<(Vec<Located>, u64, u64), DurabilityError> {
     let (mut kept, mut max_epoch, mut max_seq) = (Vec::new(), 0u64, 0u64);
+    // No checkpoint yet: every persistent, non-void epoch is replayed.
+    let window = Window { pepoch, e_l: 0 };
     for (index, file) in files.iter().enumerate() {
         let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
         let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
@@ -106,8 +99,7 @@ fn read_entries(
                 let (epoch, seq) = (entry.epoch(), entry.seq());
                 max_epoch = max_epoch.max(epoch);
                 max_seq = max_seq.max(seq);
-                let void = pepoch.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch));
-                if epoch > pepoch.epoch || void {
+                if !window.admits(epoch) {
                     report.entries_skipped += 1;
                     continue;
                 }

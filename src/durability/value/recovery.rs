@@ -112,13 +112,7 @@ pub fn recover(
     modules: &Mutex<Vec<(String, String)>>,
 ) -> Result<RecoveryReport, DurabilityError> {
     let fs = options.fs.as_ref();
-    let mut report = RecoveryReport::default();
-    let start = Instant::now();
-    *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
-    report.catalog_ms = start.elapsed().as_secs_f64() * 1e3;
-    let pepoch = read_pepoch(fs, &options.log_dirs[0])?;
-    report.pepoch = pepoch.epoch;
-    report.positions = pepoch.positions.clone();
+    let (mut report, pepoch) = begin(options, db, modules)?;
     let manifest = load_checkpoint(options, db, &pepoch, &mut report)?;
     let e_l = manifest.as_ref().map_or(0, |m| m.e_l);
     let (replay, mut discard, next_seq) = plan(fs, options, &pepoch)?;
@@ -132,13 +126,7 @@ pub fn recover(
     let start = Instant::now();
     rebuild_indexes(db, options.recovery_threads);
     report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
-    let mut holes = pepoch.holes.clone();
-    if max_epoch_seen > pepoch.epoch {
-        holes.push((pepoch.epoch + 1, max_epoch_seen));
-    }
-    report.holes = holes;
-    report.restart_after_epoch =
-        max_epoch_seen.max(pepoch.epoch).max(pepoch.holes.iter().map(|h| h.1).max().unwrap_or(0));
+    record_void_epochs(&mut report, &pepoch, max_epoch_seen);
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
     for dir in &options.log_dirs {
         writer::remove_other_checkpoints(fs, dir, manifest.as_ref().map(|m| m.checkpoint_id))?;
@@ -146,10 +134,39 @@ pub fn recover(
     Ok(report)
 }
 
+/// The first steps of every recovery over these loggers: rebuild the catalog, read `pepoch`.
+pub(crate) fn begin(
+    options: &ValueOptions,
+    db: &Database,
+    modules: &Mutex<Vec<(String, String)>>,
+) -> Result<(RecoveryReport, Pepoch), DurabilityError> {
+    let fs = options.fs.as_ref();
+    let mut report = RecoveryReport::default();
+    let start = Instant::now();
+    *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
+    report.catalog_ms = start.elapsed().as_secs_f64() * 1e3;
+    let pepoch = read_pepoch(fs, &options.log_dirs[0])?;
+    report.pepoch = pepoch.epoch;
+    report.positions = pepoch.positions.clone();
+    Ok((report, pepoch))
+}
+
+/// Marks the epochs above `pepoch` that retained files may hold as void, and where the global
+/// epoch restarts (above every epoch seen, persistent or void).
+pub(crate) fn record_void_epochs(report: &mut RecoveryReport, pepoch: &Pepoch, max_epoch_seen: u64) {
+    let mut holes = pepoch.holes.clone();
+    if max_epoch_seen > pepoch.epoch {
+        holes.push((pepoch.epoch + 1, max_epoch_seen));
+    }
+    report.holes = holes;
+    report.restart_after_epoch =
+        max_epoch_seen.max(pepoch.epoch).max(pepoch.holes.iter().map(|h| h.1).max().unwrap_or(0));
+}
+
 /// The epochs whose records are replayed: `[e_l, pepoch]` minus the void ranges.
-struct Window<'a> {
-    pepoch: &'a Pepoch,
-    e_l: u64,
+pub(crate) struct Window<'a> {
+    pub(crate) pepoch: &'a Pepoch,
+    pub(crate) e_l: u64,
 }
 
 impl replay::EpochWindow for Window<'_> {
