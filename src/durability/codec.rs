@@ -215,7 +215,7 @@ impl<'a> Reader<'a> {
                 let start = self.at;
                 let text = std::str::from_utf8(self.take(len)?)
                     .map_err(|_| DecodeError { offset: start, reason: "text is not UTF-8" })?;
-                Value::Text(Arc::from(text))
+                Value::Text(compact_str::CompactString::from(text))
             }
             TAG_BYTES => {
                 let len = self.u32()? as usize;

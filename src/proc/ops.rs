@@ -113,7 +113,7 @@ fn concat(a: &Value, b: &Value) -> RtResult<Value> {
         return Err(format!("concatenation would be {} bytes; the limit is {VALUE_BYTES_MAX}", x.len() + y.len()));
     }
     Ok(match (a, b) {
-        (Value::Text(x), Value::Text(y)) => Value::Text(Arc::from(format!("{x}{y}"))),
+        (Value::Text(x), Value::Text(y)) => Value::Text(compact_str::format_compact!("{x}{y}")),
         _ => Value::Bytes(Arc::from([x, y].concat())),
     })
 }
@@ -208,7 +208,7 @@ fn to_text(v: &Value) -> RtResult<Value> {
         Value::Int(i) => Value::text(&i.to_string()),
         Value::Float(f) => Value::text(&format!("{f:?}")),
         Value::Bool(b) => Value::text(if *b { "true" } else { "false" }),
-        Value::Text(s) => Value::Text(Arc::clone(s)),
+        Value::Text(s) => Value::Text(s.clone()),
         _ => return Err(format!("cannot convert {v} to text")),
     })
 }

@@ -278,7 +278,7 @@ pub fn decode_key(mut bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
                 bytes = rest;
                 if tag == TAG_TEXT {
                     let s = String::from_utf8(raw).map_err(|_| malformed("text is not UTF-8"))?;
-                    Value::Text(Arc::from(s))
+                    Value::Text(compact_str::CompactString::from(s))
                 } else {
                     Value::Bytes(Arc::from(raw))
                 }
