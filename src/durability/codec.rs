@@ -204,6 +204,16 @@ impl<'a> Reader<'a> {
         Ok(Arc::new(row))
     }
 
+    /// Decodes a row value by value, handing each to `put(position, value)` instead of collecting
+    /// them (compiled replay decodes straight into its plan's frame). Returns the column count.
+    pub fn row_each(&mut self, mut put: impl FnMut(usize, Value)) -> Result<usize, DecodeError> {
+        let columns = usize::from(self.u16()?);
+        for position in 0..columns {
+            put(position, self.value()?);
+        }
+        Ok(columns)
+    }
+
     fn value(&mut self) -> Result<Value, DecodeError> {
         Ok(match self.u8()? {
             TAG_NULL => Value::Null,

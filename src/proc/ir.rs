@@ -254,6 +254,35 @@ pub enum StmtKind {
     Abort(Expr),
 }
 
+impl StmtKind {
+    /// Calls `f` on every expression in a statement's header (not in nested blocks).
+    pub fn header_exprs<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        match self {
+            StmtKind::Assign { value, .. } => f(value),
+            StmtKind::If { cond, .. } => f(cond),
+            StmtKind::ForRange { start, end, .. } => {
+                f(start);
+                f(end);
+            }
+            StmtKind::ForArray { .. } => {}
+            StmtKind::ForScan { scan, .. } | StmtKind::ScanFirst(scan) => {
+                scan.prefix.iter().for_each(&mut *f);
+                scan.lower.iter().chain(&scan.upper).for_each(|b| f(&b.value));
+                f(&scan.limit);
+            }
+            StmtKind::Get(g) => g.key.iter().for_each(f),
+            StmtKind::Insert(i) => i.values.iter().for_each(f),
+            StmtKind::Update(u) => {
+                u.key.iter().for_each(&mut *f);
+                u.sets.iter().for_each(|(_, e)| f(e));
+            }
+            StmtKind::Delete(d) => d.key.iter().for_each(f),
+            StmtKind::Return(values) => values.iter().for_each(f),
+            StmtKind::Abort(e) => f(e),
+        }
+    }
+}
+
 impl Stmt {
     /// The nested blocks (`then` and `otherwise` of an `if`, the body of a `for`).
     pub fn children(&self) -> Vec<&[Stmt]> {

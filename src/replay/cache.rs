@@ -91,6 +91,9 @@ pub struct PlanCache {
     version: Option<u64>,
     /// By table id, then by [`RedoOp::index`]: the plans of each column set.
     by_table: Vec<[Vec<(ColumnSet, CachedPlan)>; 3]>,
+    /// By table id, then by [`RedoOp::index`]: where the plan of the whole-row column set is (value
+    /// logs carry whole rows, so this is the plan of every record), found without a comparison.
+    whole_row: Vec<[Option<usize>; 3]>,
     plans: usize,
     compiled: u64,
     invalidations: u64,
@@ -106,6 +109,44 @@ impl PlanCache {
         op: RedoOp,
         columns: ColumnSet,
     ) -> Result<&mut CachedPlan, ReplayError> {
+        let slot = self.slot(catalog, table);
+        let found = self.by_table[slot][op.index()].iter().position(|(c, _)| *c == columns);
+        let at = match found {
+            Some(at) => at,
+            None => self.compile(catalog, table, op, columns)?,
+        };
+        Ok(&mut self.by_table[slot][op.index()][at].1)
+    }
+
+    /// The plan for (`table`, `op`) and the column set of a whole row for `op` (`columns`, computed
+    /// only when the plan is not cached yet): a record of a value log finds its plan by two
+    /// indexes.
+    pub fn whole_row_plan(
+        &mut self,
+        catalog: &Catalog,
+        table: &Table,
+        op: RedoOp,
+        columns: impl FnOnce() -> ColumnSet,
+    ) -> Result<&mut CachedPlan, ReplayError> {
+        let slot = self.slot(catalog, table);
+        let at = match self.whole_row[slot][op.index()] {
+            Some(at) => at,
+            None => {
+                let columns = columns();
+                let found = self.by_table[slot][op.index()].iter().position(|(c, _)| *c == columns);
+                let at = match found {
+                    Some(at) => at,
+                    None => self.compile(catalog, table, op, columns)?,
+                };
+                self.whole_row[slot][op.index()] = Some(at);
+                at
+            }
+        };
+        Ok(&mut self.by_table[slot][op.index()][at].1)
+    }
+
+    /// `table`'s slot, after dropping every plan if the catalog's version changed.
+    fn slot(&mut self, catalog: &Catalog, table: &Table) -> usize {
         if self.version != Some(catalog.version()) {
             if self.version.is_some() {
                 self.invalidations += 1;
@@ -117,13 +158,9 @@ impl PlanCache {
         assert!(slot < TABLES_MAX, "table ids are below {TABLES_MAX}");
         if slot >= self.by_table.len() {
             self.by_table.resize_with(slot + 1, Default::default);
+            self.whole_row.resize(slot + 1, [None; 3]);
         }
-        let found = self.by_table[slot][op.index()].iter().position(|(c, _)| *c == columns);
-        let at = match found {
-            Some(at) => at,
-            None => self.compile(catalog, table, op, columns)?,
-        };
-        Ok(&mut self.by_table[slot][op.index()][at].1)
+        slot
     }
 
     /// Compiles and caches a plan; returns its position in its slot.
@@ -148,6 +185,7 @@ impl PlanCache {
 
     fn clear(&mut self) {
         self.by_table.iter_mut().flatten().for_each(Vec::clear);
+        self.whole_row.iter_mut().for_each(|w| *w = [None; 3]);
         self.plans = 0;
     }
 

@@ -79,9 +79,11 @@ pub mod cache;
 pub mod compiled;
 pub mod direct;
 
+use crate::durability::codec::{DecodeError, Reader};
 use crate::proc::limits::PARAMS_MAX;
-use crate::storage::{Catalog, Row, SchemaError, Table};
+use crate::storage::{Catalog, Record, Row, SchemaError, Table};
 use crate::txn::{Tid, TxnError};
+use std::sync::Arc;
 
 /// How redo records are applied.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -149,9 +151,26 @@ pub struct RedoRecord<'a> {
     pub key_seen: bool,
 }
 
+/// A redo record whose after-image is still encoded in the log (`Reader` positioned at it):
+/// compiled replay decodes it straight into its plan's frame, direct replay into a row.
+pub struct EncodedRedo<'a> {
+    /// The encoded primary key.
+    pub key: &'a [u8],
+    /// Whether an after-image follows (`false`: a delete).
+    pub put: bool,
+    /// The writing transaction's TID.
+    pub tid: Tid,
+    /// The key's record, as the caller's lookup found it (see [`RedoRecord::key_seen`]). Compiled
+    /// replay's plan writes to it (or links a new one) without looking the key up again.
+    pub found: Option<Arc<Record>>,
+}
+
 /// Why a redo record could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The after-image could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
     /// The record names a table the catalog does not have.
     #[error("record for table id {0} which does not exist")]
     NoSuchTable(u32),
@@ -202,6 +221,27 @@ impl Replayer {
                 compiled::apply(&mut self.cache, catalog, table, record)
             }
             _ => direct::apply(table, record),
+        }
+    }
+
+    /// [`Replayer::apply`] for a record still encoded in the log; `reader` is positioned at its
+    /// after-image (when `redo.put`) and is left after it.
+    pub fn apply_encoded(
+        &mut self,
+        catalog: &Catalog,
+        table: &Table,
+        redo: EncodedRedo<'_>,
+        reader: &mut Reader<'_>,
+    ) -> Result<bool, ReplayError> {
+        match self.mode {
+            ReplayMode::Compiled if table.schema.columns.len() <= PARAMS_MAX => {
+                compiled::apply_encoded(&mut self.cache, catalog, table, redo, reader)
+            }
+            _ => {
+                let row = if redo.put { Some(reader.row()?) } else { None };
+                let record = RedoRecord { key: redo.key, row, tid: redo.tid, key_seen: redo.found.is_some() };
+                direct::apply(table, record)
+            }
         }
     }
 }

@@ -138,24 +138,34 @@ impl Table {
     pub fn install_if_newer(&self, key: &Key, row: Option<Row>, tid: Tid) -> bool {
         loop {
             if let Some(record) = self.get(key) {
-                let word = record.lock();
-                if tid <= word.tid() {
-                    record.unlock();
-                    return false;
-                }
-                let absent = row.is_none();
-                let row = row.unwrap_or_else(|| Arc::new(Vec::new()));
-                record.install(row, crate::txn::tid::TidWord::new(tid, true, absent), 0);
-                return true;
+                return install_on(&record, row, tid);
             }
-            let record = Arc::new(match &row {
-                Some(row) => Record::present(Arc::clone(row), tid, 0),
-                None => Record::tombstone(tid),
-            });
-            if self.link(key, &record).is_ok() {
+            if self.link_new(key, &row, tid) {
                 return true;
             }
         }
+    }
+
+    /// [`Table::install_if_newer`] for a caller that has just looked the key up and found
+    /// `found`: a compiled replay plan chosen by that lookup (insert for an absent key, update
+    /// for a present one) skips the second lookup. Records are never unlinked during replay, so
+    /// a found record is still the key's; if another recovery thread linked the key since it was
+    /// found absent, this falls back to the full path.
+    pub fn install_if_newer_at(&self, found: Option<&Arc<Record>>, key: &Key, row: Option<Row>, tid: Tid) -> bool {
+        match found {
+            Some(record) => install_on(record, row, tid),
+            None => self.link_new(key, &row, tid) || self.install_if_newer(key, row, tid),
+        }
+    }
+
+    /// Links a new record holding `row` (a tombstone for `None`) under `key`; `false` if the key
+    /// has a record already.
+    fn link_new(&self, key: &Key, row: &Option<Row>, tid: Tid) -> bool {
+        let record = Arc::new(match row {
+            Some(row) => Record::present(Arc::clone(row), tid, 0),
+            None => Record::tombstone(tid),
+        });
+        self.link(key, &record).is_ok()
     }
 
     /// Splits the table's keys into `parts` contiguous ranges of roughly equal size, from a
@@ -206,11 +216,20 @@ impl Table {
         for (key, record) in dead {
             self.unlink(&key, &record);
         }
+        // Entries go into each index in key order: every insert then lands next to the previous
+        // one, in cache, instead of at a random leaf (the rows arrive in primary-key order, which
+        // is a random order for a secondary key).
+        let mut entries = Vec::with_capacity(live.len());
         for (i, index) in self.secondary.iter().enumerate() {
+            entries.clear();
             for (key, record) in &live {
                 if let Ok(entry) = self.schema.secondary_key_of(i, &record.row_unchecked(), key) {
-                    let _ = index.insert_if_absent(entry, Arc::clone(record));
+                    entries.push((entry, record));
                 }
+            }
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            for (entry, record) in entries.drain(..) {
+                let _ = index.insert_if_absent(entry, Arc::clone(record));
             }
         }
     }
@@ -302,4 +321,18 @@ impl Catalog {
     pub fn tables(&self) -> &[Arc<Table>] {
         &self.tables
     }
+}
+
+/// Installs `row` (a deletion for `None`) on `record` if `tid` is larger than its TID; whether it
+/// did ([`Table::install_if_newer`]).
+fn install_on(record: &Record, row: Option<Row>, tid: Tid) -> bool {
+    let word = record.lock();
+    if tid <= word.tid() {
+        record.unlock();
+        return false;
+    }
+    let absent = row.is_none();
+    let row = row.unwrap_or_else(|| Arc::new(Vec::new()));
+    record.install(row, crate::txn::tid::TidWord::new(tid, true, absent), 0);
+    true
 }

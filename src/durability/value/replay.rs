@@ -19,7 +19,7 @@ use crate::durability::DurabilityError;
 use crate::durability::codec::Reader;
 use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::io::{FileSystem, OpenMode};
-use crate::replay::{RedoRecord, ReplayMode, Replayer};
+use crate::replay::{EncodedRedo, ReplayMode, Replayer};
 use crate::storage::Catalog;
 use crate::txn::Tid;
 use parking_lot::Mutex;
@@ -359,9 +359,8 @@ fn apply_write(
         stats.obsolete += 1;
         return if put { reader.skip_row().map_err(|e| e.to_string()) } else { Ok(()) };
     }
-    let row = if put { Some(reader.row().map_err(|e| e.to_string())?) } else { None };
-    let record = RedoRecord { key, row, tid, key_seen: existing.is_some() };
-    if replayer.apply(catalog, table, record).map_err(|e| e.to_string())? {
+    let redo = EncodedRedo { key, put, tid, found: existing };
+    if replayer.apply_encoded(catalog, table, redo, reader).map_err(|e| e.to_string())? {
         stats.installed += 1;
     } else {
         stats.obsolete += 1;

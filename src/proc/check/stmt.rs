@@ -2,7 +2,7 @@
 //! are in [`super::query`].
 
 use super::super::ast::{self, StmtKind as A};
-use super::super::ir::{Expr, Stmt, StmtId, StmtKind, Ty, VarId, VarKind};
+use super::super::ir::{Stmt, StmtId, StmtKind, Ty, VarId, VarKind};
 use super::super::lexer::Span;
 use super::super::limits::RETURN_VALUES_MAX;
 use super::ProcChecker;
@@ -44,7 +44,7 @@ impl ProcChecker<'_> {
             }
         };
         let mut uses = Vec::new();
-        header_exprs(&kind, &mut |e| e.collect_vars(&mut uses));
+        kind.header_exprs(&mut |e| e.collect_vars(&mut uses));
         if let StmtKind::ForArray { array, .. } = &kind {
             uses.push(*array);
         }
@@ -194,32 +194,5 @@ impl ProcChecker<'_> {
             self.diags.err(span, format!("a return has at most {RETURN_VALUES_MAX} values"));
         }
         StmtKind::Return(values.iter().map(|v| self.expr(v)).collect())
-    }
-}
-
-/// Calls `f` on every expression in a statement's header (not in nested blocks).
-pub(crate) fn header_exprs<'a>(kind: &'a StmtKind, f: &mut dyn FnMut(&'a Expr)) {
-    match kind {
-        StmtKind::Assign { value, .. } => f(value),
-        StmtKind::If { cond, .. } => f(cond),
-        StmtKind::ForRange { start, end, .. } => {
-            f(start);
-            f(end);
-        }
-        StmtKind::ForArray { .. } => {}
-        StmtKind::ForScan { scan, .. } | StmtKind::ScanFirst(scan) => {
-            scan.prefix.iter().for_each(&mut *f);
-            scan.lower.iter().chain(&scan.upper).for_each(|b| f(&b.value));
-            f(&scan.limit);
-        }
-        StmtKind::Get(g) => g.key.iter().for_each(f),
-        StmtKind::Insert(i) => i.values.iter().for_each(f),
-        StmtKind::Update(u) => {
-            u.key.iter().for_each(&mut *f);
-            u.sets.iter().for_each(|(_, e)| f(e));
-        }
-        StmtKind::Delete(d) => d.key.iter().for_each(f),
-        StmtKind::Return(values) => values.iter().for_each(f),
-        StmtKind::Abort(e) => f(e),
     }
 }

@@ -6,6 +6,7 @@
 //! compiled procedure walks no AST and looks up no names.
 
 mod expr;
+mod moves;
 mod stmt;
 
 pub(crate) use stmt::{StmtFn, run_block};
@@ -17,6 +18,7 @@ use std::sync::Arc;
 
 /// Compiles a procedure's body against `catalog`.
 pub(crate) fn compile_body(proc: &Procedure, catalog: &Catalog) -> Result<Vec<StmtFn>, Diagnostic> {
-    let ctx = stmt::Ctx { proc, catalog, name: Arc::from(proc.name.as_str()) };
+    let movable = moves::movable_vars(proc);
+    let ctx = stmt::Ctx { proc, catalog, name: Arc::from(proc.name.as_str()), movable };
     ctx.block(&proc.body)
 }

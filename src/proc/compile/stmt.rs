@@ -2,7 +2,7 @@
 //! run in order.
 
 use super::super::Diagnostic;
-use super::super::ir::{Expr, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
+use super::super::ir::{Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
 use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
@@ -20,6 +20,33 @@ pub(crate) struct Ctx<'a> {
     pub(crate) proc: &'a Procedure,
     pub(crate) catalog: &'a Catalog,
     pub(crate) name: Arc<str>,
+    /// Per variable: whether its one read may move the value ([`super::moves`]).
+    pub(crate) movable: Vec<bool>,
+}
+
+/// A value a statement stores (an inserted column, an updated one): moved out of a variable
+/// read nowhere else ([`super::moves`]), or computed.
+enum Operand {
+    Take(usize),
+    Eval(ExprFn),
+}
+
+/// The slots `s..s + n` when the operands move, in order, out of consecutive slots.
+fn take_run(operands: &[Operand]) -> Option<std::ops::Range<usize>> {
+    let Some(Operand::Take(start)) = operands.first() else {
+        return None;
+    };
+    let consecutive = operands.iter().enumerate().all(|(i, o)| matches!(o, Operand::Take(s) if *s == start + i));
+    consecutive.then(|| *start..start + operands.len())
+}
+
+impl Operand {
+    fn eval(&self, f: &mut Frame) -> RtResult<Value> {
+        match self {
+            Operand::Take(slot) => Ok(std::mem::take(&mut f.vals[*slot])),
+            Operand::Eval(e) => e(f),
+        }
+    }
 }
 
 /// Where a statement is, for run-time errors.
@@ -50,8 +77,14 @@ fn exprs(es: &[Expr]) -> Vec<ExprFn> {
     es.iter().map(expr).collect()
 }
 
+/// Evaluates `fs` into a vector allocated once at its final size (collecting an iterator of
+/// `Result`s has no size hint and grows the vector by reallocation).
 fn eval_all(fs: &[ExprFn], f: &Frame) -> RtResult<Vec<Value>> {
-    fs.iter().map(|e| e(f)).collect()
+    let mut out = Vec::with_capacity(fs.len());
+    for e in fs {
+        out.push(e(f)?);
+    }
+    Ok(out)
 }
 
 /// Primary keys of up to this many columns are evaluated on the stack.
@@ -126,6 +159,13 @@ impl Ctx<'_> {
         }
     }
 
+    fn operand(&self, e: &Expr) -> Operand {
+        match &e.kind {
+            ExprKind::Var(v) if self.movable[v.index()] => Operand::Take(v.index()),
+            _ => Operand::Eval(expr(e)),
+        }
+    }
+
     fn stmt(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
         let loc = Loc { name: Arc::clone(&self.name), line: s.line, col: s.col };
         match &s.kind {
@@ -149,9 +189,21 @@ impl Ctx<'_> {
             StmtKind::Get(g) => self.get(g, s, loc),
             StmtKind::ScanFirst(scan) => self.scan_first(scan, s, loc),
             StmtKind::Insert(i) => {
-                let (table, values) = (self.table(&i.table, s)?, exprs(&i.values));
+                let table = self.table(&i.table, s)?;
+                let values: Vec<Operand> = i.values.iter().map(|e| self.operand(e)).collect();
+                let moved_slots = take_run(&values);
                 Ok(Box::new(move |f, tx| {
-                    let row = eval_all(&values, f).map_err(|m| loc.err(m))?;
+                    let row = match &moved_slots {
+                        // Every value moves out of consecutive slots (a replay plan's parameters).
+                        Some(slots) => f.vals[slots.clone()].iter_mut().map(std::mem::take).collect(),
+                        None => {
+                            let mut row = Vec::with_capacity(values.len());
+                            for v in &values {
+                                row.push(v.eval(f).map_err(|m| loc.err(m))?);
+                            }
+                            row
+                        }
+                    };
                     runtime::insert(tx, table, row)?;
                     Ok(Flow::Next)
                 }))
@@ -254,17 +306,27 @@ impl Ctx<'_> {
 
     fn update(&self, u: &UpdateOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
         let (table, key, found) = (self.table(&u.table, s)?, exprs(&u.key), self.proc.found.index());
-        let sets: Vec<(usize, ExprFn)> = u.sets.iter().map(|(p, e)| (*p, expr(e))).collect();
+        let sets: Vec<(usize, Operand)> = u.sets.iter().map(|(p, e)| (*p, self.operand(e))).collect();
+        let reads_row = u.sets.iter().any(|(_, e)| e.reads_row());
         Ok(Box::new(move |f, tx| {
             // The key is evaluated before the frame is lent to the set expressions.
             let key = KeyValues::eval(&key, f, &loc)?;
             let updated = runtime::update(tx, table, key.as_slice(), |old| {
+                if !reads_row {
+                    // Nothing reads the old row: build the new one in its place when no one else
+                    // holds it (replay's fresh rows), else from a copy.
+                    let mut new = Arc::try_unwrap(old).unwrap_or_else(|shared| shared.as_ref().clone());
+                    for (p, e) in &sets {
+                        new[*p] = e.eval(f).map_err(|m| loc.err(m))?;
+                    }
+                    return Ok(new);
+                }
                 let mut new = old.to_vec();
                 f.row = Some(old);
                 // All set expressions see the old row (`f.row`), never `new`, so writing each value
                 // into `new` as soon as it is computed is the same as computing them all first.
                 let values: RtResult<()> = sets.iter().try_for_each(|(p, e)| {
-                    new[*p] = e(f)?;
+                    new[*p] = e.eval(f)?;
                     Ok(())
                 });
                 f.row = None;
