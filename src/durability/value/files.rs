@@ -21,8 +21,8 @@ const PEPOCH_MAGIC: &[u8; 8] = b"LZPEPOCH";
 const CATALOG_MAGIC: &[u8; 8] = b"LZCATLOG";
 const END_MAGIC: &[u8; 8] = b"LZVALEND";
 /// Version of the log file, pepoch and catalog layouts (2: closed log files end with an end
-/// block).
-pub const FORMAT_VERSION: u32 = 2;
+/// block; 3: the pepoch file names the checkpoint that log truncation made necessary).
+pub const FORMAT_VERSION: u32 = 3;
 /// The most loggers (log directories) a database may use.
 pub const LOGGERS_MAX: usize = 64;
 /// The largest pepoch or catalog file read, in bytes.
@@ -172,6 +172,10 @@ pub struct Pepoch {
     /// persistent before a crash; recovery restarted above them, so they must never be replayed,
     /// even once `epoch` passes them.
     pub holes: Vec<(u64, u64)>,
+    /// 0, or the `e_l` of a checkpoint for which log files were removed: recovery then needs an
+    /// installed checkpoint manifest with an `e_l` at least this (the files it replaces are
+    /// gone), and names the manifest when it is missing instead of replaying a log with a hole.
+    pub checkpoint_e_l: u64,
 }
 
 /// The most void epoch ranges a `pepoch` file may hold (one is added per crash recovery).
@@ -194,6 +198,7 @@ pub fn encode_pepoch(pepoch: &Pepoch) -> Vec<u8> {
         payload.extend_from_slice(&first.to_le_bytes());
         payload.extend_from_slice(&last.to_le_bytes());
     }
+    payload.extend_from_slice(&pepoch.checkpoint_e_l.to_le_bytes());
     let mut out = Vec::new();
     frame::encode_block(&payload, &mut out);
     out
@@ -224,10 +229,11 @@ pub fn decode_pepoch(bytes: &[u8]) -> Result<Pepoch, FileFormatError> {
     for _ in 0..hole_count {
         holes.push((r.u64()?, r.u64()?));
     }
+    let checkpoint_e_l = r.u64()?;
     if !r.is_empty() {
         return Err(FileFormatError::Invalid("trailing bytes in the pepoch payload"));
     }
-    Ok(Pepoch { epoch, positions, holes })
+    Ok(Pepoch { epoch, positions, holes, checkpoint_e_l })
 }
 
 /// Encodes the `catalog` file: the modules (file name, source), in the order they were loaded.
@@ -299,6 +305,7 @@ mod tests {
             epoch: 42,
             positions: vec![DurablePosition { logger: 0, file_seq: 3, durable_len_bytes: 4096 }],
             holes: vec![(10, 12)],
+            checkpoint_e_l: 7,
         };
         let bytes = encode_pepoch(&p);
         assert_eq!(decode_pepoch(&bytes).unwrap(), p);

@@ -22,6 +22,32 @@ impl ValueHost {
     }
 }
 
+impl ValueHost {
+    /// Asks the pepoch writer to name the checkpoint of `e_l` and waits, bounded, until a
+    /// `pepoch` file that does is durable.
+    fn pepoch_names_checkpoint(&self, e_l: u64) -> bool {
+        let scheme = &self.scheme;
+        scheme.checkpoint_e_l.fetch_max(e_l, Ordering::SeqCst);
+        let wait_ms = 20 * scheme.options.sync_interval_ms.max(1);
+        let deadline = std::time::Instant::now() + Duration::from_millis(wait_ms);
+        let mut guard = scheme.pepoch_lock.lock();
+        loop {
+            if scheme.written_checkpoint_e_l.load(Ordering::SeqCst) >= e_l {
+                return true;
+            }
+            if scheme.has_failed() || scheme.pepoch_stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            scheme.wake_pepoch();
+            scheme.pepoch_cv.wait_for(&mut guard, (deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+}
+
 impl CheckpointHost for ValueHost {
     fn fs(&self) -> &dyn FileSystem {
         self.scheme.options.fs.as_ref()
@@ -47,8 +73,15 @@ impl CheckpointHost for ValueHost {
 
     /// Removes `old_data.<max epoch>.<seq>` files with `max epoch < e_l` (SiloR §4: "any file
     /// with e < e_l can be deleted"), but only those older than the durable file named by the
-    /// last `pepoch` file written: recovery requires that file to exist.
+    /// last `pepoch` file written: recovery requires that file to exist. And only once a durable
+    /// `pepoch` file names the checkpoint ([`files::Pepoch::checkpoint_e_l`]), so that recovery
+    /// can tell a log with removed files from a log whose manifest was lost; if the pepoch writer
+    /// does not get there within a few sync intervals, nothing is removed this time (the next
+    /// checkpoint removes it).
     fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
+        if !self.pepoch_names_checkpoint(e_l) {
+            return Ok(0);
+        }
         let fs = self.fs();
         let written = self.scheme.written_positions.lock().clone();
         let mut removed = 0;

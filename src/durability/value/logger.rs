@@ -202,11 +202,17 @@ fn pepoch_loop(scheme: &SchemeShared) -> std::io::Result<()> {
         let positions: Vec<(u64, DurablePosition)> = scheme.loggers.iter().map(|l| l.durable()).collect();
         let min_logger_epoch = positions.iter().map(|(e, _)| *e).min().unwrap_or(0);
         let epoch = min_logger_epoch.saturating_sub(1);
-        if epoch > scheme.pepoch() {
+        let checkpoint_e_l = scheme.checkpoint_e_l.load(Ordering::SeqCst);
+        let checkpoint_news = checkpoint_e_l > scheme.written_checkpoint_e_l.load(Ordering::SeqCst);
+        if epoch > scheme.pepoch() || checkpoint_news {
+            // Never below the published pepoch: a write for the checkpoint alone keeps the epoch.
+            let epoch = epoch.max(scheme.pepoch());
             let holes = scheme.holes.lock().clone();
-            let pepoch = Pepoch { epoch, positions: positions.into_iter().map(|(_, p)| p).collect(), holes };
+            let positions = positions.into_iter().map(|(_, p)| p).collect();
+            let pepoch = Pepoch { epoch, positions, holes, checkpoint_e_l };
             write_pepoch(scheme, &pepoch)?;
             *scheme.written_positions.lock() = pepoch.positions;
+            scheme.written_checkpoint_e_l.store(checkpoint_e_l, Ordering::SeqCst);
             scheme.publish_pepoch(epoch);
         }
         if stopping {

@@ -205,6 +205,12 @@ pub struct SchemeShared {
     /// The logger positions of the last `pepoch` file written: a log file may be removed only
     /// if it is older than the durable file that file names.
     written_positions: Mutex<Vec<DurablePosition>>,
+    /// The `e_l` the next `pepoch` file carries as [`files::Pepoch::checkpoint_e_l`]: raised by
+    /// log truncation before it removes anything.
+    checkpoint_e_l: AtomicU64,
+    /// The [`files::Pepoch::checkpoint_e_l`] of the last `pepoch` file written: log files older
+    /// than a checkpoint may be removed only once a durable `pepoch` names that checkpoint.
+    written_checkpoint_e_l: AtomicU64,
     /// The checkpoint manager's state.
     checkpoint: Arc<CheckpointStatus>,
     /// Command logging: the next commit sequence number (PACMAN's global order).
@@ -232,7 +238,7 @@ impl SchemeShared {
         self.pepoch_cv.notify_all();
     }
 
-    fn wake_pepoch(&self) {
+    pub(crate) fn wake_pepoch(&self) {
         *self.pepoch_wake.lock() = true;
         self.pepoch_wake_cv.notify_one();
     }
@@ -302,6 +308,8 @@ impl ValueLogging {
             modules: Mutex::new(Vec::new()),
             holes: Mutex::new(Vec::new()),
             written_positions: Mutex::new(Vec::new()),
+            checkpoint_e_l: AtomicU64::new(0),
+            written_checkpoint_e_l: AtomicU64::new(0),
             checkpoint: Arc::new(CheckpointStatus::default()),
             commit_seq: Arc::new(AtomicU64::new(1)),
             log_bytes: AtomicU64::new(0),
@@ -462,6 +470,8 @@ impl LogScheme for ValueLogging {
         *self.first_seq.lock() = report.next_file_seq.clone();
         *self.shared.holes.lock() = report.holes.clone();
         *self.shared.written_positions.lock() = report.positions.clone();
+        self.shared.checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
+        self.shared.written_checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
         let max_epoch = report.restart_after_epoch;
         *self.recovery.lock() = Some(report);
         Ok(max_epoch)

@@ -81,6 +81,8 @@ pub struct RecoveryReport {
     pub next_file_seq: Vec<u64>,
     /// Void epoch ranges after this recovery.
     pub holes: Vec<(u64, u64)>,
+    /// The pepoch file's [`Pepoch::checkpoint_e_l`], carried on by the recovered scheme.
+    pub checkpoint_e_l: u64,
 }
 
 impl RecoveryReport {
@@ -148,6 +150,7 @@ pub(crate) fn begin(
     let pepoch = read_pepoch(fs, &options.log_dirs[0])?;
     report.pepoch = pepoch.epoch;
     report.positions = pepoch.positions.clone();
+    report.checkpoint_e_l = pepoch.checkpoint_e_l;
     Ok((report, pepoch))
 }
 
@@ -185,7 +188,22 @@ fn load_checkpoint(
     report: &mut RecoveryReport,
 ) -> Result<Option<Manifest>, DurabilityError> {
     let fs = options.fs.as_ref();
-    let Some(manifest) = loader::read_manifest(fs, &options.log_dirs[0])? else {
+    let manifest = loader::read_manifest(fs, &options.log_dirs[0])?;
+    let installed_e_l = manifest.as_ref().map_or(0, |m| m.e_l);
+    if installed_e_l < pepoch.checkpoint_e_l {
+        // Log files older than that checkpoint were removed: without it the log has a hole.
+        let path = options.log_dirs[0].join(crate::durability::checkpoint::format::MANIFEST_FILE);
+        let reason = format!(
+            "the pepoch file says log files before epoch {} were removed for a checkpoint, but {}",
+            pepoch.checkpoint_e_l,
+            match &manifest {
+                None => "no checkpoint manifest is installed".to_string(),
+                Some(m) => format!("the installed checkpoint starts at e_l {}", m.e_l),
+            }
+        );
+        return Err(corrupt(&path, 0, reason));
+    }
+    let Some(manifest) = manifest else {
         report.next_checkpoint_id = 1;
         return Ok(None);
     };
@@ -234,7 +252,7 @@ pub(crate) fn rebuild_catalog(
 pub(crate) fn read_pepoch(fs: &dyn FileSystem, dir: &Path) -> Result<Pepoch, DurabilityError> {
     let path = dir.join(files::PEPOCH_FILE);
     if !fs.exists(&path)? {
-        return Ok(Pepoch { epoch: 0, positions: Vec::new(), holes: Vec::new() });
+        return Ok(Pepoch { epoch: 0, positions: Vec::new(), holes: Vec::new(), checkpoint_e_l: 0 });
     }
     let bytes = fs.read_all(&path, files::MARKER_SIZE_MAX_BYTES)?;
     files::decode_pepoch(&bytes).map_err(|e| corrupt(&path, 0, e.to_string()))
@@ -410,7 +428,8 @@ pub(crate) fn settle_directory(
     // Positions now point at files that no longer grow; the next data.log of each logger starts
     // a new sequence. Record the void epochs before anything new is logged.
     let positions = pepoch.positions.clone();
-    let settled = Pepoch { epoch: pepoch.epoch, positions, holes: report.holes.clone() };
+    let settled =
+        Pepoch { epoch: pepoch.epoch, positions, holes: report.holes.clone(), checkpoint_e_l: pepoch.checkpoint_e_l };
     fs.write_atomic(&options.log_dirs[0].join(files::PEPOCH_FILE), &files::encode_pepoch(&settled))?;
     Ok(())
 }
