@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use lazarus::bench::result::RunSummary;
 use lazarus::bench::{RunOptions, open_load_run};
 use lazarus::durability::LogScheme;
+use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use lazarus::durability::none::NoLogging;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::workload::WorkloadOptions;
@@ -768,7 +769,9 @@ struct ServeArgs {
     /// Log directory: the database is recovered from it and logged into it.
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
-    /// Durability scheme: none or value [default: value with --dir, else none].
+    /// Durability scheme: none, value (SLR: blocking recovery), indexed (AILIR: instant
+    /// recovery, indexing asynchronous to commit) or indexed-sync (SILIR) [default: value with
+    /// --dir, else none].
     #[arg(long)]
     durability: Option<String>,
     /// Workers transactions run on [default: twice the cores].
@@ -787,14 +790,23 @@ struct ServeArgs {
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let durability =
         args.durability.clone().unwrap_or_else(|| if args.dir.is_some() { "value" } else { "none" }.into());
+    let mut indexed: Option<Arc<IndexedLogging>> = None;
     let scheme: Arc<dyn LogScheme> = match (durability.as_str(), &args.dir) {
         ("none", _) => Arc::new(NoLogging),
         ("value", Some(dir)) => {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
             Arc::new(ValueLogging::new(ValueOptions::new(vec![dir.clone()]))?)
         }
-        ("value", None) => bail!("--durability value needs --dir DIR"),
-        (other, _) => bail!("unknown --durability {other:?}; available: none, value"),
+        // Instant recovery from an indexed log: AILIR (`indexed`) and SILIR (`indexed-sync`).
+        (name @ ("indexed" | "indexed-sync"), Some(dir)) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let mode = if name == "indexed" { IndexMode::Async } else { IndexMode::Sync };
+            let scheme = Arc::new(IndexedLogging::new(IndexedOptions::new(vec![dir.clone()], mode))?);
+            indexed = Some(Arc::clone(&scheme));
+            scheme
+        }
+        (name @ ("value" | "indexed" | "indexed-sync"), None) => bail!("--durability {name} needs --dir DIR"),
+        (other, _) => bail!("unknown --durability {other:?}; available: none, value, indexed, indexed-sync"),
     };
     let started = std::time::Instant::now();
     let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
@@ -813,7 +825,11 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(threads) = args.threads {
         config.workers = threads;
     }
-    let server = lazarus::server::Server::bind(db.clone(), config, Arc::new(recovery))?;
+    let status: Arc<dyn lazarus::server::RecoveryStatus> = match indexed {
+        Some(scheme) => scheme,
+        None => Arc::new(recovery),
+    };
+    let server = lazarus::server::Server::bind(db.clone(), config, status)?;
     eprintln!(
         "lazarus serve: listening on {} (durability {durability}, {keys_restored} keys recovered in {:.1} ms)",
         server.local_addr(),

@@ -325,6 +325,32 @@ impl ValueLogging {
         &self.shared.checkpoint
     }
 
+    /// Runs `recover` (a recovery of these log directories: the scheme's own, or one that shares
+    /// the sequential log, like the indexed scheme's) and takes over the state it leaves: the
+    /// persistent epoch, file sequences, void epochs and the catalog's modules. Returns the epoch
+    /// the global epoch restarts above.
+    pub(crate) fn recover_with(
+        &self,
+        recover: impl FnOnce(
+            &ValueOptions,
+            &Mutex<Vec<(String, String)>>,
+        ) -> Result<recovery::RecoveryReport, DurabilityError>,
+    ) -> Result<u64, DurabilityError> {
+        let report = recover(&self.shared.options, &self.shared.modules)?;
+        self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
+        *self.first_seq.lock() = report.next_file_seq.clone();
+        *self.shared.holes.lock() = report.holes.clone();
+        *self.shared.written_positions.lock() = report.positions.clone();
+        let max_epoch = report.restart_after_epoch;
+        *self.recovery.lock() = Some(report);
+        Ok(max_epoch)
+    }
+
+    /// The options the scheme runs with.
+    pub fn options(&self) -> &ValueOptions {
+        &self.shared.options
+    }
+
     fn spawn(&self, name: String, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
         let handle = std::thread::Builder::new().name(name).spawn(body)?;
         self.threads.lock().push(handle);
@@ -449,22 +475,14 @@ impl LogScheme for ValueLogging {
     }
 
     fn recover(&self, db: &crate::db::Database) -> Result<u64, DurabilityError> {
-        let report = match self.shared.options.entry_format {
-            files::EntryFormat::Value => recovery::recover(&self.shared.options, db, &self.shared.modules)?,
+        self.recover_with(|options, modules| match options.entry_format {
+            files::EntryFormat::Value => recovery::recover(options, db, modules),
             files::EntryFormat::Command => {
-                let (report, next_seq) =
-                    super::command::recovery::recover(&self.shared.options, db, &self.shared.modules)?;
+                let (report, next_seq) = super::command::recovery::recover(options, db, modules)?;
                 self.shared.commit_seq.store(next_seq, Ordering::SeqCst);
-                report
+                Ok(report)
             }
-        };
-        self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
-        *self.first_seq.lock() = report.next_file_seq.clone();
-        *self.shared.holes.lock() = report.holes.clone();
-        *self.shared.written_positions.lock() = report.positions.clone();
-        let max_epoch = report.restart_after_epoch;
-        *self.recovery.lock() = Some(report);
-        Ok(max_epoch)
+        })
     }
 
     fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
