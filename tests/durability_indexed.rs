@@ -8,9 +8,9 @@
 //! transaction acknowledged) and its Indexer idle: the copy is what a kill at that moment leaves,
 //! with a tail of the sequential log not yet indexed.
 
-use lazarus::durability::LogScheme;
 use lazarus::durability::indexed::store::INDEX_FILE;
 use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
+use lazarus::durability::{DurabilityTicket, LogScheme};
 use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
 use lazarus::{Database, DatabaseConfig};
 use std::path::Path;
@@ -78,7 +78,9 @@ fn history(db: &Database, n: i64, salt: i64) {
             let db = db.clone();
             std::thread::spawn(move || {
                 let mut worker = db.worker();
-                let mut last = None;
+                // The largest ticket: a read-only call (a remove of an absent key) gets an older
+                // one than the writes before it.
+                let mut newest = 0;
                 for i in 0..n {
                     let k = (i * 7 + w + salt) % 50;
                     let out = if i % 5 == 4 {
@@ -86,14 +88,41 @@ fn history(db: &Database, n: i64, salt: i64) {
                     } else {
                         worker.call_retrying("put", &[int(k), int(i * 100 + salt)], 1000).unwrap()
                     };
-                    last = Some(out.committed.durability);
+                    let DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("an epoch ticket") };
+                    newest = newest.max(e);
                 }
-                worker.wait_durable(&last.unwrap()).unwrap();
+                worker.wait_durable(&DurabilityTicket::Epoch(newest)).unwrap();
             })
         })
         .collect();
     for h in handles {
         h.join().unwrap();
+    }
+}
+
+/// Stops the epoch advancer and waits until the loggers have nothing left to write (the files
+/// under `root` stay the same over a pause), so that a copy is one moment's crash image.
+fn quiesce(db: &Database, root: &Path) {
+    db.epochs().stop();
+    let snapshot = || {
+        let mut files = Vec::new();
+        for dir in ["log0", "log1"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let entry = entry.unwrap();
+                files.push((entry.file_name(), entry.metadata().map(|m| m.len()).unwrap_or(0)));
+            }
+        }
+        files.sort();
+        files
+    };
+    let mut last = snapshot();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = snapshot();
+        if now == last {
+            return;
+        }
+        last = now;
     }
 }
 
@@ -139,6 +168,7 @@ fn crash_image(root: &Path) -> (std::path::PathBuf, (Vec<Vec<Value>>, Vec<i64>))
     let image = root.join("crash");
     {
         let _held = scheme.hold_indexer();
+        quiesce(&db, &live);
         copy_tree(&live, &image);
     }
     db.close().unwrap();
@@ -157,7 +187,7 @@ fn instant_recovery_restores_the_state_before_the_crash() {
     let progress = scheme.restore_progress().expect("a restore ran");
     assert!(progress.done && progress.percent() == 100.0, "{progress:?}");
     assert_eq!(progress.walked_keys, before.0.len() as u64);
-    assert_eq!(dump(&db), before);
+    assert_eq!(dump(&db), before, "{report:?}");
     // It keeps working, and recovers again (now with nothing left to index).
     let mut w = db.worker();
     w.call("put", &[int(1000), int(1)]).unwrap();
@@ -289,7 +319,7 @@ fn silir_acknowledges_only_what_is_indexed() {
     let mut w = db.worker();
     for i in 0..30 {
         let out = w.call("put", &[int(i), int(i)]).unwrap();
-        let lazarus::durability::DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("epoch ticket") };
+        let DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("epoch ticket") };
         assert_eq!(
             scheme.is_durable(&out.committed.durability),
             e <= scheme.indexed_epoch() && e <= scheme.sequential().pepoch()
@@ -302,6 +332,7 @@ fn silir_acknowledges_only_what_is_indexed() {
     let image = dir.path().join("crash");
     {
         let _held = scheme.hold_indexer();
+        quiesce(&db, dir.path());
         copy_tree(&dir.path().join("log0"), &image.join("log0"));
         copy_tree(&dir.path().join("log1"), &image.join("log1"));
     }
@@ -321,13 +352,16 @@ fn checkpoints_truncate_the_sequential_log_only_behind_the_indexer() {
     o.index_interval_ms = 5;
     let (db, scheme) = open(o.clone());
     db.load_module("kv.proc", SOURCE).unwrap();
-    let mut rounds = 0;
-    while scheme.checkpoints().last().is_none_or(|c| c.log_files_removed == 0) {
-        history(&db, 100, rounds);
-        rounds += 1;
-        assert!(rounds < 2000, "no checkpoint removed a log file");
+    let mut removed = false;
+    for round in 0..300 {
+        history(&db, 100, round);
+        removed |= scheme.checkpoints().last().is_some_and(|c| c.log_files_removed > 0);
+        if removed {
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    assert!(removed, "no checkpoint removed a log file; last: {:?}", scheme.checkpoints().last());
     let before = dump(&db);
     db.close().unwrap();
     drop(db);

@@ -223,7 +223,7 @@ impl Indexer {
         {
             return Ok(true);
         }
-        let Some(path) = find_file(self.fs.as_ref(), &dir, cursor.file_seq)? else {
+        let Some(path) = settled(|| find_file(self.fs.as_ref(), &dir, cursor.file_seq))? else {
             if cursor.file_seq == target.file_seq {
                 return Err(corrupt(
                     &dir,
@@ -232,7 +232,7 @@ impl Indexer {
                 ));
             }
             // Sequences may skip (recovery discards files above the durable one).
-            match next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq)? {
+            match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
                 Some(seq) if seq <= target.file_seq => {
                     self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 };
                     return Ok(false);
@@ -285,7 +285,7 @@ impl Indexer {
         }
         self.cursors[logger].offset = at;
         if closed && ended {
-            match next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq)? {
+            match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
                 Some(seq) => self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 },
                 None => return Err(corrupt(&dir, 0, "no log file after a closed one")),
             }
@@ -354,6 +354,22 @@ fn resolve(batch: &mut Batch, key: Vec<u8>, write: Resolved) {
         }
     }
 }
+
+/// Runs a directory lookup until it finds something, a bounded number of times: a logger
+/// rotating its file renames `data.log` and then creates the next one, and a listing taken in
+/// between sees neither under the sequence it looks for.
+fn settled<T>(mut lookup: impl FnMut() -> Result<Option<T>, DurabilityError>) -> Result<Option<T>, DurabilityError> {
+    for _ in 0..LOOKUP_ATTEMPTS {
+        if let Some(found) = lookup()? {
+            return Ok(Some(found));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    lookup()
+}
+
+/// Directory lookups tried before a file counts as missing.
+const LOOKUP_ATTEMPTS: usize = 200;
 
 /// The path of logger directory `dir`'s file of sequence `seq`, if it exists.
 fn find_file(fs: &dyn FileSystem, dir: &Path, seq: u64) -> Result<Option<PathBuf>, DurabilityError> {
