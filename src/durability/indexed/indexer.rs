@@ -166,8 +166,18 @@ impl Indexer {
             let Some(target) = pepoch.positions.iter().find(|t| t.logger as usize == logger).copied() else {
                 continue;
             };
+            let mut stalled = 0;
             loop {
+                let before = self.cursors[logger];
                 let reached = self.read_logger(logger, target, p, &mut batch, &mut batch_bytes, &mut stats)?;
+                stalled = if self.cursors[logger] == before { stalled + 1 } else { 0 };
+                if stalled > LOOKUP_ATTEMPTS {
+                    let reason = format!("no progress reading logger {logger}'s file {}", before.file_seq);
+                    return Err(corrupt(&self.dirs[logger], before.offset, reason));
+                }
+                if stalled > 0 && !reached {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
                 if batch_bytes >= BATCH_MAX_BYTES {
                     self.flush(store, &mut batch, &mut stats, None)?;
                     batch_bytes = 0;
@@ -243,19 +253,36 @@ impl Indexer {
                 }
             }
         };
-        let mut file = self.fs.open(&path, OpenMode::Read)?;
+        let mut file = match self.fs.open(&path, OpenMode::Read) {
+            Ok(file) => file,
+            // Renamed by a rotation since the lookup: look again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
         let closed = cursor.file_seq < target.file_seq;
-        let limit = if closed { file.len_bytes()? } else { target.durable_len_bytes };
-        let mut at = cursor.offset;
-        if at == 0 {
-            let mut head = vec![0u8; (limit as usize).min(256)];
-            read_exact_at(file.as_mut(), 0, &mut head, &path)?;
-            let (header, len) = files::decode_log_header(&head).map_err(|e| corrupt(&path, 0, e.to_string()))?;
-            if header.format != files::EntryFormat::Value || header.file_seq != cursor.file_seq {
-                return Err(corrupt(&path, 0, "not a value log file of the expected sequence"));
-            }
-            at = len as u64;
+        // The header is checked on every open: `data.log` found under this sequence may have
+        // been rotated away and replaced by the next file between the lookup and the open.
+        let mut head = vec![0u8; (file.len_bytes()? as usize).min(256)];
+        read_exact_at(file.as_mut(), 0, &mut head, &path)?;
+        let Ok((header, header_len)) = files::decode_log_header(&head) else {
+            return if path.ends_with(files::CURRENT_LOG) {
+                Ok(false)
+            } else {
+                Err(corrupt(&path, 0, "damaged log header"))
+            };
+        };
+        if header.file_seq != cursor.file_seq {
+            return if path.ends_with(files::CURRENT_LOG) {
+                Ok(false)
+            } else {
+                Err(corrupt(&path, 0, "a log file whose header names another sequence"))
+            };
         }
+        if header.format != files::EntryFormat::Value {
+            return Err(corrupt(&path, 0, "not a value log file"));
+        }
+        let limit = if closed { file.len_bytes()? } else { target.durable_len_bytes };
+        let mut at = cursor.offset.max(header_len as u64);
         let mut read_bytes = 0usize;
         let mut ended = false;
         while at < limit && read_bytes < BATCH_MAX_BYTES && self.pending_bytes < PENDING_MAX_BYTES {

@@ -114,6 +114,8 @@ struct Shared {
 
 impl Shared {
     fn fail(&self, message: String) {
+        // Nothing more is acknowledged from here on; say why where an operator looks.
+        eprintln!("lazarus: the indexed log failed, nothing more is acknowledged: {message}");
         let _ = self.failed.set(message);
         let _guard = self.indexed_lock.lock();
         self.indexed_cv.notify_all();
