@@ -77,6 +77,9 @@ enum Command {
     },
     /// Serve the Redis protocol (RESP2) over TCP: redis-cli, redis-benchmark and Redis clients work.
     Serve(ServeArgs),
+    /// The indexed-log paper's recovery experiments (Figures 4–6): preload a server, SIGKILL it,
+    /// restart it under a memtier-like load; SLR, AILIR, SILIR (and Redis with an AOF).
+    InstantBench(InstantBenchArgs),
     /// The process a crash test kills (internal).
     #[command(hide = true)]
     CrashChild(Box<CrashChildArgs>),
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
         Some(Command::CrashChild(args)) => crash_child(&args),
         Some(Command::Serve(args)) => serve(&args),
+        Some(Command::InstantBench(args)) => instant_bench(&args),
         None => match Cli::parse_from(["lazarus", "demo"]).command {
             Some(Command::Demo(args)) => demo(&args),
             _ => Ok(ExitCode::FAILURE),
@@ -838,5 +842,92 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     server.run()?;
     db.close()?;
     eprintln!("lazarus serve: shut down");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Options of `lazarus instant-bench`.
+#[derive(clap::Args)]
+struct InstantBenchArgs {
+    /// Keys preloaded before the crash.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Servers, in order: slr, ailir, silir, redis-always, redis-everysec.
+    #[arg(long, value_delimiter = ',', default_value = "slr,ailir,silir")]
+    targets: Vec<String>,
+    /// Workloads: read-only, read-write (50:50), write-only.
+    #[arg(long, value_delimiter = ',', default_value = "read-only,read-write,write-only")]
+    workloads: Vec<String>,
+    /// Connections of the load (memtier's default: 4 threads × 50 clients).
+    #[arg(long, default_value_t = 200)]
+    clients: usize,
+    /// Seconds of load after each restart.
+    #[arg(long, default_value_t = 10.0)]
+    duration_s: f64,
+    /// Timeline window in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    window_ms: u64,
+    /// Output directory: timelines `<workload>-<target>.csv`, `summary.csv`, crash images.
+    #[arg(long, default_value = "instant-bench")]
+    out: std::path::PathBuf,
+    /// First TCP port (each server takes the next).
+    #[arg(long, default_value_t = 17000)]
+    first_port: u16,
+}
+
+fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
+    use lazarus::server::instant_bench::{self, InstantBenchOptions, Target};
+    let targets = args.targets.iter().map(|t| Target::parse(t)).collect::<Result<Vec<_>, _>>()?;
+    let workloads = args
+        .workloads
+        .iter()
+        .map(|w| match w.as_str() {
+            "read-only" => Ok((w.clone(), 1.0)),
+            "read-write" => Ok((w.clone(), 0.5)),
+            "write-only" => Ok((w.clone(), 0.0)),
+            other => Err(anyhow::anyhow!("unknown workload {other:?}; expected read-only, read-write, write-only")),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = InstantBenchOptions {
+        lazarus_exe: std::env::current_exe().context("cannot find the lazarus executable")?,
+        keys: args.keys,
+        targets,
+        workloads,
+        clients: args.clients,
+        duration_s: args.duration_s,
+        window_ms: args.window_ms,
+        out_dir: args.out.clone(),
+        first_port: args.first_port,
+    };
+    let results = instant_bench::run(&options)?;
+    let mut summary = String::from(
+        "target,workload,keys,preload_s,first_reply_ms,recovered_ms,during_recovery_per_s,after_recovery_per_s\n",
+    );
+    println!(
+        "{:<16} {:<11} {:>12} {:>13} {:>16} {:>15}",
+        "target", "workload", "first reply", "recovered", "during (req/s)", "after (req/s)"
+    );
+    for r in &results {
+        println!(
+            "{:<16} {:<11} {:>9.1} ms {:>10.1} ms {:>16.0} {:>15.0}",
+            r.target, r.workload, r.first_reply_ms, r.recovered_ms, r.during_recovery_per_s, r.after_recovery_per_s
+        );
+        summary.push_str(&format!(
+            "{},{},{},{:.2},{:.1},{:.1},{:.0},{:.0}\n",
+            r.target,
+            r.workload,
+            args.keys,
+            r.preload_s,
+            r.first_reply_ms,
+            r.recovered_ms,
+            r.during_recovery_per_s,
+            r.after_recovery_per_s
+        ));
+    }
+    std::fs::write(args.out.join("summary.csv"), summary).context("cannot write summary.csv")?;
+    eprintln!(
+        "instant-bench: timelines in {}; plot them with `lazarus report {}/<workload>-*.csv`",
+        args.out.display(),
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

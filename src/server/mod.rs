@@ -45,6 +45,7 @@ pub mod command;
 pub mod commands;
 pub mod conn;
 pub mod executor;
+pub mod instant_bench;
 pub mod keyspace;
 pub mod resp;
 
