@@ -21,8 +21,9 @@
 //! # Failure
 //!
 //! If the indexed log cannot be read in the middle of a restore, the tables are half in memory
-//! and nothing correct can be answered from them: the process stops (the next start recovers
-//! again from the logs, which are unchanged by the restore).
+//! and nothing correct can be answered from them: the file is set aside
+//! ([`IndexStore::set_aside`]) and the process stops; the next start rebuilds the indexed log from
+//! the sequential log and the checkpoint.
 
 use super::store::{self, IndexStore};
 use crate::storage::table::{RestoreGate, Table};
@@ -158,14 +159,16 @@ impl Restorer {
             }
             let batch = match self.store.walk(after.as_deref(), WALK_BATCH_KEYS) {
                 Ok(batch) => batch,
-                Err(e) => fatal(&format!("the restore walk cannot read the indexed log: {e}")),
+                Err(e) => fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}")),
             };
             let Some(last) = batch.last().map(|(k, _)| k.clone()) else { break };
             let catalog = catalog.load();
             let mut walk = self.walk.lock();
             for (full, image) in &batch {
-                if !walk.demanded.contains(full) {
-                    install(&catalog, full, image);
+                if !walk.demanded.contains(full)
+                    && let Err(message) = install(&catalog, full, image)
+                {
+                    fatal_with(&self.store, &message);
                 }
             }
             self.walked_keys.fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -187,23 +190,24 @@ impl Restorer {
 }
 
 /// Installs one image (B-tree key and value) into its table.
-fn install(catalog: &Catalog, full: &[u8], image: &[u8]) {
+fn install(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<(), String> {
     let Some((table_id, key)) = store::split_key(full) else {
-        fatal(&format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()))
+        return Err(format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()));
     };
     let Some(table) = catalog.table(table_id) else {
-        fatal(&format!("the indexed log holds a key of table {table_id}, which the catalog lacks"))
+        return Err(format!("the indexed log holds a key of table {table_id}, which the catalog lacks"));
     };
-    match store::decode_image(image) {
-        Ok((tid, row)) => {
-            table.restore_row(&Key::from(key), row, tid);
-        }
-        Err(e) => fatal(&format!("an image in the indexed log does not decode: {e}")),
-    }
+    let (tid, row) =
+        store::decode_image(image).map_err(|e| format!("an image in the indexed log does not decode: {e}"))?;
+    table.restore_row(&Key::from(key), row, tid);
+    Ok(())
 }
 
-fn fatal(message: &str) -> ! {
-    eprintln!("lazarus: instant recovery cannot go on: {message}");
+fn fatal_with(store: &IndexStore, message: &str) -> ! {
+    eprintln!(
+        "lazarus: instant recovery cannot go on: {message}; the indexed log is set aside and rebuilt at the next start"
+    );
+    store.set_aside();
     std::process::abort()
 }
 
@@ -219,10 +223,10 @@ impl RestoreGate for Restorer {
                 Ok((tid, row)) => {
                     table.restore_row(&Key::from(key), row, tid);
                 }
-                Err(e) => fatal(&format!("an image in the indexed log does not decode: {e}")),
+                Err(e) => fatal_with(&self.store, &format!("an image in the indexed log does not decode: {e}")),
             },
             Ok(None) => {}
-            Err(e) => fatal(&format!("an on-demand fetch cannot read the indexed log: {e}")),
+            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
         }
         walk.demanded.insert(full);
         self.on_demand_keys.fetch_add(1, Ordering::Relaxed);

@@ -130,7 +130,8 @@ impl IndexStore {
         }
         let db = redb::Database::create(path).map_err(|e| corrupt(path, e))?;
         let store = IndexStore { db, path: path.to_path_buf() };
-        let txn = store.db.begin_write().map_err(|e| store.err(e.into()))?;
+        let mut txn = store.db.begin_write().map_err(|e| store.err(e.into()))?;
+        txn.set_quick_repair(true);
         {
             let mut meta = txn.open_table(META).map_err(|e| store.err(e.into()))?;
             let mut header = MAGIC.to_vec();
@@ -145,17 +146,32 @@ impl IndexStore {
         Ok(store)
     }
 
-    /// Opens the indexed log at `path`, checking every page's checksum (redb's integrity check):
-    /// a damaged file is an error, never trusted.
+    /// Opens the indexed log at `path`. Every commit saves redb's allocator state (quick
+    /// repair), so an open after a crash does not walk the whole file: the open is what makes a
+    /// restart instant. A file redb cannot open is an error; so is a panic inside redb on a
+    /// damaged file (its docs allow one where the full integrity check is not run), which is
+    /// caught here and reported like any damage.
     pub fn open(path: &Path) -> Result<IndexStore, DurabilityError> {
-        let db = match redb::Builder::new().set_check_integrity_on_open(true).open(path) {
-            Ok(db) => db,
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+        let opened = std::panic::catch_unwind(|| redb::Builder::new().open(path));
+        let db = match opened {
+            Ok(Ok(db)) => db,
+            Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
                 return Err(DurabilityError::Failed(format!("{} is open already (another database?)", path.display())));
             }
-            Err(e) => return Err(corrupt(path, e)),
+            Ok(Err(e)) => return Err(corrupt(path, e)),
+            Err(_) => return Err(corrupt(path, "redb panicked opening the file")),
         };
         let store = IndexStore { db, path: path.to_path_buf() };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.check_header())) {
+            Ok(checked) => checked?,
+            Err(_) => return Err(corrupt(path, "redb panicked reading the header")),
+        }
+        Ok(store)
+    }
+
+    /// Checks the magic and version in `meta` and that `progress` decodes.
+    fn check_header(&self) -> Result<(), DurabilityError> {
+        let (store, path) = (self, &self.path);
         let txn = store.db.begin_read().map_err(|e| store.err(e.into()))?;
         let meta = txn.open_table(META).map_err(|e| store.err(e.into()))?;
         let header = meta.get("header").map_err(|e| store.err(e.into()))?;
@@ -170,7 +186,13 @@ impl IndexStore {
         }
         drop((header, meta, txn));
         store.progress()?;
-        Ok(store)
+        Ok(())
+    }
+
+    /// Moves a damaged indexed log aside (`indexed.redb.damaged`), so that the next start
+    /// rebuilds it instead of failing on it again.
+    pub fn set_aside(&self) {
+        let _ = std::fs::rename(&self.path, self.path.with_extension("redb.damaged"));
     }
 
     fn err(&self, e: redb::Error) -> DurabilityError {
@@ -196,7 +218,8 @@ impl IndexStore {
         purge_upto: Option<u64>,
     ) -> Result<ApplyStats, DurabilityError> {
         let mut stats = ApplyStats::default();
-        let txn = self.db.begin_write().map_err(|e| self.err(e.into()))?;
+        let mut txn = self.db.begin_write().map_err(|e| self.err(e.into()))?;
+        txn.set_quick_repair(true);
         {
             let mut images = txn.open_table(IMAGES).map_err(|e| self.err(e.into()))?;
             let mut tombstones = txn.open_table(TOMBSTONES).map_err(|e| self.err(e.into()))?;
