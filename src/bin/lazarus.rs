@@ -872,6 +872,9 @@ struct InstantBenchArgs {
     /// First TCP port (each server takes the next).
     #[arg(long, default_value_t = 17000)]
     first_port: u16,
+    /// Seconds between the end of the preload and the SIGKILL (0: the largest unindexed tail).
+    #[arg(long, default_value_t = 2.0)]
+    settle_s: f64,
 }
 
 fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
@@ -897,6 +900,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         window_ms: args.window_ms,
         out_dir: args.out.clone(),
         first_port: args.first_port,
+        settle_s: args.settle_s,
     };
     let results = instant_bench::run(&options)?;
     let mut summary = String::from(

@@ -5,7 +5,8 @@
 //! `indexed-sync`, and Redis with `appendonly yes` when `redis-server` is installed):
 //! 1. start the server on a fresh directory and preload `keys` keys (`key:<n>`, 32-byte values)
 //!    with pipelined SETs, every one acknowledged;
-//! 2. SIGKILL it, and keep the directory as the crash image;
+//! 2. let it run idle for `settle_s` seconds, SIGKILL it, and keep the directory as the crash
+//!    image;
 //! 3. for each workload (read-only, read-write 50:50, write-only), copy the image, restart the
 //!    server on it and at once drive a memtier-like load: `clients` connections (memtier's
 //!    default is 4 threads × 50 clients), one request at a time each, uniform random keys;
@@ -30,6 +31,11 @@ use std::time::{Duration, Instant};
 pub const CLIENTS_MAX: usize = 1000;
 /// The most windows a run records.
 pub const WINDOWS_MAX: usize = 100_000;
+/// How long a load client waits before it connects again or after an error reply: connection
+/// attempts of hundreds of clients in a tight loop would slow the very recovery being measured.
+/// The first request served is timed by one probe that retries every millisecond.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
 /// Bytes of each value (memtier's `--data-size 32`).
 pub const VALUE_SIZE_BYTES: usize = 32;
 
@@ -116,6 +122,9 @@ pub struct InstantBenchOptions {
     pub out_dir: PathBuf,
     /// First TCP port to use (each server takes the next one).
     pub first_port: u16,
+    /// Seconds the server runs idle between the preload and the SIGKILL (the Indexer catches up
+    /// in that time; 0 kills it right after the last acknowledgement: the largest unindexed tail).
+    pub settle_s: f64,
 }
 
 /// What one restart under load measured.
@@ -144,8 +153,11 @@ pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBench
     if options.keys == 0 || options.clients == 0 || options.clients > CLIENTS_MAX {
         return Err(InstantBenchError::Config(format!("keys ≥ 1 and clients in 1..={CLIENTS_MAX}")));
     }
-    if !(100..=10_000).contains(&options.window_ms) || !(0.5..=3600.0).contains(&options.duration_s) {
-        return Err(InstantBenchError::Config("window 100..=10000 ms, duration 0.5..=3600 s".into()));
+    if !(100..=10_000).contains(&options.window_ms)
+        || !(0.5..=3600.0).contains(&options.duration_s)
+        || !(0.0..=600.0).contains(&options.settle_s)
+    {
+        return Err(InstantBenchError::Config("window 100..=10000 ms, duration 0.5..=3600 s, settle 0..=600 s".into()));
     }
     std::fs::create_dir_all(&options.out_dir).map_err(io("create the output directory"))?;
     let mut results = Vec::new();
@@ -162,6 +174,7 @@ pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBench
         preload(addr, options.keys)?;
         let preload_s = started.elapsed().as_secs_f64();
         eprintln!("instant-bench: {label}: {} keys preloaded in {preload_s:.1} s", options.keys);
+        std::thread::sleep(Duration::from_secs_f64(options.settle_s));
         kill(server);
         for (workload, read_fraction) in &options.workloads {
             let dir = options.out_dir.join(format!("run-{label}-{workload}"));
@@ -373,8 +386,9 @@ fn restart_under_load(
                 drive(addr, client as u64, options.keys, read_fraction, restart, end, windows, first, stop)
             });
         }
-        let (recovered, stop) = (&recovered_us, &stop);
+        let (recovered, stop, first) = (&recovered_us, &stop, &first_reply_us);
         s.spawn(move || watch_recovery(addr, target, restart, end, recovered, stop));
+        s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
         while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -432,7 +446,7 @@ fn drive(
     let mut sample: Vec<(usize, u32)> = Vec::new();
     'connect: while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         let Ok(stream) = TcpStream::connect(addr) else {
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(RETRY_PAUSE);
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -463,14 +477,46 @@ fn drive(
                 }
             } else {
                 windows.errors[i].fetch_add(1, Ordering::Relaxed);
-                // Redis answers LOADING at once: do not spin on it.
-                std::thread::sleep(Duration::from_millis(1));
+                // Redis answers LOADING at once: 200 clients spinning on it would take the CPU
+                // the load needs.
+                std::thread::sleep(RETRY_PAUSE);
             }
         }
     }
     let mut latencies = windows.latencies.lock();
     for (i, us) in sample {
         latencies[i].push(us);
+    }
+}
+
+/// Sends one GET at a time, reconnecting every millisecond, until one is answered without an
+/// error: the time the server first served a request, at a 1 ms resolution.
+fn probe_first_reply(addr: SocketAddr, restart: Instant, end: Instant, first: &AtomicU64, stop: &AtomicBool) {
+    let mut wire = Vec::new();
+    encode(&[b"GET", key(0).as_bytes()], &mut wire);
+    let mut line = String::new();
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        let Ok(stream) = TcpStream::connect(addr) else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(clone) = stream.try_clone() else { continue };
+        let mut reader = BufReader::new(clone);
+        let mut writer = stream;
+        loop {
+            if writer.write_all(&wire).is_err() {
+                break;
+            }
+            match read_reply(&mut reader, &mut line) {
+                Ok(true) => {
+                    first.fetch_min(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
+                    return;
+                }
+                Ok(false) => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => break,
+            }
+        }
     }
 }
 
