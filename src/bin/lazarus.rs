@@ -830,7 +830,14 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         config.workers = threads;
     }
     let status: Arc<dyn lazarus::server::RecoveryStatus> = match indexed {
-        Some(scheme) => scheme,
+        Some(scheme) => {
+            let r = scheme.report.lock().clone();
+            eprintln!(
+                "lazarus serve: indexed log {}: opened in {:.1} ms, {} bytes of unindexed tail indexed in {:.1} ms",
+                r.kind, r.store_open_ms, r.tail_bytes, r.tail_ms
+            );
+            scheme
+        }
         None => Arc::new(recovery),
     };
     let server = lazarus::server::Server::bind(db.clone(), config, status)?;

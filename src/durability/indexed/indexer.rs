@@ -26,7 +26,8 @@ use crate::durability::DurabilityError;
 use crate::durability::codec::Reader;
 use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::durability::value::files::{self, DurablePosition, Pepoch};
-use crate::io::{File, FileSystem, OpenMode};
+use crate::durability::value::replay::read_exact_at;
+use crate::io::{FileSystem, OpenMode};
 use std::path::{Path, PathBuf};
 
 /// Bytes of pending records held in memory before a round stops reading ahead (it resumes in
@@ -431,34 +432,11 @@ fn next_file_seq(fs: &dyn FileSystem, dir: &Path, seq: u64) -> Result<Option<u64
 /// The sequence in `data.log`'s header; `None` while the header is not written yet (or gone:
 /// the logger renamed the file meanwhile).
 fn current_seq(fs: &dyn FileSystem, path: &Path) -> Result<Option<u64>, DurabilityError> {
-    let mut file = match fs.open(path, OpenMode::Read) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let len = file.len_bytes()?;
-    let mut head = vec![0u8; (len as usize).min(256)];
-    let mut at = 0;
-    while at < head.len() {
-        let n = file.read_at(at as u64, &mut head[at..])?;
-        if n == 0 {
-            break;
-        }
-        at += n;
+    match crate::durability::value::recovery::read_header(fs, path) {
+        Ok(header) => Ok(header.map(|(seq, _)| seq)),
+        Err(DurabilityError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    Ok(files::decode_log_header(&head[..at]).ok().map(|(h, _)| h.file_seq))
-}
-
-fn read_exact_at(file: &mut dyn File, at: u64, buf: &mut [u8], path: &Path) -> Result<(), DurabilityError> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = file.read_at(at + done as u64, &mut buf[done..])?;
-        if n == 0 {
-            return Err(corrupt(path, at + done as u64, "file ends before its durable length"));
-        }
-        done += n;
-    }
-    Ok(())
 }
 
 fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {

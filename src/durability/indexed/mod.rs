@@ -89,6 +89,10 @@ pub struct IndexedRecoveryReport {
     pub tail_bytes: u64,
     /// Records of that tail.
     pub tail_writes: u64,
+    /// Milliseconds opening the indexed log (redb's open after a crash).
+    pub store_open_ms: f64,
+    /// Milliseconds indexing the unindexed tail.
+    pub tail_ms: f64,
     /// Milliseconds from the start of recovery until the database could open.
     pub open_ms: f64,
 }
@@ -295,6 +299,7 @@ impl IndexedLogging {
         let fs = options.fs.as_ref();
         let path = self.index_path();
         let has_log = fs.exists(&options.log_dirs[0].join(files::PEPOCH_FILE))?;
+        let store_started = Instant::now();
         let opened = if path.exists() {
             IndexStore::open(&path).and_then(|store| Ok((store.progress()?, store)))
         } else if has_log {
@@ -309,7 +314,9 @@ impl IndexedLogging {
             }
             Err(e) => return Err(e),
         };
+        let store_open_ms = store_started.elapsed().as_secs_f64() * 1e3;
         let (mut report, pepoch) = recovery::begin(options, db, modules)?;
+        let tail_started = Instant::now();
         let (replay, discard, next_seq) = recovery::plan(fs, options, &pepoch)?;
         // Index the tail: every record of a persistent, non-void epoch after the resume
         // positions. Later records are void (record_void_epochs below makes them so for good).
@@ -317,6 +324,7 @@ impl IndexedLogging {
         let stats = indexer.round(&store, &pepoch)?;
         let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
         indexer.drop_pending();
+        let tail_ms = tail_started.elapsed().as_secs_f64() * 1e3;
         report.next_file_seq = next_seq;
         report.bytes = stats.bytes;
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
@@ -346,6 +354,8 @@ impl IndexedLogging {
         r.kind = if has_log { "instant" } else { "fresh" };
         r.tail_bytes = stats.bytes;
         r.tail_writes = stats.writes;
+        r.store_open_ms = store_open_ms;
+        r.tail_ms = tail_ms;
         Ok(report)
     }
 
@@ -556,27 +566,13 @@ impl CheckpointHost for IndexedHost {
     }
 
     fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
-        let fs = self.fs();
-        let pepoch = recovery::read_pepoch(fs, &self.dirs()[0]).map_err(std::io::Error::other)?;
+        let pepoch = recovery::read_pepoch(self.fs(), &self.dirs()[0]).map_err(std::io::Error::other)?;
         let resume = self.shared.resume_seqs.lock().clone();
-        let mut removed = 0;
-        for (logger, dir) in self.dirs().iter().enumerate() {
-            let Some(position) = pepoch.positions.iter().find(|p| p.logger as usize == logger) else { continue };
-            let indexed_before = resume.get(logger).copied().unwrap_or(0);
-            let mut removed_here = 0;
-            for name in fs.list(dir)? {
-                let Some((max_epoch, seq)) = files::parse_old_log_name(&name) else { continue };
-                if max_epoch < e_l && seq < position.file_seq && seq < indexed_before {
-                    fs.remove(&dir.join(&name))?;
-                    removed_here += 1;
-                }
-            }
-            if removed_here > 0 {
-                fs.sync_dir(dir)?;
-            }
-            removed += removed_here;
-        }
-        Ok(removed)
+        let keep_from = |logger: usize| {
+            let durable = pepoch.positions.iter().find(|p| p.logger as usize == logger)?.file_seq;
+            Some(durable.min(resume.get(logger).copied().unwrap_or(0)))
+        };
+        super::value::host::remove_logs_before(self.fs(), self.dirs(), e_l, &keep_from)
     }
 }
 

