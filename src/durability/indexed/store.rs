@@ -255,21 +255,23 @@ impl IndexStore {
                             true => tombstones.remove(key).map_err(|e| self.err(e.into()))?.map(|t| t.value()),
                             false => None,
                         };
-                        if let Some(dead) = dead {
-                            if dead >= tid {
-                                // The delete is newer: it stays, the image goes.
-                                tombstones.insert(key, dead).map_err(|e| self.err(e.into()))?;
-                                images.remove(key).map_err(|e| self.err(e.into()))?;
-                                stats.obsolete += 1;
-                                continue;
-                            }
+                        if let Some(dead) = dead
+                            && dead >= tid
+                        {
+                            // The delete is newer: it stays, the image goes.
+                            tombstones.insert(key, dead).map_err(|e| self.err(e.into()))?;
+                            images.remove(key).map_err(|e| self.err(e.into()))?;
+                            stats.obsolete += 1;
+                            continue;
                         }
                         stats.installed += 1;
                     }
                     None => {
                         let held = match images.get(key).map_err(|e| self.err(e.into()))? {
                             Some(image) => Some(image_tid(image.value())),
-                            None if any_tombstones => tombstones.get(key).map_err(|e| self.err(e.into()))?.map(|t| t.value()),
+                            None if any_tombstones => {
+                                tombstones.get(key).map_err(|e| self.err(e.into()))?.map(|t| t.value())
+                            }
                             None => None,
                         };
                         if held.is_some_and(|held| held >= tid) {
