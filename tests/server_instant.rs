@@ -218,3 +218,27 @@ fn sigkill_under_a_set_load_loses_no_acknowledged_write_ailir() {
 fn sigkill_under_a_set_load_loses_no_acknowledged_write_silir() {
     sigkill_under_set_load("indexed-sync");
 }
+
+#[test]
+fn instant_bench_writes_timelines_the_report_reads() {
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["instant-bench", "--keys", "300", "--targets", "slr,ailir", "--workloads", "read-write"])
+        .args(["--clients", "4", "--duration-s", "1.5", "--settle-s", "0.2", "--first-port", "19100", "--out"])
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for target in ["slr", "ailir"] {
+        let path = out.path().join(format!("read-write-{target}.csv"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let timeline = lazarus::report::input::parse_timeline(&path, &text).unwrap();
+        assert_eq!(timeline.windows.len(), 3, "{target}: 1.5 s in 0.5 s windows");
+        let served: u64 = timeline.windows.iter().map(|w| w.committed).sum();
+        assert!(served > 0, "{target}: no request served after the restart");
+    }
+    let summary = std::fs::read_to_string(out.path().join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 3, "{summary}");
+    assert!(summary.lines().nth(2).unwrap().starts_with("ailir,read-write,300,"), "{summary}");
+}
