@@ -10,8 +10,9 @@
 //! the walk passed and did not find never existed), or when a transaction fetched it on demand
 //! (the `demanded` set). The walk skips demanded keys: a transaction may have changed or deleted
 //! them since, and the walk's image is older. One mutex covers the cursor and the set: a batch of
-//! the walk and an on-demand fetch exclude each other, which is the paper's "pause the
-//! incremental recovery and fetch the tuples the transaction needs".
+//! the walk and the install of an on-demand fetch exclude each other, which is the paper's "pause
+//! the incremental recovery and fetch the tuples the transaction needs" (the B-tree probe itself
+//! runs outside the mutex, and the state is checked again after it).
 //!
 //! Range reads (SCAN, KEYS, DBSIZE, procedure scans) wait until their table is restored: a range
 //! cannot be answered from a partly restored table, and fetching a range on demand would be the
@@ -214,19 +215,31 @@ fn fatal_with(store: &IndexStore, message: &str) -> ! {
 impl RestoreGate for Restorer {
     fn restore_key(&self, table: &Table, key: &[u8]) {
         let full = store::full_key(table.id, key);
-        let mut walk = self.walk.lock();
-        if walk.done || walk.cursor.as_ref().is_some_and(|c| full <= *c) || walk.demanded.contains(&full) {
+        let restored = |walk: &Walk| {
+            walk.done || walk.cursor.as_ref().is_some_and(|c| full <= *c) || walk.demanded.contains(&full)
+        };
+        if restored(&self.walk.lock()) {
             return;
         }
-        match self.store.fetch(&full) {
-            Ok(Some(image)) => match store::decode_image(&image) {
+        // The probe runs outside the mutex, so fetches of different keys overlap and the walk
+        // is not held up by them. The image read is the key's recovered one: a key written
+        // since the restart was fetched (demanded) before its write, so it is never here.
+        let image = match self.store.fetch(&full) {
+            Ok(image) => image,
+            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
+        };
+        let mut walk = self.walk.lock();
+        // The walk or another fetch may have restored it meanwhile.
+        if restored(&walk) {
+            return;
+        }
+        if let Some(image) = image {
+            match store::decode_image(&image) {
                 Ok((tid, row)) => {
                     table.restore_row(&Key::from(key), row, tid);
                 }
                 Err(e) => fatal_with(&self.store, &format!("an image in the indexed log does not decode: {e}")),
-            },
-            Ok(None) => {}
-            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
+            }
         }
         walk.demanded.insert(full);
         self.on_demand_keys.fetch_add(1, Ordering::Relaxed);
