@@ -346,11 +346,6 @@ impl ValueLogging {
         Ok(max_epoch)
     }
 
-    /// The options the scheme runs with.
-    pub fn options(&self) -> &ValueOptions {
-        &self.shared.options
-    }
-
     fn spawn(&self, name: String, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
         let handle = std::thread::Builder::new().name(name).spawn(body)?;
         self.threads.lock().push(handle);
