@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use lazarus::bench::result::RunSummary;
 use lazarus::bench::{RunOptions, open_load_run};
 use lazarus::durability::LogScheme;
+use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use lazarus::durability::none::NoLogging;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::workload::WorkloadOptions;
@@ -91,6 +92,9 @@ enum Command {
     },
     /// Serve the Redis protocol (RESP2) over TCP: redis-cli, redis-benchmark and Redis clients work.
     Serve(ServeArgs),
+    /// The indexed-log paper's recovery experiments (Figures 4–6): preload a server, SIGKILL it,
+    /// restart it under a memtier-like load; SLR, AILIR, SILIR (and Redis with an AOF).
+    InstantBench(InstantBenchArgs),
     /// The process a crash test kills (internal).
     #[command(hide = true)]
     CrashChild(Box<CrashChildArgs>),
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
         Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
         Some(Command::CrashChild(args)) => crash_child(&args),
         Some(Command::Serve(args)) => serve(&args),
+        Some(Command::InstantBench(args)) => instant_bench(&args),
         None => match Cli::parse_from(["lazarus", "demo"]).command {
             Some(Command::Demo(args)) => demo(&args),
             _ => Ok(ExitCode::FAILURE),
@@ -784,7 +789,9 @@ struct ServeArgs {
     /// Log directory: the database is recovered from it and logged into it.
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
-    /// Durability scheme: none or value [default: value with --dir, else none].
+    /// Durability scheme: none, value (SLR: blocking recovery), indexed (AILIR: instant
+    /// recovery, indexing asynchronous to commit) or indexed-sync (SILIR) [default: value with
+    /// --dir, else none].
     #[arg(long)]
     durability: Option<String>,
     /// Workers transactions run on [default: twice the cores].
@@ -803,14 +810,23 @@ struct ServeArgs {
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let durability =
         args.durability.clone().unwrap_or_else(|| if args.dir.is_some() { "value" } else { "none" }.into());
+    let mut indexed: Option<Arc<IndexedLogging>> = None;
     let scheme: Arc<dyn LogScheme> = match (durability.as_str(), &args.dir) {
         ("none", _) => Arc::new(NoLogging),
         ("value", Some(dir)) => {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
             Arc::new(ValueLogging::new(ValueOptions::new(vec![dir.clone()]))?)
         }
-        ("value", None) => bail!("--durability value needs --dir DIR"),
-        (other, _) => bail!("unknown --durability {other:?}; available: none, value"),
+        // Instant recovery from an indexed log: AILIR (`indexed`) and SILIR (`indexed-sync`).
+        (name @ ("indexed" | "indexed-sync"), Some(dir)) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let mode = if name == "indexed" { IndexMode::Async } else { IndexMode::Sync };
+            let scheme = Arc::new(IndexedLogging::new(IndexedOptions::new(vec![dir.clone()], mode))?);
+            indexed = Some(Arc::clone(&scheme));
+            scheme
+        }
+        (name @ ("value" | "indexed" | "indexed-sync"), None) => bail!("--durability {name} needs --dir DIR"),
+        (other, _) => bail!("unknown --durability {other:?}; available: none, value, indexed, indexed-sync"),
     };
     let started = std::time::Instant::now();
     let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
@@ -829,7 +845,18 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(threads) = args.threads {
         config.workers = threads;
     }
-    let server = lazarus::server::Server::bind(db.clone(), config, Arc::new(recovery))?;
+    let status: Arc<dyn lazarus::server::RecoveryStatus> = match indexed {
+        Some(scheme) => {
+            let r = scheme.report.lock().clone();
+            eprintln!(
+                "lazarus serve: indexed log {}: opened in {:.1} ms, {} bytes of unindexed tail indexed in {:.1} ms",
+                r.kind, r.store_open_ms, r.tail_bytes, r.tail_ms
+            );
+            scheme
+        }
+        None => Arc::new(recovery),
+    };
+    let server = lazarus::server::Server::bind(db.clone(), config, status)?;
     eprintln!(
         "lazarus serve: listening on {} (durability {durability}, {keys_restored} keys recovered in {:.1} ms)",
         server.local_addr(),
@@ -838,5 +865,96 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     server.run()?;
     db.close()?;
     eprintln!("lazarus serve: shut down");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Options of `lazarus instant-bench`.
+#[derive(clap::Args)]
+struct InstantBenchArgs {
+    /// Keys preloaded before the crash.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Servers, in order: slr, ailir, silir, redis-always, redis-everysec.
+    #[arg(long, value_delimiter = ',', default_value = "slr,ailir,silir")]
+    targets: Vec<String>,
+    /// Workloads: read-only, read-write (50:50), write-only.
+    #[arg(long, value_delimiter = ',', default_value = "read-only,read-write,write-only")]
+    workloads: Vec<String>,
+    /// Connections of the load (memtier's default: 4 threads × 50 clients).
+    #[arg(long, default_value_t = 200)]
+    clients: usize,
+    /// Seconds of load after each restart.
+    #[arg(long, default_value_t = 10.0)]
+    duration_s: f64,
+    /// Timeline window in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    window_ms: u64,
+    /// Output directory: timelines `<workload>-<target>.csv`, `summary.csv`, crash images.
+    #[arg(long, default_value = "instant-bench")]
+    out: std::path::PathBuf,
+    /// First TCP port (each server takes the next).
+    #[arg(long, default_value_t = 17000)]
+    first_port: u16,
+    /// Seconds between the end of the preload and the SIGKILL (0: the largest unindexed tail).
+    #[arg(long, default_value_t = 2.0)]
+    settle_s: f64,
+}
+
+fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
+    use lazarus::server::instant_bench::{self, InstantBenchOptions, Target};
+    let targets = args.targets.iter().map(|t| Target::parse(t)).collect::<Result<Vec<_>, _>>()?;
+    let workloads = args
+        .workloads
+        .iter()
+        .map(|w| match w.as_str() {
+            "read-only" => Ok((w.clone(), 1.0)),
+            "read-write" => Ok((w.clone(), 0.5)),
+            "write-only" => Ok((w.clone(), 0.0)),
+            other => Err(anyhow::anyhow!("unknown workload {other:?}; expected read-only, read-write, write-only")),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = InstantBenchOptions {
+        lazarus_exe: std::env::current_exe().context("cannot find the lazarus executable")?,
+        keys: args.keys,
+        targets,
+        workloads,
+        clients: args.clients,
+        duration_s: args.duration_s,
+        window_ms: args.window_ms,
+        out_dir: args.out.clone(),
+        first_port: args.first_port,
+        settle_s: args.settle_s,
+    };
+    let results = instant_bench::run(&options)?;
+    let mut summary = String::from(
+        "target,workload,keys,preload_s,first_reply_ms,recovered_ms,during_recovery_per_s,after_recovery_per_s\n",
+    );
+    println!(
+        "{:<16} {:<11} {:>12} {:>13} {:>16} {:>15}",
+        "target", "workload", "first reply", "recovered", "during (req/s)", "after (req/s)"
+    );
+    for r in &results {
+        println!(
+            "{:<16} {:<11} {:>9.1} ms {:>10.1} ms {:>16.0} {:>15.0}",
+            r.target, r.workload, r.first_reply_ms, r.recovered_ms, r.during_recovery_per_s, r.after_recovery_per_s
+        );
+        summary.push_str(&format!(
+            "{},{},{},{:.2},{:.1},{:.1},{:.0},{:.0}\n",
+            r.target,
+            r.workload,
+            args.keys,
+            r.preload_s,
+            r.first_reply_ms,
+            r.recovered_ms,
+            r.during_recovery_per_s,
+            r.after_recovery_per_s
+        ));
+    }
+    std::fs::write(args.out.join("summary.csv"), summary).context("cannot write summary.csv")?;
+    eprintln!(
+        "instant-bench: timelines in {}; plot them with `lazarus report {}/<workload>-*.csv`",
+        args.out.display(),
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

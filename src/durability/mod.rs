@@ -29,6 +29,7 @@ pub mod checkpoint;
 pub mod codec;
 pub mod command;
 pub mod frame;
+pub mod indexed;
 pub mod none;
 pub mod value;
 

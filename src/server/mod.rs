@@ -45,6 +45,7 @@ pub mod command;
 pub mod commands;
 pub mod conn;
 pub mod executor;
+pub mod instant_bench;
 pub mod keyspace;
 pub mod resp;
 
@@ -96,7 +97,8 @@ pub const CLIENTS_MAX: usize = 10_000;
 /// What INFO's `recovery` section reports.
 #[derive(Clone, Debug)]
 pub struct RecoveryInfo {
-    /// `done` once the whole database is in memory (recovery is blocking today, so always).
+    /// `done` once the whole database is in memory (always, after a blocking recovery);
+    /// `restoring` while an instant restore runs (`--durability indexed`).
     pub state: &'static str,
     /// Percent of the keys restored.
     pub percent: f64,

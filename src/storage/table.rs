@@ -44,6 +44,26 @@ pub struct Table {
     /// takes a TID above this watermark instead, or value-log replay (largest TID wins) could
     /// let the delete win over the insert that followed it.
     delete_watermark: AtomicU64,
+    /// Instant recovery's restore gate (see [`RestoreGate`]); idle outside a restore.
+    restore: RestoreSlot,
+}
+
+/// Instant recovery (the indexed log scheme, [`crate::durability::indexed`]) opens the database
+/// before its tables are in memory. While a restore runs, a table consults its gate: a point
+/// access first makes sure its key is restored (the paper's Scheduler), and a range access waits
+/// until the whole table is. Outside a restore the gate costs one relaxed atomic load.
+pub trait RestoreGate: Send + Sync {
+    /// Returns once `key` of `table` holds its recovered state (restored now if it was not).
+    fn restore_key(&self, table: &Table, key: &[u8]);
+    /// Returns once every key of `table` is restored.
+    fn wait_table(&self, table: &Table);
+}
+
+/// A table's restore gate: set before transactions run, cleared when its restore ends.
+#[derive(Default)]
+struct RestoreSlot {
+    active: std::sync::atomic::AtomicBool,
+    gate: parking_lot::RwLock<Option<Arc<dyn RestoreGate>>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -64,6 +84,7 @@ impl Table {
             point: PointIndex::default(),
             secondary,
             delete_watermark: AtomicU64::new(0),
+            restore: RestoreSlot::default(),
         })
     }
 
@@ -106,7 +127,66 @@ impl Table {
 
     /// The record that owns primary key `key`.
     pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+        self.ensure_restored(key);
         self.point.get(key)
+    }
+
+    /// Installs a restore gate: until [`Table::end_restore`], accesses go through it.
+    pub fn begin_restore(&self, gate: Arc<dyn RestoreGate>) {
+        *self.restore.gate.write() = Some(gate);
+        self.restore.active.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends the restore: the table is whole in memory.
+    pub fn end_restore(&self) {
+        self.restore.active.store(false, Ordering::SeqCst);
+        *self.restore.gate.write() = None;
+    }
+
+    /// Whether a restore of this table is running.
+    pub fn is_restoring(&self) -> bool {
+        self.restore.active.load(Ordering::Relaxed)
+    }
+
+    /// During a restore, makes sure `key` is in memory before it is accessed (point reads, and
+    /// writes that lock or link a record).
+    #[inline]
+    pub fn ensure_restored(&self, key: &[u8]) {
+        if self.restore.active.load(Ordering::Relaxed) {
+            self.gate_slow(|gate| gate.restore_key(self, key));
+        }
+    }
+
+    /// During a restore, waits until the whole table is in memory (range reads).
+    #[inline]
+    pub fn wait_restored(&self) {
+        if self.restore.active.load(Ordering::Relaxed) {
+            self.gate_slow(|gate| gate.wait_table(self));
+        }
+    }
+
+    #[cold]
+    fn gate_slow(&self, call: impl FnOnce(&dyn RestoreGate)) {
+        let gate = self.restore.gate.read().clone();
+        if let Some(gate) = gate {
+            call(gate.as_ref());
+        }
+    }
+
+    /// Restore: links a recovered row under `key` (primary and secondary indexes) unless the key
+    /// already has a record, which is then newer (written after the restart). Returns whether it
+    /// was linked. Does not go through the gate: the gate itself calls it.
+    pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
+        let record = Arc::new(Record::present(Arc::clone(&row), tid, 0));
+        if self.link(key, &record).is_err() {
+            return false;
+        }
+        for (i, index) in self.secondary.iter().enumerate() {
+            if let Ok(entry) = self.schema.secondary_key_of(i, &row, key) {
+                let _ = index.insert_if_absent(entry, Arc::clone(&record));
+            }
+        }
+        true
     }
 
     /// Links `record` under primary key `key` in both primary indexes, unless the key has a
@@ -137,7 +217,8 @@ impl Table {
     /// Returns whether the key's state changed.
     pub fn install_if_newer(&self, key: &Key, row: Option<Row>, tid: Tid) -> bool {
         loop {
-            if let Some(record) = self.get(key) {
+            // The point index itself, not `get`: recovery must not go through the restore gate.
+            if let Some(record) = self.point.get(key) {
                 return install_on(&record, row, tid);
             }
             if self.link_new(key, &row, tid) {

@@ -398,6 +398,8 @@ impl<'w> Transaction<'w> {
         if scan.limit > self.ctx.limits.scan_rows_max {
             return Err(TxnError::TooLarge { what: "scan limit", limit: self.ctx.limits.scan_rows_max });
         }
+        // Instant recovery: a range is read only once the table is whole in memory.
+        t.wait_restored();
         let own = self.own_rows_in_range(&t, scan)?;
         let index: &dyn OrderedIndex = match scan.index {
             None => t.primary.as_ref(),
@@ -857,6 +859,8 @@ fn lock_or_create(
     expect_absent: bool,
     undo: &mut Undo,
 ) -> Result<(Arc<Record>, TidWord), TxnError> {
+    // Instant recovery: a key not yet restored is restored before a placeholder can hide it.
+    t.ensure_restored(key);
     // Bounded: each retry means another transaction unlinked the record we found, which it
     // does at most once per record.
     let mut link_first = expect_absent;

@@ -22,32 +22,6 @@ impl ValueHost {
     }
 }
 
-impl ValueHost {
-    /// Asks the pepoch writer to name the checkpoint of `e_l` and waits, bounded, until a
-    /// `pepoch` file that does is durable.
-    fn pepoch_names_checkpoint(&self, e_l: u64) -> bool {
-        let scheme = &self.scheme;
-        scheme.checkpoint_e_l.fetch_max(e_l, Ordering::SeqCst);
-        let wait_ms = 20 * scheme.options.sync_interval_ms.max(1);
-        let deadline = std::time::Instant::now() + Duration::from_millis(wait_ms);
-        let mut guard = scheme.pepoch_lock.lock();
-        loop {
-            if scheme.written_checkpoint_e_l.load(Ordering::SeqCst) >= e_l {
-                return true;
-            }
-            if scheme.has_failed() || scheme.pepoch_stop.load(Ordering::SeqCst) {
-                return false;
-            }
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            scheme.wake_pepoch();
-            scheme.pepoch_cv.wait_for(&mut guard, (deadline - now).min(Duration::from_millis(10)));
-        }
-    }
-}
-
 impl CheckpointHost for ValueHost {
     fn fs(&self) -> &dyn FileSystem {
         self.scheme.options.fs.as_ref()
@@ -79,27 +53,39 @@ impl CheckpointHost for ValueHost {
     /// does not get there within a few sync intervals, nothing is removed this time (the next
     /// checkpoint removes it).
     fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
-        if !self.pepoch_names_checkpoint(e_l) {
+        if !self.scheme.pepoch_names_checkpoint(e_l) {
             return Ok(0);
         }
-        let fs = self.fs();
         let written = self.scheme.written_positions.lock().clone();
-        let mut removed = 0;
-        for (logger, dir) in self.dirs().iter().enumerate() {
-            let Some(position) = written.iter().find(|p| p.logger as usize == logger) else { continue };
-            let mut removed_here = 0;
-            for name in fs.list(dir)? {
-                let Some((max_epoch, seq)) = files::parse_old_log_name(&name) else { continue };
-                if max_epoch < e_l && seq < position.file_seq {
-                    fs.remove(&dir.join(&name))?;
-                    removed_here += 1;
-                }
-            }
-            if removed_here > 0 {
-                fs.sync_dir(dir)?;
-            }
-            removed += removed_here;
-        }
-        Ok(removed)
+        let keep_from = |logger: usize| written.iter().find(|p| p.logger as usize == logger).map(|p| p.file_seq);
+        remove_logs_before(self.fs(), self.dirs(), e_l, &keep_from)
     }
+}
+
+/// Removes each logger's `old_data.<max epoch>.<seq>` files with `max epoch < e_l` and `seq`
+/// below `keep_from(logger)` (a logger with `None` keeps all); returns how many. Shared by the
+/// schemes that truncate the value log after a checkpoint.
+pub(crate) fn remove_logs_before(
+    fs: &dyn FileSystem,
+    dirs: &[PathBuf],
+    e_l: u64,
+    keep_from: &dyn Fn(usize) -> Option<u64>,
+) -> std::io::Result<usize> {
+    let mut removed = 0;
+    for (logger, dir) in dirs.iter().enumerate() {
+        let Some(keep_from) = keep_from(logger) else { continue };
+        let mut removed_here = 0;
+        for name in fs.list(dir)? {
+            let Some((max_epoch, seq)) = files::parse_old_log_name(&name) else { continue };
+            if max_epoch < e_l && seq < keep_from {
+                fs.remove(&dir.join(&name))?;
+                removed_here += 1;
+            }
+        }
+        if removed_here > 0 {
+            fs.sync_dir(dir)?;
+        }
+        removed += removed_here;
+    }
+    Ok(removed)
 }

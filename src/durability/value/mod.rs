@@ -238,6 +238,32 @@ impl SchemeShared {
         self.pepoch_cv.notify_all();
     }
 
+    /// Asks the pepoch writer to name the checkpoint of `e_l` and waits, bounded, until a
+    /// `pepoch` file that does is durable.
+    /// Asks the pepoch writer to name the checkpoint of `e_l` and waits, bounded, until a
+    /// `pepoch` file that does is durable.
+    pub(crate) fn pepoch_names_checkpoint(&self, e_l: u64) -> bool {
+        let scheme = self;
+        scheme.checkpoint_e_l.fetch_max(e_l, Ordering::SeqCst);
+        let wait_ms = 20 * scheme.options.sync_interval_ms.max(1);
+        let deadline = std::time::Instant::now() + Duration::from_millis(wait_ms);
+        let mut guard = scheme.pepoch_lock.lock();
+        loop {
+            if scheme.written_checkpoint_e_l.load(Ordering::SeqCst) >= e_l {
+                return true;
+            }
+            if scheme.has_failed() || scheme.pepoch_stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            scheme.wake_pepoch();
+            scheme.pepoch_cv.wait_for(&mut guard, (deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
     pub(crate) fn wake_pepoch(&self) {
         *self.pepoch_wake.lock() = true;
         self.pepoch_wake_cv.notify_one();
@@ -331,6 +357,36 @@ impl ValueLogging {
     /// The checkpoint manager's state: the last checkpoint installed, the last error.
     pub fn checkpoints(&self) -> &CheckpointStatus {
         &self.shared.checkpoint
+    }
+
+    /// Runs `recover` (a recovery of these log directories: the scheme's own, or one that shares
+    /// the sequential log, like the indexed scheme's) and takes over the state it leaves: the
+    /// persistent epoch, file sequences, void epochs and the catalog's modules. Returns the epoch
+    /// the global epoch restarts above.
+    pub(crate) fn recover_with(
+        &self,
+        recover: impl FnOnce(
+            &ValueOptions,
+            &Mutex<Vec<(String, String)>>,
+        ) -> Result<recovery::RecoveryReport, DurabilityError>,
+    ) -> Result<u64, DurabilityError> {
+        let report = recover(&self.shared.options, &self.shared.modules)?;
+        self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
+        *self.first_seq.lock() = report.next_file_seq.clone();
+        *self.shared.holes.lock() = report.holes.clone();
+        *self.shared.written_positions.lock() = report.positions.clone();
+        self.shared.checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
+        self.shared.written_checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
+        let max_epoch = report.restart_after_epoch;
+        *self.recovery.lock() = Some(report);
+        Ok(max_epoch)
+    }
+
+    /// Has the pepoch writer name the checkpoint of `e_l` in a durable `pepoch` file before any
+    /// log file is removed for it ([`files::Pepoch::checkpoint_e_l`]); `false` if that did not
+    /// happen within a bounded wait (then nothing may be removed this time).
+    pub(crate) fn pepoch_names_checkpoint(&self, e_l: u64) -> bool {
+        self.shared.pepoch_names_checkpoint(e_l)
     }
 
     fn spawn(&self, name: String, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
@@ -457,24 +513,14 @@ impl LogScheme for ValueLogging {
     }
 
     fn recover(&self, db: &crate::db::Database) -> Result<u64, DurabilityError> {
-        let report = match self.shared.options.entry_format {
-            files::EntryFormat::Value => recovery::recover(&self.shared.options, db, &self.shared.modules)?,
+        self.recover_with(|options, modules| match options.entry_format {
+            files::EntryFormat::Value => recovery::recover(options, db, modules),
             files::EntryFormat::Command => {
-                let (report, next_seq) =
-                    super::command::recovery::recover(&self.shared.options, db, &self.shared.modules)?;
+                let (report, next_seq) = super::command::recovery::recover(options, db, modules)?;
                 self.shared.commit_seq.store(next_seq, Ordering::SeqCst);
-                report
+                Ok(report)
             }
-        };
-        self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
-        *self.first_seq.lock() = report.next_file_seq.clone();
-        *self.shared.holes.lock() = report.holes.clone();
-        *self.shared.written_positions.lock() = report.positions.clone();
-        self.shared.checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
-        self.shared.written_checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
-        let max_epoch = report.restart_after_epoch;
-        *self.recovery.lock() = Some(report);
-        Ok(max_epoch)
+        })
     }
 
     fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {

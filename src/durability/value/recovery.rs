@@ -331,7 +331,7 @@ fn classify(position: Option<DurablePosition>, seq: u64, len: u64) -> Option<(u6
 }
 
 /// The file's sequence number and length, or `None` if its header block is damaged.
-fn read_header(fs: &dyn FileSystem, path: &Path) -> Result<Option<(u64, u64)>, DurabilityError> {
+pub(crate) fn read_header(fs: &dyn FileSystem, path: &Path) -> Result<Option<(u64, u64)>, DurabilityError> {
     let mut file = fs.open(path, OpenMode::Read)?;
     let len = file.len_bytes()?;
     let mut buf = vec![0u8; (len as usize).min(256)];

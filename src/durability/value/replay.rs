@@ -259,7 +259,7 @@ fn grow(
     read_exact_at(handle, at + old as u64, &mut data[old..], path)
 }
 
-fn read_exact_at(
+pub(crate) fn read_exact_at(
     handle: &mut dyn crate::io::File,
     at: u64,
     buf: &mut [u8],

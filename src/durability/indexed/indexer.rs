@@ -1,0 +1,444 @@
+//! The Indexer (paper §4.1–4.2): reads the durable part of the sequential log (the value scheme's
+//! files, up to the positions the `pepoch` file records) and copies each key's newest record into
+//! the indexed log ([`super::store`]).
+//!
+//! # Which records, and when
+//!
+//! A `pepoch` file says: every record of an epoch ≤ `pepoch` lies before each logger's durable
+//! position. Bytes before a position may also hold records of a later epoch (a worker's buffer
+//! synced while its epoch was still open); those are durable on disk but not yet persistent, and
+//! a crash now would make their epoch void. A round with persistent epoch `P` therefore
+//! - indexes every record of an epoch ≤ `P` up to the positions (then, and only then, the indexed
+//!   epoch is `P`),
+//! - keeps records of a later epoch in memory (`pending`) until a later round's `P` covers them,
+//! - skips records of void epochs (a crash left them unacknowledged, see the value scheme),
+//! - and records as each logger's resume position the block of its oldest pending record (or the
+//!   durable position): after a crash the Indexer re-reads from there. Records re-read that were
+//!   indexed already lose against the B-tree's TIDs (tombstones included), so re-reading is
+//!   harmless.
+//!
+//! The files are found by sequence number: `data.log` (its header says its sequence) or
+//! `old_data.<max epoch>.<seq>`. A file older than the logger's durable file is closed and ends
+//! with an end block; the Indexer then moves to the logger's next file.
+
+use super::store::{Batch, IndexStore, LogPosition, Progress, Resolved};
+use crate::durability::DurabilityError;
+use crate::durability::codec::Reader;
+use crate::durability::frame::{self, HEADER_SIZE_BYTES};
+use crate::durability::value::files::{self, DurablePosition, Pepoch};
+use crate::durability::value::replay::read_exact_at;
+use crate::io::{FileSystem, OpenMode};
+use std::path::{Path, PathBuf};
+
+/// Bytes of pending records held in memory before a round stops reading ahead (it resumes in
+/// the next round once the persistent epoch has caught up).
+const PENDING_MAX_BYTES: usize = 256 << 20;
+/// Bytes of records resolved in memory before they are written to the B-tree mid-round.
+const BATCH_MAX_BYTES: usize = 64 << 20;
+
+/// A record read whose epoch is not yet persistent.
+struct PendingWrite {
+    logger: usize,
+    /// The file and offset of the block it came from (where a restart re-reads).
+    at: (u64, u64),
+    key: Vec<u8>,
+    write: Resolved,
+}
+
+/// What a round did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoundStats {
+    /// Bytes of sequential log read.
+    pub bytes: u64,
+    /// Records (writes) read.
+    pub writes: u64,
+    /// Keys whose indexed state changed.
+    pub installed: u64,
+    /// The largest epoch of any record read.
+    pub max_epoch: u64,
+    /// Tombstones purged.
+    pub purged: u64,
+}
+
+/// The Indexer's state: where it has read each logger's log to, and the records waiting for
+/// their epoch to become persistent.
+pub struct Indexer {
+    fs: std::sync::Arc<dyn FileSystem>,
+    dirs: Vec<PathBuf>,
+    /// Where each logger's next unread block starts.
+    cursors: Vec<LogPosition>,
+    pending: Vec<PendingWrite>,
+    pending_bytes: usize,
+    /// Void epoch ranges: records of these epochs are never indexed.
+    holes: Vec<(u64, u64)>,
+    indexed_epoch: u64,
+}
+
+impl Indexer {
+    /// An Indexer resuming at `progress`.
+    pub fn new(
+        fs: std::sync::Arc<dyn FileSystem>,
+        dirs: Vec<PathBuf>,
+        progress: &Progress,
+        holes: Vec<(u64, u64)>,
+    ) -> Indexer {
+        let cursors = (0..dirs.len())
+            .map(|logger| {
+                let found = progress.positions.iter().find(|p| p.logger as usize == logger).copied();
+                found.unwrap_or(LogPosition { logger: logger as u32, file_seq: 1, offset: 0 })
+            })
+            .collect();
+        Indexer {
+            fs,
+            dirs,
+            cursors,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            holes,
+            indexed_epoch: progress.indexed_epoch,
+        }
+    }
+
+    /// Every record of an epoch ≤ this is in the B-tree.
+    pub fn indexed_epoch(&self) -> u64 {
+        self.indexed_epoch
+    }
+
+    /// Sets the indexed epoch (recovery: everything persistent was indexed before opening).
+    pub fn set_indexed_epoch(&mut self, epoch: u64) {
+        self.indexed_epoch = epoch;
+    }
+
+    /// Records read but not yet persistent.
+    pub fn pending_writes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Forgets the pending records: recovery calls it after the last round, when they belong to
+    /// epochs that will never be persistent.
+    pub fn drop_pending(&mut self) {
+        self.pending.clear();
+        self.pending_bytes = 0;
+    }
+
+    /// The resume position of each logger: its oldest pending block, or its cursor.
+    pub fn progress(&self) -> Progress {
+        let positions = self
+            .cursors
+            .iter()
+            .enumerate()
+            .map(|(logger, cursor)| {
+                let oldest = self.pending.iter().filter(|p| p.logger == logger).map(|p| p.at).min();
+                match oldest {
+                    Some((file_seq, offset)) => LogPosition { logger: logger as u32, file_seq, offset },
+                    None => *cursor,
+                }
+            })
+            .collect();
+        Progress { indexed_epoch: self.indexed_epoch, positions }
+    }
+
+    /// The sequence of the file each logger reads next (files before it are fully indexed).
+    pub fn resume_file_seqs(&self) -> Vec<u64> {
+        self.progress().positions.iter().map(|p| p.file_seq).collect()
+    }
+
+    fn is_void(&self, epoch: u64) -> bool {
+        self.holes.iter().any(|&(a, b)| (a..=b).contains(&epoch))
+    }
+
+    /// One round against the `pepoch` file's contents: see the module docs.
+    pub fn round(&mut self, store: &IndexStore, pepoch: &Pepoch) -> Result<RoundStats, DurabilityError> {
+        let p = pepoch.epoch;
+        let mut stats = RoundStats::default();
+        let mut batch = Batch::new();
+        let mut batch_bytes = 0usize;
+        // Pending records whose epoch is persistent now.
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|w| w.write.tid.epoch() <= p);
+        self.pending = waiting;
+        self.pending_bytes = self.pending.iter().map(pending_size).sum();
+        for w in ready {
+            batch_bytes += pending_size(&w);
+            resolve(&mut batch, w.key, w.write);
+        }
+        let mut complete = true;
+        for logger in 0..self.dirs.len() {
+            let Some(target) = pepoch.positions.iter().find(|t| t.logger as usize == logger).copied() else {
+                continue;
+            };
+            let mut stalled = 0;
+            loop {
+                let before = self.cursors[logger];
+                let reached = self.read_logger(logger, target, p, &mut batch, &mut batch_bytes, &mut stats)?;
+                stalled = if self.cursors[logger] == before { stalled + 1 } else { 0 };
+                if stalled > LOOKUP_ATTEMPTS {
+                    let reason = format!("no progress reading logger {logger}'s file {}", before.file_seq);
+                    return Err(corrupt(&self.dirs[logger], before.offset, reason));
+                }
+                if stalled > 0 && !reached {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                if batch_bytes >= BATCH_MAX_BYTES {
+                    self.flush(store, &mut batch, &mut stats, None)?;
+                    batch_bytes = 0;
+                }
+                if reached {
+                    break;
+                }
+                if self.pending_bytes >= PENDING_MAX_BYTES {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if complete {
+            self.indexed_epoch = self.indexed_epoch.max(p);
+        }
+        // With nothing pending every later record has an epoch > the indexed epoch, so the
+        // tombstones up to it can never be needed again.
+        let purge = self.pending.is_empty().then_some(self.indexed_epoch);
+        self.flush(store, &mut batch, &mut stats, purge)?;
+        Ok(stats)
+    }
+
+    fn flush(
+        &self,
+        store: &IndexStore,
+        batch: &mut Batch,
+        stats: &mut RoundStats,
+        purge: Option<u64>,
+    ) -> Result<(), DurabilityError> {
+        let applied = store.apply(batch, &self.progress(), purge)?;
+        stats.installed += applied.installed;
+        stats.purged += applied.purged;
+        batch.clear();
+        Ok(())
+    }
+
+    /// Reads logger `logger` from its cursor towards `target`, a bounded amount; returns whether
+    /// the target was reached.
+    fn read_logger(
+        &mut self,
+        logger: usize,
+        target: DurablePosition,
+        p: u64,
+        batch: &mut Batch,
+        batch_bytes: &mut usize,
+        stats: &mut RoundStats,
+    ) -> Result<bool, DurabilityError> {
+        let dir = self.dirs[logger].clone();
+        let cursor = self.cursors[logger];
+        if cursor.file_seq > target.file_seq
+            || (cursor.file_seq == target.file_seq && cursor.offset >= target.durable_len_bytes)
+        {
+            return Ok(true);
+        }
+        let Some(path) = settled(|| find_file(self.fs.as_ref(), &dir, cursor.file_seq))? else {
+            if cursor.file_seq == target.file_seq {
+                return Err(corrupt(
+                    &dir,
+                    0,
+                    format!("the durable log file (sequence {}) is missing", target.file_seq),
+                ));
+            }
+            // Sequences may skip (recovery discards files above the durable one).
+            match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
+                Some(seq) if seq <= target.file_seq => {
+                    self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 };
+                    return Ok(false);
+                }
+                _ => {
+                    let reason = format!("log file sequence {} is missing before the indexer read it", cursor.file_seq);
+                    return Err(corrupt(&dir, 0, reason));
+                }
+            }
+        };
+        let mut file = match self.fs.open(&path, OpenMode::Read) {
+            Ok(file) => file,
+            // Renamed by a rotation since the lookup: look again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let closed = cursor.file_seq < target.file_seq;
+        // The header is checked on every open: `data.log` found under this sequence may have
+        // been rotated away and replaced by the next file between the lookup and the open.
+        let mut head = vec![0u8; (file.len_bytes()? as usize).min(256)];
+        read_exact_at(file.as_mut(), 0, &mut head, &path)?;
+        let Ok((header, header_len)) = files::decode_log_header(&head) else {
+            return if path.ends_with(files::CURRENT_LOG) {
+                Ok(false)
+            } else {
+                Err(corrupt(&path, 0, "damaged log header"))
+            };
+        };
+        if header.file_seq != cursor.file_seq {
+            return if path.ends_with(files::CURRENT_LOG) {
+                Ok(false)
+            } else {
+                Err(corrupt(&path, 0, "a log file whose header names another sequence"))
+            };
+        }
+        if header.format != files::EntryFormat::Value {
+            return Err(corrupt(&path, 0, "not a value log file"));
+        }
+        let limit = if closed { file.len_bytes()? } else { target.durable_len_bytes };
+        let mut at = cursor.offset.max(header_len as u64);
+        let mut read_bytes = 0usize;
+        let mut ended = false;
+        while at < limit && read_bytes < BATCH_MAX_BYTES && self.pending_bytes < PENDING_MAX_BYTES {
+            let mut head = [0u8; HEADER_SIZE_BYTES];
+            read_exact_at(file.as_mut(), at, &mut head, &path)?;
+            let header = frame::decode_header(&head).map_err(|e| corrupt(&path, at, e.to_string()))?;
+            let end = at + header.size_bytes() as u64;
+            if end > limit {
+                return Err(corrupt(&path, at, format!("block crosses the indexed limit {limit}")));
+            }
+            let mut payload = vec![0u8; header.size_bytes() - HEADER_SIZE_BYTES];
+            read_exact_at(file.as_mut(), at + HEADER_SIZE_BYTES as u64, &mut payload, &path)?;
+            header.check_payload(&payload).map_err(|e| corrupt(&path, at, e.to_string()))?;
+            if closed && end == limit {
+                if files::decode_end_block(&payload) != Some(at) {
+                    return Err(corrupt(&path, at, "a closed log file does not end with its end block"));
+                }
+                ended = true;
+            } else {
+                let block = (cursor.file_seq, at);
+                self.index_block(logger, block, &payload, p, batch, batch_bytes, stats)
+                    .map_err(|reason| corrupt(&path, at + HEADER_SIZE_BYTES as u64, reason))?;
+            }
+            stats.bytes += header.size_bytes() as u64;
+            read_bytes += header.size_bytes();
+            at = end;
+        }
+        self.cursors[logger].offset = at;
+        if closed && ended {
+            match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
+                Some(seq) => self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 },
+                None => return Err(corrupt(&dir, 0, "no log file after a closed one")),
+            }
+            return Ok(false);
+        }
+        Ok(!closed && at >= limit)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn index_block(
+        &mut self,
+        logger: usize,
+        block: (u64, u64),
+        payload: &[u8],
+        p: u64,
+        batch: &mut Batch,
+        batch_bytes: &mut usize,
+        stats: &mut RoundStats,
+    ) -> Result<(), String> {
+        let mut r = Reader::new(payload);
+        while !r.is_empty() {
+            let (tid, writes) = r.entry_head().map_err(|e| e.to_string())?;
+            let epoch = tid.epoch();
+            stats.max_epoch = stats.max_epoch.max(epoch);
+            let void = self.is_void(epoch);
+            for _ in 0..writes {
+                let (table, put, key) = r.write_head().map_err(|e| e.to_string())?;
+                let row = if put {
+                    let start = r.offset();
+                    r.skip_row().map_err(|e| e.to_string())?;
+                    Some(payload[start..r.offset()].to_vec())
+                } else {
+                    None
+                };
+                stats.writes += 1;
+                if void {
+                    continue;
+                }
+                let full = super::store::full_key(table, key);
+                let write = Resolved { tid, row };
+                if epoch <= p {
+                    *batch_bytes += full.len() + write.row.as_ref().map_or(0, Vec::len);
+                    resolve(batch, full, write);
+                } else {
+                    let pending = PendingWrite { logger, at: block, key: full, write };
+                    self.pending_bytes += pending_size(&pending);
+                    self.pending.push(pending);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn pending_size(w: &PendingWrite) -> usize {
+    w.key.len() + w.write.row.as_ref().map_or(0, Vec::len) + 48
+}
+
+/// Keeps the write with the largest TID per key.
+fn resolve(batch: &mut Batch, key: Vec<u8>, write: Resolved) {
+    match batch.get_mut(&key) {
+        Some(held) if held.tid >= write.tid => {}
+        Some(held) => *held = write,
+        None => {
+            batch.insert(key, write);
+        }
+    }
+}
+
+/// Runs a directory lookup until it finds something, a bounded number of times: a logger
+/// rotating its file renames `data.log` and then creates the next one, and a listing taken in
+/// between sees neither under the sequence it looks for.
+fn settled<T>(mut lookup: impl FnMut() -> Result<Option<T>, DurabilityError>) -> Result<Option<T>, DurabilityError> {
+    for _ in 0..LOOKUP_ATTEMPTS {
+        if let Some(found) = lookup()? {
+            return Ok(Some(found));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    lookup()
+}
+
+/// Directory lookups tried before a file counts as missing.
+const LOOKUP_ATTEMPTS: usize = 200;
+
+/// The path of logger directory `dir`'s file of sequence `seq`, if it exists.
+fn find_file(fs: &dyn FileSystem, dir: &Path, seq: u64) -> Result<Option<PathBuf>, DurabilityError> {
+    for name in fs.list(dir)? {
+        if let Some((_, s)) = files::parse_old_log_name(&name) {
+            if s == seq {
+                return Ok(Some(dir.join(name)));
+            }
+        } else if name.as_os_str() == files::CURRENT_LOG && current_seq(fs, &dir.join(&name))? == Some(seq) {
+            return Ok(Some(dir.join(name)));
+        }
+    }
+    Ok(None)
+}
+
+/// The smallest file sequence above `seq` in `dir`.
+fn next_file_seq(fs: &dyn FileSystem, dir: &Path, seq: u64) -> Result<Option<u64>, DurabilityError> {
+    let mut best: Option<u64> = None;
+    for name in fs.list(dir)? {
+        let s = match files::parse_old_log_name(&name) {
+            Some((_, s)) => Some(s),
+            None if name.as_os_str() == files::CURRENT_LOG => current_seq(fs, &dir.join(&name))?,
+            None => None,
+        };
+        if let Some(s) = s.filter(|&s| s > seq) {
+            best = Some(best.map_or(s, |b| b.min(s)));
+        }
+    }
+    Ok(best)
+}
+
+/// The sequence in `data.log`'s header; `None` while the header is not written yet (or gone:
+/// the logger renamed the file meanwhile).
+fn current_seq(fs: &dyn FileSystem, path: &Path) -> Result<Option<u64>, DurabilityError> {
+    match crate::durability::value::recovery::read_header(fs, path) {
+        Ok(header) => Ok(header.map(|(seq, _)| seq)),
+        Err(DurabilityError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {
+    DurabilityError::Corrupt { file: file.to_path_buf(), offset, reason: reason.into() }
+}

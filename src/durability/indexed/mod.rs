@@ -1,0 +1,600 @@
+//! Schemes `indexed` and `indexed-sync`: instant recovery from an indexed log (the paper in
+//! `papers/003`, §4: AILIR and SILIR). Design and measurements: `docs/indexed.md`.
+//!
+//! - The sequential log is the value scheme's, unchanged: the scheme wraps a
+//!   [`ValueLogging`] and forwards every worker's commits to it.
+//! - The Indexer ([`indexer`]) reads the durable sequential log and keeps each key's newest
+//!   committed image (or tombstone) in an on-disk B-tree ([`store`], redb), with the position it
+//!   has indexed up to, in one write transaction.
+//!   - `indexed` (AILIR): asynchronously to commit. A transaction is acknowledged when its epoch
+//!     is persistent in the sequential log, exactly as in `value`.
+//!   - `indexed-sync` (SILIR): the paper writes update records "directly to an indexed log
+//!     synchronously to the transaction commit". Here the sequential log is still written (it is
+//!     what makes an epoch persistent), and a transaction is acknowledged only once the Indexer
+//!     has put its epoch into the B-tree: the same logs, with indexing on the commit path.
+//! - On open after a crash ([`LogScheme::recover`]): the catalog is rebuilt, the unindexed tail
+//!   of the sequential log is indexed, the directory is settled as value recovery does, and the
+//!   database opens at once with every table behind a restore gate; the Restorer
+//!   ([`restorer`]) walks the B-tree in key order in the background while transactions fetch
+//!   the keys they touch on demand.
+//! - Checkpoints: SiloR's fuzzy checkpoints are taken as in `value` (after a restore has ended),
+//!   so the sequential log is truncated; a sequential file is removed only once it is older than
+//!   the checkpoint and fully indexed. The indexed log needs no truncation: it holds one image
+//!   per live key and tombstones that are purged as the indexed epoch passes them, so it is
+//!   bounded by the database's size (redb reuses freed pages).
+//! - The indexed log missing or damaged while a sequential log exists: it is rebuilt. The
+//!   database is recovered the `value` way (checkpoint, then the sequential log; blocking), and
+//!   the B-tree is written from memory. The restart is then no longer instant, but correct.
+
+pub mod indexer;
+pub mod restorer;
+pub mod store;
+
+use super::checkpoint::{self, CheckpointHost};
+use super::value::recovery::{self, RecoveryReport};
+use super::value::{ValueLogging, ValueOptions, files};
+use super::{DurabilityError, DurabilityTicket, LogScheme, SchemeStart, WorkerLog};
+use crate::io::FileSystem;
+use indexer::Indexer;
+use parking_lot::{Condvar, Mutex};
+use restorer::{RestoreProgress, Restorer};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use store::{IndexStore, LogPosition, Progress};
+
+/// AILIR or SILIR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexMode {
+    /// Indexing is asynchronous to commit (AILIR, scheme `indexed`).
+    Async,
+    /// A transaction is acknowledged once it is indexed (SILIR, scheme `indexed-sync`).
+    Sync,
+}
+
+/// Options of the indexed schemes.
+#[derive(Clone)]
+pub struct IndexedOptions {
+    /// The sequential log's options (the value scheme's); its checkpoint options apply to the
+    /// checkpoints this scheme runs.
+    pub value: ValueOptions,
+    /// AILIR or SILIR.
+    pub mode: IndexMode,
+    /// How often the asynchronous Indexer looks for newly persistent epochs, in milliseconds
+    /// (the synchronous one looks every millisecond: it is on the commit path).
+    pub index_interval_ms: u64,
+    /// Start the Restorer's walk paused (tests; see [`IndexedLogging::set_restore_paused`]).
+    pub restore_paused: bool,
+}
+
+impl IndexedOptions {
+    /// Defaults over `log_dirs`.
+    pub fn new(log_dirs: Vec<PathBuf>, mode: IndexMode) -> IndexedOptions {
+        IndexedOptions { value: ValueOptions::new(log_dirs), mode, index_interval_ms: 20, restore_paused: false }
+    }
+}
+
+/// How the last open recovered.
+#[derive(Clone, Debug, Default)]
+pub struct IndexedRecoveryReport {
+    /// `fresh` (nothing to recover), `instant` (tail indexed, restore in the background) or
+    /// `rebuilt` (the indexed log was missing or damaged: blocking value recovery, B-tree rebuilt).
+    pub kind: &'static str,
+    /// Why the indexed log was rebuilt, when it was.
+    pub rebuild_reason: Option<String>,
+    /// Bytes of sequential log indexed before opening.
+    pub tail_bytes: u64,
+    /// Records of that tail.
+    pub tail_writes: u64,
+    /// Milliseconds opening the indexed log (redb's open after a crash).
+    pub store_open_ms: f64,
+    /// Milliseconds indexing the unindexed tail.
+    pub tail_ms: f64,
+    /// Milliseconds from the start of recovery until the database could open.
+    pub open_ms: f64,
+}
+
+/// State shared with the Indexer thread.
+struct Shared {
+    inner: ValueLogging,
+    options: IndexedOptions,
+    /// The indexed log; released at shutdown (redb locks its file while it is open).
+    store: parking_lot::RwLock<Option<Arc<IndexStore>>>,
+    indexer: Mutex<Option<Indexer>>,
+    /// Every record of an epoch ≤ this is in the indexed log.
+    indexed_epoch: AtomicU64,
+    indexed_lock: Mutex<()>,
+    indexed_cv: Condvar,
+    stop: AtomicBool,
+    wake: Mutex<bool>,
+    wake_cv: Condvar,
+    failed: OnceLock<String>,
+    /// The resume file sequence of each logger: older sequential files are fully indexed.
+    resume_seqs: Mutex<Vec<u64>>,
+}
+
+impl Shared {
+    fn fail(&self, message: String) {
+        // Nothing more is acknowledged from here on; say why where an operator looks.
+        eprintln!("lazarus: the indexed log failed, nothing more is acknowledged: {message}");
+        let _ = self.failed.set(message);
+        let _guard = self.indexed_lock.lock();
+        self.indexed_cv.notify_all();
+    }
+
+    fn check_failed(&self) -> Result<(), DurabilityError> {
+        match self.failed.get() {
+            Some(m) => Err(DurabilityError::Failed(m.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// One Indexer round against the `pepoch` file as it is now.
+    fn index_round(&self) -> Result<(), DurabilityError> {
+        let Some(store) = self.store.read().clone() else { return Ok(()) };
+        let fs = self.options.value.fs.as_ref();
+        let pepoch = recovery::read_pepoch(fs, &self.options.value.log_dirs[0])?;
+        let mut guard = self.indexer.lock();
+        let Some(indexer) = guard.as_mut() else { return Ok(()) };
+        if pepoch.epoch <= indexer.indexed_epoch() && indexer.pending_writes() == 0 {
+            return Ok(());
+        }
+        indexer.round(&store, &pepoch)?;
+        *self.resume_seqs.lock() = indexer.resume_file_seqs();
+        let epoch = indexer.indexed_epoch();
+        drop(guard);
+        let _guard = self.indexed_lock.lock();
+        self.indexed_epoch.fetch_max(epoch, Ordering::SeqCst);
+        self.indexed_cv.notify_all();
+        Ok(())
+    }
+
+    fn run_indexer(&self) {
+        let interval = match self.options.mode {
+            IndexMode::Async => Duration::from_millis(self.options.index_interval_ms),
+            IndexMode::Sync => Duration::from_millis(1),
+        };
+        let mut seen = 0;
+        while !self.stop.load(Ordering::SeqCst) {
+            let pepoch = self.inner.pepoch();
+            if pepoch > seen {
+                if let Err(e) = self.index_round() {
+                    self.fail(format!("the indexer failed: {e}"));
+                    return;
+                }
+                seen = pepoch;
+            }
+            let mut woken = self.wake.lock();
+            if !*woken {
+                self.wake_cv.wait_for(&mut woken, interval);
+            }
+            *woken = false;
+        }
+    }
+
+    fn stop_indexer(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        *self.wake.lock() = true;
+        self.wake_cv.notify_all();
+    }
+}
+
+/// The indexed-log scheme.
+pub struct IndexedLogging {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    restorer: Mutex<Option<Arc<Restorer>>>,
+    checkpoint_status: Arc<checkpoint::CheckpointStatus>,
+    next_checkpoint_id: AtomicU64,
+    /// What the last open did.
+    pub report: Mutex<IndexedRecoveryReport>,
+    shut_down: AtomicBool,
+}
+
+impl IndexedLogging {
+    /// A scheme over `options.value.log_dirs` (created if missing).
+    pub fn new(options: IndexedOptions) -> Result<IndexedLogging, DurabilityError> {
+        if !(1..=10_000).contains(&options.index_interval_ms) {
+            return Err(DurabilityError::Failed("index interval must be 1..=10000 ms".into()));
+        }
+        // The value scheme must not truncate its log on its own: this scheme's checkpoints
+        // remove only files the Indexer is done with.
+        let mut value = options.value.clone();
+        value.checkpoint.interval_ms = 0;
+        let inner = ValueLogging::new(value)?;
+        let count = options.value.log_dirs.len();
+        let shared = Shared {
+            inner,
+            options,
+            store: parking_lot::RwLock::new(None),
+            indexer: Mutex::new(None),
+            indexed_epoch: AtomicU64::new(0),
+            indexed_lock: Mutex::new(()),
+            indexed_cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            wake: Mutex::new(false),
+            wake_cv: Condvar::new(),
+            failed: OnceLock::new(),
+            resume_seqs: Mutex::new(vec![0; count]),
+        };
+        Ok(IndexedLogging {
+            shared: Arc::new(shared),
+            threads: Mutex::new(Vec::new()),
+            restorer: Mutex::new(None),
+            checkpoint_status: Arc::new(checkpoint::CheckpointStatus::default()),
+            next_checkpoint_id: AtomicU64::new(1),
+            report: Mutex::new(IndexedRecoveryReport::default()),
+            shut_down: AtomicBool::new(false),
+        })
+    }
+
+    /// The sequential log's scheme.
+    pub fn sequential(&self) -> &ValueLogging {
+        &self.shared.inner
+    }
+
+    /// Every record of an epoch ≤ this is in the indexed log.
+    pub fn indexed_epoch(&self) -> u64 {
+        self.shared.indexed_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Indexes everything persistent now and returns the indexed epoch (tests, tools).
+    pub fn index_now(&self) -> Result<u64, DurabilityError> {
+        self.shared.index_round()?;
+        Ok(self.indexed_epoch())
+    }
+
+    /// Holds the Indexer between rounds until the guard is dropped (tests copy the directory as
+    /// a crash would leave it, without a round writing the indexed log meanwhile).
+    pub fn hold_indexer(&self) -> impl Drop + '_ {
+        self.shared.indexer.lock()
+    }
+
+    /// The restore's progress; `None` when this open restored nothing in the background.
+    pub fn restore_progress(&self) -> Option<RestoreProgress> {
+        self.restorer.lock().as_ref().map(|r| r.progress())
+    }
+
+    /// Holds or releases the Restorer's walk.
+    pub fn set_restore_paused(&self, paused: bool) {
+        if let Some(r) = self.restorer.lock().as_ref() {
+            r.set_paused(paused);
+        }
+    }
+
+    /// Blocks until the restore has ended (at once if there is none).
+    pub fn wait_restored(&self) {
+        let restorer = self.restorer.lock().clone();
+        if let Some(r) = restorer {
+            r.wait_done();
+        }
+    }
+
+    /// The checkpoint manager's state.
+    pub fn checkpoints(&self) -> &checkpoint::CheckpointStatus {
+        &self.checkpoint_status
+    }
+
+    fn spawn(&self, name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
+        let handle = std::thread::Builder::new().name(name.into()).spawn(body)?;
+        self.threads.lock().push(handle);
+        Ok(())
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.shared.options.value.log_dirs[0].join(store::INDEX_FILE)
+    }
+
+    /// Recovery of the sequential-log files through the indexed log (module docs).
+    fn recover_instant(
+        &self,
+        db: &crate::db::Database,
+        options: &ValueOptions,
+        modules: &Mutex<Vec<(String, String)>>,
+        started: Instant,
+    ) -> Result<RecoveryReport, DurabilityError> {
+        let fs = options.fs.as_ref();
+        let path = self.index_path();
+        let has_log = fs.exists(&options.log_dirs[0].join(files::PEPOCH_FILE))?;
+        let store_started = Instant::now();
+        let opened = if path.exists() {
+            IndexStore::open(&path).and_then(|store| Ok((store.progress()?, store)))
+        } else if has_log {
+            return self.rebuild(db, options, modules, "the indexed log is missing".into());
+        } else {
+            IndexStore::create(&path).map(|store| (Progress::default(), store))
+        };
+        let (progress, store) = match opened {
+            Ok(opened) => opened,
+            Err(e @ DurabilityError::Corrupt { .. }) if has_log => {
+                return self.rebuild(db, options, modules, e.to_string());
+            }
+            Err(e) => return Err(e),
+        };
+        let store_open_ms = store_started.elapsed().as_secs_f64() * 1e3;
+        let (mut report, pepoch) = recovery::begin(options, db, modules)?;
+        let tail_started = Instant::now();
+        let (replay, discard, next_seq) = recovery::plan(fs, options, &pepoch)?;
+        // Index the tail: every record of a persistent, non-void epoch after the resume
+        // positions. Later records are void (record_void_epochs below makes them so for good).
+        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone());
+        let stats = indexer.round(&store, &pepoch)?;
+        let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
+        indexer.drop_pending();
+        let tail_ms = tail_started.elapsed().as_secs_f64() * 1e3;
+        report.next_file_seq = next_seq;
+        report.bytes = stats.bytes;
+        recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
+        recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
+        // The pending records dropped are void now; the resume positions are the durable ones.
+        store.apply(&Default::default(), &indexer.progress(), Some(pepoch.epoch))?;
+        let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
+        self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
+        report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);
+        let store = Arc::new(store);
+        let keys = store.image_count()?;
+        if keys > 0 {
+            let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, self.shared.options.restore_paused)?);
+            for table in db.catalog().tables() {
+                table.begin_restore(restorer.clone());
+            }
+            *self.restorer.lock() = Some(restorer);
+        }
+        let mut indexer =
+            Indexer::new(options.fs.clone(), options.log_dirs.clone(), &indexer.progress(), report.holes.clone());
+        indexer.set_indexed_epoch(pepoch.epoch);
+        *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
+        *self.shared.indexer.lock() = Some(indexer);
+        self.shared.indexed_epoch.store(pepoch.epoch, Ordering::SeqCst);
+        *self.shared.store.write() = Some(store);
+        let mut r = self.report.lock();
+        r.kind = if has_log { "instant" } else { "fresh" };
+        r.tail_bytes = stats.bytes;
+        r.tail_writes = stats.writes;
+        r.store_open_ms = store_open_ms;
+        r.tail_ms = tail_ms;
+        Ok(report)
+    }
+
+    /// The indexed log is missing or damaged: recover the value way, then write the B-tree from
+    /// memory, positioned at the start of each logger's next file.
+    fn rebuild(
+        &self,
+        db: &crate::db::Database,
+        options: &ValueOptions,
+        modules: &Mutex<Vec<(String, String)>>,
+        reason: String,
+    ) -> Result<RecoveryReport, DurabilityError> {
+        eprintln!("lazarus: {reason}; recovering from the sequential log and rebuilding it");
+        let report = recovery::recover(options, db, modules)?;
+        let path = self.index_path();
+        let store = IndexStore::create(&path)?;
+        let positions = report
+            .next_file_seq
+            .iter()
+            .enumerate()
+            .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
+            .collect();
+        let progress = Progress { indexed_epoch: report.pepoch, positions };
+        let mut batch = store::Batch::new();
+        for table in db.catalog().tables() {
+            let mut row_bytes = Vec::new();
+            table.primary.scan(
+                &crate::storage::KeyRange::all(),
+                crate::storage::Direction::Forward,
+                usize::MAX,
+                &mut |k, r| {
+                    let word = r.word();
+                    if !word.is_absent() {
+                        row_bytes.clear();
+                        crate::durability::codec::encode_row(&r.row_unchecked(), &mut row_bytes);
+                        batch.insert(
+                            store::full_key(table.id, k),
+                            store::Resolved { tid: word.tid(), row: Some(row_bytes.clone()) },
+                        );
+                    }
+                    true
+                },
+            );
+            if batch.len() >= 100_000 {
+                store.apply(&batch, &progress, None)?;
+                batch.clear();
+            }
+        }
+        store.apply(&batch, &progress, None)?;
+        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, report.holes.clone());
+        indexer.set_indexed_epoch(report.pepoch);
+        *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
+        *self.shared.indexer.lock() = Some(indexer);
+        self.shared.indexed_epoch.store(report.pepoch, Ordering::SeqCst);
+        *self.shared.store.write() = Some(Arc::new(store));
+        self.next_checkpoint_id.store(report.next_checkpoint_id, Ordering::SeqCst);
+        let mut r = self.report.lock();
+        r.kind = "rebuilt";
+        r.rebuild_reason = Some(reason);
+        Ok(report)
+    }
+}
+
+/// The largest epoch the names of rotated files give (a file's name records its max epoch).
+fn max_epoch_in_names(fs: &dyn FileSystem, options: &ValueOptions) -> Result<u64, DurabilityError> {
+    let mut max = 0;
+    for dir in &options.log_dirs {
+        for name in fs.list(dir)? {
+            if let Some((epoch, _)) = files::parse_old_log_name(&name) {
+                max = max.max(epoch);
+            }
+        }
+    }
+    Ok(max)
+}
+
+impl LogScheme for IndexedLogging {
+    fn name(&self) -> &'static str {
+        match self.shared.options.mode {
+            IndexMode::Async => "indexed",
+            IndexMode::Sync => "indexed-sync",
+        }
+    }
+
+    fn worker(&self, worker_id: usize) -> Box<dyn WorkerLog> {
+        self.shared.inner.worker(worker_id)
+    }
+
+    fn is_durable(&self, ticket: &DurabilityTicket) -> bool {
+        let sequential = self.shared.inner.is_durable(ticket);
+        match (self.shared.options.mode, ticket) {
+            (IndexMode::Sync, DurabilityTicket::Epoch(e)) => {
+                sequential && *e <= self.indexed_epoch() && self.shared.failed.get().is_none()
+            }
+            _ => sequential,
+        }
+    }
+
+    fn wait_durable(&self, ticket: &DurabilityTicket) -> Result<(), DurabilityError> {
+        self.shared.inner.wait_durable(ticket)?;
+        let (IndexMode::Sync, DurabilityTicket::Epoch(epoch)) = (self.shared.options.mode, ticket) else {
+            return Ok(());
+        };
+        let mut guard = self.shared.indexed_lock.lock();
+        loop {
+            self.shared.check_failed()?;
+            if *epoch <= self.indexed_epoch() {
+                return Ok(());
+            }
+            if self.shared.stop.load(Ordering::SeqCst) {
+                return Err(DurabilityError::ShutDown);
+            }
+            self.shared.indexed_cv.wait_for(&mut guard, Duration::from_millis(20));
+        }
+    }
+
+    fn shutdown(&self) -> Result<(), DurabilityError> {
+        if self.shut_down.swap(true, Ordering::SeqCst) {
+            return self.shared.check_failed();
+        }
+        self.checkpoint_status.request_stop();
+        if let Some(r) = self.restorer.lock().as_ref() {
+            r.stop();
+        }
+        let sequential = self.shared.inner.shutdown();
+        self.shared.stop_indexer();
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        // A clean close leaves nothing to index at the next open.
+        let last_round = match (&sequential, self.shared.failed.get()) {
+            (Ok(()), None) => self.shared.index_round(),
+            _ => Ok(()),
+        };
+        *self.shared.store.write() = None;
+        if self.restorer.lock().as_ref().is_some_and(|r| r.progress().done) {
+            *self.restorer.lock() = None;
+        }
+        sequential?;
+        last_round?;
+        self.shared.check_failed()
+    }
+
+    fn record_module(&self, file_name: &str, source: &str) -> Result<(), DurabilityError> {
+        self.shared.inner.record_module(file_name, source)
+    }
+
+    fn recover(&self, db: &crate::db::Database) -> Result<u64, DurabilityError> {
+        let started = Instant::now();
+        let max_epoch =
+            self.shared.inner.recover_with(|options, modules| self.recover_instant(db, options, modules, started))?;
+        self.report.lock().open_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(max_epoch)
+    }
+
+    fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
+        self.shared.inner.start(start.clone())?;
+        let shared = Arc::clone(&self.shared);
+        self.spawn("lazarus-indexer", move || shared.run_indexer())?;
+        let restorer = self.restorer.lock().clone();
+        let options = self.shared.options.value.checkpoint.clone();
+        let host: Arc<dyn CheckpointHost> = Arc::new(IndexedHost { shared: Arc::clone(&self.shared) });
+        let status = Arc::clone(&self.checkpoint_status);
+        let first_id = self.next_checkpoint_id.load(Ordering::SeqCst);
+        self.spawn("lazarus-restorer", move || {
+            // A checkpoint walks the tables: it starts once they are whole in memory.
+            if let Some(restorer) = restorer {
+                restorer.run(&start.catalog);
+                if !restorer.progress().done {
+                    return;
+                }
+            }
+            if options.interval_ms > 0 {
+                checkpoint::run_manager(host, start, options, status, first_id);
+            }
+        })?;
+        Ok(())
+    }
+
+    fn checkpoint_active(&self) -> bool {
+        self.checkpoint_status.is_active()
+    }
+
+    fn log_bytes_written(&self) -> u64 {
+        self.shared.inner.log_bytes_written()
+    }
+}
+
+/// The indexed scheme as a checkpoint host: persistence is the sequential log's, and a log file
+/// is removed only when the checkpoint covers it, the Indexer is done with it, and a newer file
+/// is the durable one the `pepoch` file names.
+struct IndexedHost {
+    shared: Arc<Shared>,
+}
+
+impl CheckpointHost for IndexedHost {
+    fn fs(&self) -> &dyn FileSystem {
+        self.shared.options.value.fs.as_ref()
+    }
+
+    fn dirs(&self) -> &[PathBuf] {
+        &self.shared.options.value.log_dirs
+    }
+
+    fn wait_persistent(&self, epoch: u64) -> bool {
+        !self.shared.stop.load(Ordering::SeqCst)
+            && self.shared.inner.wait_durable(&DurabilityTicket::Epoch(epoch)).is_ok()
+    }
+
+    fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
+        // As the value scheme does: nothing is removed before a durable pepoch names the
+        // checkpoint, so a lost manifest is named by recovery, not replayed around.
+        if !self.shared.inner.pepoch_names_checkpoint(e_l) {
+            return Ok(0);
+        }
+        let pepoch = recovery::read_pepoch(self.fs(), &self.dirs()[0]).map_err(std::io::Error::other)?;
+        let resume = self.shared.resume_seqs.lock().clone();
+        let keep_from = |logger: usize| {
+            let durable = pepoch.positions.iter().find(|p| p.logger as usize == logger)?.file_seq;
+            Some(durable.min(resume.get(logger).copied().unwrap_or(0)))
+        };
+        super::value::host::remove_logs_before(self.fs(), self.dirs(), e_l, &keep_from)
+    }
+}
+
+impl crate::server::RecoveryStatus for IndexedLogging {
+    fn status(&self) -> crate::server::RecoveryInfo {
+        let report = self.report.lock().clone();
+        match self.restore_progress() {
+            Some(p) => crate::server::RecoveryInfo {
+                state: if p.done { "done" } else { "restoring" },
+                percent: p.percent(),
+                keys_restored: p.walked_keys + p.on_demand_keys,
+                keys_restored_on_demand: p.on_demand_keys,
+                elapsed_ms: p.elapsed_ms,
+            },
+            None => {
+                crate::server::RecoveryInfo { elapsed_ms: report.open_ms, ..crate::server::RecoveryInfo::default() }
+            }
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! `lazarus instant-bench`: the indexed-log paper's recovery experiments (§5.2, Figures 4–6),
+//! made repeatable against real servers over the network.
+//!
+//! For each server configuration (SLR = `--durability value`, AILIR = `indexed`, SILIR =
+//! `indexed-sync`, and Redis with `appendonly yes` when `redis-server` is installed):
+//! 1. start the server on a fresh directory and preload `keys` keys (`key:<n>`, 32-byte values)
+//!    with pipelined SETs, every one acknowledged;
+//! 2. let it run idle for `settle_s` seconds, SIGKILL it, and keep the directory as the crash
+//!    image;
+//! 3. for each workload (read-only, read-write 50:50, write-only), copy the image, restart the
+//!    server on it and at once drive a memtier-like load: `clients` connections (memtier's
+//!    default is 4 threads × 50 clients), one request at a time each, uniform random keys;
+//!    record every reply in windows of `window_ms` from the restart, the time the first request
+//!    was served, and when recovery finished (INFO: `recovery_state:done` for Lazarus, `loading:0`
+//!    for Redis, polled every 20 ms).
+//!
+//! Each run writes a timeline CSV in the format `lazarus report` reads (`docs/FORMAT.md`, bench
+//! output files): `committed` counts successful replies, `aborts` error replies (Redis's
+//! `LOADING`), the latencies are request round trips, and the `checkpoint` column marks the
+//! windows in which recovery was still running (the report shades them). So
+//! `lazarus report <out>/<workload>-*.csv` draws one of Figures 4–6 per workload.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The most connections the load may open.
+pub const CLIENTS_MAX: usize = 1000;
+/// The most windows a run records.
+pub const WINDOWS_MAX: usize = 100_000;
+/// How long a load client waits before it connects again or after an error reply: connection
+/// attempts of hundreds of clients in a tight loop would slow the very recovery being measured.
+/// The first request served is timed by one probe that retries every millisecond.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// Bytes of each value (memtier's `--data-size 32`).
+pub const VALUE_SIZE_BYTES: usize = 32;
+
+/// Why the bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum InstantBenchError {
+    /// An I/O error (spawning a server, a connection, a file).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A server misbehaved (did not start, answered an error while preloading).
+    #[error("{0}")]
+    Server(String),
+    /// An option is out of range.
+    #[error("invalid option: {0}")]
+    Config(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstantBenchError {
+    let context = context.into();
+    move |source| InstantBenchError::Io { context, source }
+}
+
+/// A server configuration under test.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `lazarus serve --durability <name>` (`value` is SLR).
+    Lazarus(String),
+    /// `redis-server --appendonly yes --appendfsync <policy>`.
+    Redis(String),
+}
+
+impl Target {
+    /// The name used in file names and tables (`slr`, `ailir`, `silir`, `redis-always`, ...).
+    pub fn label(&self) -> String {
+        match self {
+            Target::Lazarus(d) if d == "value" => "slr".into(),
+            Target::Lazarus(d) if d == "indexed" => "ailir".into(),
+            Target::Lazarus(d) if d == "indexed-sync" => "silir".into(),
+            Target::Lazarus(d) => d.clone(),
+            Target::Redis(policy) => format!("redis-{policy}"),
+        }
+    }
+
+    /// Parses a label back.
+    pub fn parse(label: &str) -> Result<Target, InstantBenchError> {
+        Ok(match label {
+            "slr" => Target::Lazarus("value".into()),
+            "ailir" => Target::Lazarus("indexed".into()),
+            "silir" => Target::Lazarus("indexed-sync".into()),
+            "redis-always" => Target::Redis("always".into()),
+            "redis-everysec" => Target::Redis("everysec".into()),
+            other => {
+                return Err(InstantBenchError::Config(format!(
+                    "unknown target {other:?}; expected slr, ailir, silir, redis-always, redis-everysec"
+                )));
+            }
+        })
+    }
+}
+
+/// Options of one bench.
+#[derive(Clone, Debug)]
+pub struct InstantBenchOptions {
+    /// The `lazarus` executable to run as the server.
+    pub lazarus_exe: PathBuf,
+    /// Keys preloaded.
+    pub keys: u64,
+    /// Server configurations, in order.
+    pub targets: Vec<Target>,
+    /// Workloads as read fractions (1.0 read-only, 0.5, 0.0 write-only), named.
+    pub workloads: Vec<(String, f64)>,
+    /// Connections of the load.
+    pub clients: usize,
+    /// Seconds of load after each restart.
+    pub duration_s: f64,
+    /// Window of the timeline.
+    pub window_ms: u64,
+    /// Where crash images, server directories and the CSVs go.
+    pub out_dir: PathBuf,
+    /// First TCP port to use (each server takes the next one).
+    pub first_port: u16,
+    /// Seconds the server runs idle between the preload and the SIGKILL (the Indexer catches up
+    /// in that time; 0 kills it right after the last acknowledgement: the largest unindexed tail).
+    pub settle_s: f64,
+}
+
+/// What one restart under load measured.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// The target's label.
+    pub target: String,
+    /// The workload's name.
+    pub workload: String,
+    /// Milliseconds from the restart (process spawn) to the first successful reply.
+    pub first_reply_ms: f64,
+    /// Milliseconds from the restart until recovery was reported finished.
+    pub recovered_ms: f64,
+    /// Successful replies per second while recovery ran (from the first reply on).
+    pub during_recovery_per_s: f64,
+    /// Successful replies per second after recovery.
+    pub after_recovery_per_s: f64,
+    /// Seconds the preload took, and its rate.
+    pub preload_s: f64,
+    /// The timeline file written.
+    pub csv: PathBuf,
+}
+
+/// Runs the bench; returns one result per (target, workload).
+pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBenchError> {
+    if options.keys == 0 || options.clients == 0 || options.clients > CLIENTS_MAX {
+        return Err(InstantBenchError::Config(format!("keys ≥ 1 and clients in 1..={CLIENTS_MAX}")));
+    }
+    if !(100..=10_000).contains(&options.window_ms)
+        || !(0.5..=3600.0).contains(&options.duration_s)
+        || !(0.0..=600.0).contains(&options.settle_s)
+    {
+        return Err(InstantBenchError::Config("window 100..=10000 ms, duration 0.5..=3600 s, settle 0..=600 s".into()));
+    }
+    std::fs::create_dir_all(&options.out_dir).map_err(io("create the output directory"))?;
+    let mut results = Vec::new();
+    let mut port = options.first_port;
+    for target in &options.targets {
+        let label = target.label();
+        let image = options.out_dir.join(format!("image-{label}"));
+        let _ = std::fs::remove_dir_all(&image);
+        std::fs::create_dir_all(&image).map_err(io("create the image directory"))?;
+        port = port.wrapping_add(1).max(1024);
+        let mut server = start(options, target, &image, port)?;
+        let addr = wait_listening(port, &mut server, Duration::from_secs(600))?.0;
+        let started = Instant::now();
+        preload(addr, options.keys)?;
+        let preload_s = started.elapsed().as_secs_f64();
+        eprintln!("instant-bench: {label}: {} keys preloaded in {preload_s:.1} s", options.keys);
+        std::thread::sleep(Duration::from_secs_f64(options.settle_s));
+        kill(server);
+        for (workload, read_fraction) in &options.workloads {
+            let dir = options.out_dir.join(format!("run-{label}-{workload}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            copy_dir(&image, &dir)?;
+            port = port.wrapping_add(1).max(1024);
+            let mut result = restart_under_load(options, target, &dir, port, workload, *read_fraction)?;
+            result.preload_s = preload_s;
+            eprintln!(
+                "instant-bench: {label} {workload}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after",
+                result.first_reply_ms, result.recovered_ms, result.during_recovery_per_s, result.after_recovery_per_s
+            );
+            results.push(result);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    Ok(results)
+}
+
+fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) -> Result<Child, InstantBenchError> {
+    let mut command = match target {
+        Target::Lazarus(durability) => {
+            let mut c = Command::new(&options.lazarus_exe);
+            c.args(["serve", "--port", &port.to_string(), "--durability", durability, "--dir"]).arg(dir);
+            c.args(["--max-clients", &(options.clients + 64).to_string()]);
+            c
+        }
+        Target::Redis(policy) => {
+            let mut c = Command::new("redis-server");
+            c.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"]).arg(dir);
+            c.args(["--appendonly", "yes", "--appendfsync", policy, "--save", "", "--daemonize", "no"]);
+            c.args(["--maxclients", &(options.clients + 64).to_string(), "--logfile", ""]);
+            c
+        }
+    };
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    command.spawn().map_err(io(format!("start {target:?}")))
+}
+
+/// Connects until the server accepts; returns the address and the time it first accepted.
+fn wait_listening(port: u16, server: &mut Child, limit: Duration) -> Result<(SocketAddr, Instant), InstantBenchError> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let started = Instant::now();
+    loop {
+        if TcpStream::connect(addr).is_ok() {
+            return Ok((addr, Instant::now()));
+        }
+        if let Ok(Some(status)) = server.try_wait() {
+            return Err(InstantBenchError::Server(format!("the server on port {port} exited: {status}")));
+        }
+        if started.elapsed() > limit {
+            return Err(InstantBenchError::Server(format!("no server listening on port {port}")));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn kill(mut server: Child) {
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), InstantBenchError> {
+    std::fs::create_dir_all(to).map_err(io(format!("create {}", to.display())))?;
+    for entry in std::fs::read_dir(from).map_err(io(format!("list {}", from.display())))? {
+        let entry = entry.map_err(io("list"))?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(io("stat"))?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(io(format!("copy {}", entry.path().display())))?;
+        }
+    }
+    Ok(())
+}
+
+fn key(n: u64) -> String {
+    format!("key:{n}")
+}
+
+fn value(n: u64) -> String {
+    let mut v = format!("v{n}:");
+    v.extend(std::iter::repeat_n('x', VALUE_SIZE_BYTES.saturating_sub(v.len())));
+    v
+}
+
+fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// One reply: `Ok(true)` for a success, `Ok(false)` for an error reply.
+fn read_reply(r: &mut BufReader<TcpStream>, line: &mut String) -> std::io::Result<bool> {
+    line.clear();
+    if r.read_line(line)? == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+    }
+    match line.as_bytes().first() {
+        Some(b'-') => Ok(false),
+        Some(b'$') => {
+            let len: i64 = line[1..].trim_end().parse().unwrap_or(-1);
+            if len >= 0 {
+                let mut body = vec![0u8; len as usize + 2];
+                r.read_exact(&mut body)?;
+            }
+            Ok(true)
+        }
+        Some(b'*') => {
+            let count: i64 = line[1..].trim_end().parse().unwrap_or(0);
+            let mut ok = true;
+            let mut inner = String::new();
+            for _ in 0..count.max(0) {
+                ok &= read_reply(r, &mut inner)?;
+            }
+            Ok(ok)
+        }
+        _ => Ok(true),
+    }
+}
+
+/// SETs every key, pipelined over 8 connections; every reply must be OK.
+fn preload(addr: SocketAddr, keys: u64) -> Result<(), InstantBenchError> {
+    const CONNECTIONS: u64 = 8;
+    const BATCH: u64 = 1000;
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CONNECTIONS)
+            .map(|c| {
+                let failed = &failed;
+                s.spawn(move || -> Result<(), InstantBenchError> {
+                    let stream = TcpStream::connect(addr).map_err(io("connect for the preload"))?;
+                    let mut reader = BufReader::new(stream.try_clone().map_err(io("clone"))?);
+                    let mut writer = stream;
+                    let mut line = String::new();
+                    let mut wire = Vec::new();
+                    let mut n = c * BATCH;
+                    while n < keys && !failed.load(Ordering::Relaxed) {
+                        wire.clear();
+                        let end = (n + BATCH).min(keys);
+                        for k in n..end {
+                            encode(&[b"SET", key(k).as_bytes(), value(k).as_bytes()], &mut wire);
+                        }
+                        writer.write_all(&wire).map_err(io("preload write"))?;
+                        for _ in n..end {
+                            if !read_reply(&mut reader, &mut line).map_err(io("preload read"))? {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(InstantBenchError::Server(format!("preload: {}", line.trim_end())));
+                            }
+                        }
+                        n += CONNECTIONS * BATCH;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join().unwrap_or_else(|_| Err(InstantBenchError::Server("preload thread panicked".into())))
+        })
+    })
+}
+
+/// Per-window counts of one run, shared by the client threads.
+struct Windows {
+    ok: Vec<AtomicU64>,
+    errors: Vec<AtomicU64>,
+    /// Round trips in microseconds, per window (a bounded sample per client).
+    latencies: parking_lot::Mutex<Vec<Vec<u32>>>,
+    window_ms: u64,
+}
+
+impl Windows {
+    fn index(&self, since_start: Duration) -> Option<usize> {
+        let i = (since_start.as_millis() / u128::from(self.window_ms)) as usize;
+        (i < self.ok.len()).then_some(i)
+    }
+}
+
+fn restart_under_load(
+    options: &InstantBenchOptions,
+    target: &Target,
+    dir: &Path,
+    port: u16,
+    workload: &str,
+    read_fraction: f64,
+) -> Result<RunResult, InstantBenchError> {
+    let windows_count =
+        ((options.duration_s * 1000.0) as u64 / options.window_ms).clamp(1, WINDOWS_MAX as u64) as usize;
+    let windows = Windows {
+        ok: (0..windows_count).map(|_| AtomicU64::new(0)).collect(),
+        errors: (0..windows_count).map(|_| AtomicU64::new(0)).collect(),
+        latencies: parking_lot::Mutex::new(vec![Vec::new(); windows_count]),
+        window_ms: options.window_ms,
+    };
+    let first_reply_us = AtomicU64::new(u64::MAX);
+    let recovered_us = AtomicU64::new(u64::MAX);
+    let stop = AtomicBool::new(false);
+    let restart = Instant::now();
+    let mut server = start(options, target, dir, port)?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let end = restart + Duration::from_secs_f64(options.duration_s);
+    std::thread::scope(|s| {
+        for client in 0..options.clients {
+            let (windows, first, stop) = (&windows, &first_reply_us, &stop);
+            s.spawn(move || {
+                drive(addr, client as u64, options.keys, read_fraction, restart, end, windows, first, stop)
+            });
+        }
+        let (recovered, stop, first) = (&recovered_us, &stop, &first_reply_us);
+        s.spawn(move || watch_recovery(addr, target, restart, end, recovered, stop));
+        s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    kill_and_report(&mut server);
+    let first_ms = us_to_ms(first_reply_us.load(Ordering::SeqCst));
+    let recovered_ms = us_to_ms(recovered_us.load(Ordering::SeqCst));
+    let label = target.label();
+    let csv = options.out_dir.join(format!("{workload}-{label}.csv"));
+    let (during, after) = write_timeline(&csv, &windows, first_ms, recovered_ms)?;
+    Ok(RunResult {
+        target: label,
+        workload: workload.to_string(),
+        first_reply_ms: first_ms,
+        recovered_ms,
+        during_recovery_per_s: during,
+        after_recovery_per_s: after,
+        preload_s: 0.0,
+        csv,
+    })
+}
+
+fn kill_and_report(server: &mut Child) {
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+fn us_to_ms(us: u64) -> f64 {
+    if us == u64::MAX { f64::NAN } else { us as f64 / 1000.0 }
+}
+
+/// One client: connects (retrying while the server is down), then one request at a time.
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    addr: SocketAddr,
+    client: u64,
+    keys: u64,
+    read_fraction: f64,
+    restart: Instant,
+    end: Instant,
+    windows: &Windows,
+    first: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    let mut rng = client.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut line = String::new();
+    let mut wire = Vec::new();
+    let mut sample: Vec<(usize, u32)> = Vec::new();
+    'connect: while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        let Ok(stream) = TcpStream::connect(addr) else {
+            std::thread::sleep(RETRY_PAUSE);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let Ok(clone) = stream.try_clone() else { continue };
+        let mut reader = BufReader::new(clone);
+        let mut writer = stream;
+        while !stop.load(Ordering::Relaxed) {
+            let k = next() % keys;
+            wire.clear();
+            if (next() % 10_000) as f64 / 10_000.0 < read_fraction {
+                encode(&[b"GET", key(k).as_bytes()], &mut wire);
+            } else {
+                encode(&[b"SET", key(k).as_bytes(), value(k).as_bytes()], &mut wire);
+            }
+            let sent = Instant::now();
+            if writer.write_all(&wire).is_err() {
+                continue 'connect;
+            }
+            let Ok(ok) = read_reply(&mut reader, &mut line) else { continue 'connect };
+            let done = Instant::now();
+            let Some(i) = windows.index(done - restart) else { break 'connect };
+            if ok {
+                windows.ok[i].fetch_add(1, Ordering::Relaxed);
+                first.fetch_min((done - restart).as_micros() as u64, Ordering::SeqCst);
+                if sample.len() < 200_000 {
+                    sample.push((i, (done - sent).as_micros().min(u128::from(u32::MAX)) as u32));
+                }
+            } else {
+                windows.errors[i].fetch_add(1, Ordering::Relaxed);
+                // Redis answers LOADING at once: 200 clients spinning on it would take the CPU
+                // the load needs.
+                std::thread::sleep(RETRY_PAUSE);
+            }
+        }
+    }
+    let mut latencies = windows.latencies.lock();
+    for (i, us) in sample {
+        latencies[i].push(us);
+    }
+}
+
+/// Sends one GET at a time, reconnecting every millisecond, until one is answered without an
+/// error: the time the server first served a request, at a 1 ms resolution.
+fn probe_first_reply(addr: SocketAddr, restart: Instant, end: Instant, first: &AtomicU64, stop: &AtomicBool) {
+    let mut wire = Vec::new();
+    encode(&[b"GET", key(0).as_bytes()], &mut wire);
+    let mut line = String::new();
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        let Ok(stream) = TcpStream::connect(addr) else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(clone) = stream.try_clone() else { continue };
+        let mut reader = BufReader::new(clone);
+        let mut writer = stream;
+        loop {
+            if writer.write_all(&wire).is_err() {
+                break;
+            }
+            match read_reply(&mut reader, &mut line) {
+                Ok(true) => {
+                    first.fetch_min(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
+                    return;
+                }
+                Ok(false) => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Polls INFO until the server reports recovery finished.
+fn watch_recovery(
+    addr: SocketAddr,
+    target: &Target,
+    restart: Instant,
+    end: Instant,
+    recovered: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    let section: &[u8] = match target {
+        Target::Lazarus(_) => b"recovery",
+        Target::Redis(_) => b"persistence",
+    };
+    let done_line = match target {
+        Target::Lazarus(_) => "recovery_state:done",
+        Target::Redis(_) => "loading:0",
+    };
+    let mut wire = Vec::new();
+    encode(&[b"INFO", section], &mut wire);
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        let Ok(stream) = TcpStream::connect(addr) else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let Ok(clone) = stream.try_clone() else { continue };
+        let mut reader = BufReader::new(clone);
+        let mut writer = stream;
+        let mut line = String::new();
+        loop {
+            if writer.write_all(&wire).is_err() {
+                break;
+            }
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            let len: usize = line[1..].trim_end().parse().unwrap_or(0);
+            let mut body = vec![0u8; len + 2];
+            if reader.read_exact(&mut body).is_err() {
+                break;
+            }
+            if String::from_utf8_lossy(&body).lines().any(|l| l.trim_end() == done_line) {
+                recovered.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
+                return;
+            }
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Writes the timeline; returns (replies/s during recovery, replies/s after it).
+fn write_timeline(
+    path: &Path,
+    windows: &Windows,
+    first_ms: f64,
+    recovered_ms: f64,
+) -> Result<(f64, f64), InstantBenchError> {
+    let mut latencies = windows.latencies.lock();
+    let mut out = String::from(crate::bench::stats::TIMELINE_HEADER);
+    out.push('\n');
+    let window_s = windows.window_ms as f64 / 1000.0;
+    let (mut during, mut during_s, mut after, mut after_s) = (0u64, 0.0, 0u64, 0.0);
+    for i in 0..windows.ok.len() {
+        let (start_ms, end_ms) = (i as f64 * windows.window_ms as f64, (i + 1) as f64 * windows.window_ms as f64);
+        let ok = windows.ok[i].load(Ordering::Relaxed);
+        let errors = windows.errors[i].load(Ordering::Relaxed);
+        let l = &mut latencies[i];
+        l.sort_unstable();
+        let pct = |p: f64| l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1))).copied().unwrap_or(0);
+        let (p50, p99) = (pct(0.5), pct(0.99));
+        let recovering = recovered_ms.is_nan() || recovered_ms > start_ms;
+        out.push_str(&format!(
+            "{:.3},{ok},{errors},{p50},{p99},{p50},{p99},{}\n",
+            end_ms / 1000.0,
+            u8::from(recovering)
+        ));
+        // Whole windows only: during = after the first reply and before recovery ended.
+        if first_ms.is_finite() && start_ms >= first_ms && end_ms <= recovered_ms {
+            during += ok;
+            during_s += window_s;
+        } else if recovered_ms.is_finite() && start_ms >= recovered_ms {
+            after += ok;
+            after_s += window_s;
+        }
+    }
+    std::fs::write(path, out).map_err(io(format!("write {}", path.display())))?;
+    let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { f64::NAN };
+    Ok((rate(during, during_s), rate(after, after_s)))
+}

@@ -1,0 +1,374 @@
+//! Schemes `indexed` (AILIR) and `indexed-sync` (SILIR): instant recovery equals the state before
+//! the crash; transactions during the restore see restored, not-yet-restored and absent keys
+//! correctly; a torn tail of the sequential log is ignored; a missing or damaged indexed log is
+//! rebuilt from the sequential log; SILIR acknowledges only what is indexed; checkpoints truncate
+//! the sequential log only behind the Indexer.
+//!
+//! A crash is a copy of the log directories taken while the database is quiescent (every
+//! transaction acknowledged) and its Indexer idle: the copy is what a kill at that moment leaves,
+//! with a tail of the sequential log not yet indexed.
+
+use lazarus::durability::indexed::store::INDEX_FILE;
+use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
+use lazarus::durability::{DurabilityTicket, LogScheme};
+use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
+use lazarus::{Database, DatabaseConfig};
+use std::path::Path;
+use std::sync::Arc;
+
+const SOURCE: &str = "
+table kv (k int not null, v int not null, tag text, primary key (k));
+index kv_by_v on kv (v);
+procedure put(k int, nv int) {
+    select v into old from kv where k = k;
+    if found { update kv set v = nv, tag = 'updated' where k = k; }
+    else { insert into kv values (k, nv, 'new'); }
+}
+procedure remove(k int) { delete from kv where k = k; }
+procedure get(k int) { select v into x from kv where k = k; if not found { return -1; } return x; }
+procedure count_all() { let n = 0; for r in select k from kv where k >= 0 limit 1000 { n = n + 1; } return n; }
+";
+
+/// Two loggers (records of one key land in both), frequent rotation, no checkpoints; the Indexer
+/// runs only when asked (`index_now`), so what the history writes after that stays unindexed.
+fn options(dir: &Path, mode: IndexMode) -> IndexedOptions {
+    let mut o = IndexedOptions::new(vec![dir.join("log0"), dir.join("log1")], mode);
+    o.value.rotate_epochs = 3;
+    o.value.checkpoint.interval_ms = 0;
+    o.index_interval_ms = 10_000;
+    o
+}
+
+fn open(o: IndexedOptions) -> (Database, Arc<IndexedLogging>) {
+    let scheme = Arc::new(IndexedLogging::new(o).unwrap());
+    let config = DatabaseConfig {
+        epoch_interval_ms: 5,
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..DatabaseConfig::default()
+    };
+    (Database::open(config).unwrap(), scheme)
+}
+
+fn int(v: i64) -> ParamValue {
+    ParamValue::Scalar(Value::Int(v))
+}
+
+/// Every row of `kv` in key order, and the secondary index's view (read without the gate: call
+/// it once the restore has ended).
+fn dump(db: &Database) -> (Vec<Vec<Value>>, Vec<i64>) {
+    let catalog = db.catalog();
+    let t = catalog.table_by_name("kv").expect("table kv");
+    let mut rows = Vec::new();
+    t.primary.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |_, r| {
+        rows.push(r.row_unchecked().to_vec());
+        true
+    });
+    let mut by_v = Vec::new();
+    t.secondary[0].scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |_, r| {
+        by_v.push(r.row_unchecked()[1].as_int().unwrap_or(-1));
+        true
+    });
+    (rows, by_v)
+}
+
+/// Puts and removes over keys 0..50 on two workers, every commit acknowledged.
+fn history(db: &Database, n: i64, salt: i64) {
+    let handles: Vec<_> = (0..2)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut worker = db.worker();
+                // The largest ticket: a read-only call (a remove of an absent key) gets an older
+                // one than the writes before it.
+                let mut newest = 0;
+                for i in 0..n {
+                    let k = (i * 7 + w + salt) % 50;
+                    let out = if i % 5 == 4 {
+                        worker.call_retrying("remove", &[int(k)], 1000).unwrap()
+                    } else {
+                        worker.call_retrying("put", &[int(k), int(i * 100 + salt)], 1000).unwrap()
+                    };
+                    let DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("an epoch ticket") };
+                    newest = newest.max(e);
+                }
+                worker.wait_durable(&DurabilityTicket::Epoch(newest)).unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// Stops the epoch advancer and waits until the loggers have nothing left to write (the files
+/// under `root` stay the same over a pause), so that a copy is one moment's crash image.
+fn quiesce(db: &Database, root: &Path) {
+    db.epochs().stop();
+    let snapshot = || {
+        let mut files = Vec::new();
+        for dir in ["log0", "log1"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let entry = entry.unwrap();
+                files.push((entry.file_name(), entry.metadata().map(|m| m.len()).unwrap_or(0)));
+            }
+        }
+        files.sort();
+        files
+    };
+    let mut last = snapshot();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = snapshot();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    // A logger may still rotate its last file after the final acknowledgement: a copy that
+    // raced with a rename is taken again.
+    for _ in 0..100 {
+        let _ = std::fs::remove_dir_all(to);
+        if try_copy_tree(from, to).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("cannot copy {}", from.display());
+}
+
+fn try_copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            try_copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// A crash image: a history, part of it indexed and part not; returns the image's directory and
+/// the state every recovery of it must reach.
+fn crash_image(root: &Path) -> (std::path::PathBuf, (Vec<Vec<Value>>, Vec<i64>)) {
+    let live = root.join("live");
+    let (db, scheme) = open(options(&live, IndexMode::Async));
+    db.load_module("kv.proc", SOURCE).unwrap();
+    history(&db, 300, 0);
+    let indexed = scheme.index_now().unwrap();
+    assert!(indexed > 0, "the Indexer indexed nothing");
+    history(&db, 200, 3);
+    let before = dump(&db);
+    assert!(before.0.len() > 10, "the history left too few rows: {}", before.0.len());
+    let image = root.join("crash");
+    {
+        let _held = scheme.hold_indexer();
+        quiesce(&db, &live);
+        copy_tree(&live, &image);
+    }
+    db.close().unwrap();
+    (image, before)
+}
+
+#[test]
+fn instant_recovery_restores_the_state_before_the_crash() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let (db, scheme) = open(options(&image, IndexMode::Async));
+    let report = scheme.report.lock().clone();
+    assert_eq!(report.kind, "instant");
+    assert!(report.tail_writes > 0, "the unindexed tail was not indexed at open: {report:?}");
+    scheme.wait_restored();
+    let progress = scheme.restore_progress().expect("a restore ran");
+    assert!(progress.done && progress.percent() == 100.0, "{progress:?}");
+    assert_eq!(progress.walked_keys, before.0.len() as u64);
+    assert_eq!(dump(&db), before, "{report:?}");
+    // It keeps working, and recovers again (now with nothing left to index).
+    let mut w = db.worker();
+    w.call("put", &[int(1000), int(1)]).unwrap();
+    let out = w.call("remove", &[int(before.0[0][0].as_int().unwrap())]).unwrap();
+    w.wait_durable(&out.committed.durability).unwrap();
+    let after = dump(&db);
+    db.close().unwrap();
+    drop(db);
+    let (db, scheme) = open(options(&image, IndexMode::Async));
+    scheme.wait_restored();
+    assert_eq!(scheme.report.lock().tail_writes, 0, "a clean close leaves nothing to index");
+    assert_eq!(dump(&db), after);
+    db.close().unwrap();
+}
+
+#[test]
+fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let expected: std::collections::BTreeMap<i64, i64> =
+        before.0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect();
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    let progress = scheme.restore_progress().expect("a restore is running");
+    assert!(!progress.done && progress.walked_keys == 0, "{progress:?}");
+    let mut w = db.worker();
+    let get = |w: &mut lazarus::db::Worker, k: i64| w.call("get", &[int(k)]).unwrap().values[0].as_int().unwrap();
+    // Not yet restored: fetched on demand. Never existed: absent, and not "not yet restored".
+    for (&k, &v) in expected.iter().take(5) {
+        assert_eq!(get(&mut w, k), v, "key {k} read during the restore");
+    }
+    let absent: Vec<i64> = (0..60).filter(|k| !expected.contains_key(k)).collect();
+    assert!(!absent.is_empty());
+    for &k in &absent {
+        assert_eq!(get(&mut w, k), -1, "key {k} never existed");
+    }
+    // Writes during the restore: the walk must not undo them.
+    let (&deleted, _) = expected.iter().nth(1).unwrap();
+    let (&updated, _) = expected.iter().last().unwrap();
+    w.call("remove", &[int(deleted)]).unwrap();
+    w.call("put", &[int(updated), int(-7)]).unwrap();
+    w.call("put", &[int(absent[0]), int(42)]).unwrap();
+    assert_eq!(get(&mut w, updated), -7, "key {updated} right after its update");
+    let progress = scheme.restore_progress().unwrap();
+    assert_eq!(progress.walked_keys, 0, "the walk moved while paused");
+    assert!(progress.on_demand_keys >= 5 + absent.len() as u64, "{progress:?}");
+    // A range read waits for the table: started now, it must see the whole table.
+    let counter = {
+        let db = db.clone();
+        std::thread::spawn(move || db.worker().call("count_all", &[]).unwrap().values[0].as_int().unwrap())
+    };
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
+    let mut want = expected.clone();
+    want.remove(&deleted);
+    want.insert(updated, -7);
+    want.insert(absent[0], 42);
+    assert_eq!(counter.join().unwrap(), want.len() as i64, "a count during the restore saw a partial table");
+    let (rows, by_v) = dump(&db);
+    let got: std::collections::BTreeMap<i64, i64> =
+        rows.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect();
+    assert_eq!(got, want);
+    let mut want_v: Vec<i64> = want.values().copied().collect();
+    want_v.sort_unstable();
+    assert_eq!(by_v, want_v, "the secondary index disagrees with the table");
+    db.close().unwrap();
+}
+
+/// The current `data.log` of a logger directory.
+fn data_log(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("data.log");
+    assert!(path.exists(), "no data.log in {}", dir.display());
+    path
+}
+
+#[test]
+fn a_torn_tail_of_the_sequential_log_is_ignored() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    for logger in ["log0", "log1"] {
+        let path = data_log(&image.join(logger));
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Half a block header and garbage: what a crash in the middle of a write leaves.
+        bytes.extend_from_slice(b"LZBK\x07\x00\x00garbage after the durable length");
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let (db, scheme) = open(options(&image, IndexMode::Async));
+    scheme.wait_restored();
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_missing_or_damaged_indexed_log_is_rebuilt_from_the_sequential_log() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let damaged = root.path().join("damaged");
+    copy_tree(&image, &damaged);
+    std::fs::remove_file(image.join("log0").join(INDEX_FILE)).unwrap();
+    let index = damaged.join("log0").join(INDEX_FILE);
+    let mut bytes = std::fs::read(&index).unwrap();
+    for b in bytes.iter_mut().step_by(509) {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&index, bytes).unwrap();
+    for dir in [&image, &damaged] {
+        let (db, scheme) = open(options(dir, IndexMode::Async));
+        let report = scheme.report.lock().clone();
+        assert_eq!(report.kind, "rebuilt", "{}: {report:?}", dir.display());
+        assert_eq!(dump(&db), before, "{}", dir.display());
+        db.close().unwrap();
+        drop((db, scheme));
+        // The rebuilt indexed log serves the next restart instantly.
+        let (db, scheme) = open(options(dir, IndexMode::Async));
+        let report = scheme.report.lock().clone();
+        assert_eq!(report.kind, "instant", "{report:?}");
+        scheme.wait_restored();
+        assert_eq!(dump(&db), before, "{} after the rebuild", dir.display());
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn silir_acknowledges_only_what_is_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, scheme) = open(options(dir.path(), IndexMode::Sync));
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let mut w = db.worker();
+    for i in 0..30 {
+        let out = w.call("put", &[int(i), int(i)]).unwrap();
+        let DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("epoch ticket") };
+        assert_eq!(
+            scheme.is_durable(&out.committed.durability),
+            e <= scheme.indexed_epoch() && e <= scheme.sequential().pepoch()
+        );
+        w.wait_durable(&out.committed.durability).unwrap();
+        assert!(scheme.indexed_epoch() >= e, "acknowledged epoch {e}, indexed only {}", scheme.indexed_epoch());
+    }
+    let before = dump(&db);
+    // A crash now: SILIR's acknowledged writes are all in the indexed log, no tail to index.
+    let image = dir.path().join("crash");
+    {
+        let _held = scheme.hold_indexer();
+        quiesce(&db, dir.path());
+        copy_tree(&dir.path().join("log0"), &image.join("log0"));
+        copy_tree(&dir.path().join("log1"), &image.join("log1"));
+    }
+    db.close().unwrap();
+    let (db, scheme) = open(options(&image, IndexMode::Sync));
+    scheme.wait_restored();
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+#[test]
+fn checkpoints_truncate_the_sequential_log_only_behind_the_indexer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), IndexMode::Async);
+    o.value.rotate_epochs = 1;
+    o.value.checkpoint.interval_ms = 50;
+    o.index_interval_ms = 5;
+    let (db, scheme) = open(o.clone());
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let mut removed = false;
+    for round in 0..300 {
+        history(&db, 100, round);
+        removed |= scheme.checkpoints().last().is_some_and(|c| c.log_files_removed > 0);
+        if removed {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(removed, "no checkpoint removed a log file; last: {:?}", scheme.checkpoints().last());
+    let before = dump(&db);
+    db.close().unwrap();
+    drop(db);
+    let mut o = options(dir.path(), IndexMode::Async);
+    o.value.checkpoint.interval_ms = 0;
+    let (db, scheme) = open(o);
+    scheme.wait_restored();
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
