@@ -30,6 +30,8 @@ pub mod codec;
 pub mod command;
 pub mod frame;
 pub mod none;
+pub mod serial;
+pub mod taurus;
 pub mod value;
 
 use crate::storage::{Key, ParamValue, Row, TableId};

@@ -1,0 +1,493 @@
+//! Recovery of the stream schemes.
+//!
+//! 1. Rebuild the catalog from the `catalog` file (shared with the value scheme).
+//! 2. Group the log files by generation. Every generation but the last was settled by an
+//!    earlier recovery, so its files must be whole; the last one's files may end in a torn
+//!    tail, which is cut off — unless a sync mark after the damage says the damaged bytes had
+//!    been synced: that is corruption, reported with the file and offset.
+//! 3. Per generation, one I/O thread per file reads and decodes it (Algorithm 3's I/O threads).
+//! 4. Serial: replay the records sorted by LSN on one thread. Taurus: build the recovery
+//!    dependency graph. A transaction is recoverable iff all its RAW predecessors are found and
+//!    recoverable (§4.4.1 phase 2; with compressed records: iff its predecessor vector is
+//!    within the files' valid lengths, which is the committability test of §4.2 against the
+//!    persistent vector at the crash). Unrecoverable transactions and their RAW successors are
+//!    dropped. `taurus-data` replays the recoverable ones on `recovery_threads` threads, each
+//!    once its recoverable WAW predecessors are replayed (Algorithms 3 and 5); `taurus-cmd`
+//!    re-executes them in commit-timestamp order (see `docs/taurus.md`: without multi-version
+//!    records, WAR dependencies forbid running RAW/WAW-independent commands at once).
+//! 5. Data flavors install after-images with the largest-TID-wins rule of SiloR
+//!    ([`crate::storage::Table::install_if_newer`]) and sweep tombstones and build secondary
+//!    indexes at the end; command flavors run transactions through a replay worker.
+//! 6. Cut the last generation's files to their valid length; the scheme starts the next
+//!    generation, so a dropped transaction can never become recoverable later.
+//!
+//! The whole graph of a generation is built before replay (phases merged as in §4.4.2 would
+//! bound its memory; a generation's files are bounded by [`LOG_FILE_SIZE_MAX_BYTES`]).
+
+use super::StreamOptions;
+use super::cdt;
+use super::format::{self, Deps, Flavor, Record};
+use crate::db::Database;
+use crate::durability::DurabilityError;
+use crate::durability::command::CommandEntry;
+use crate::durability::frame;
+use crate::durability::value::recovery::{corrupt, rebuild_catalog};
+use crate::io::OpenMode;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The largest log file recovery reads, in bytes.
+pub const LOG_FILE_SIZE_MAX_BYTES: u64 = crate::durability::value::recovery::LOG_FILE_SIZE_MAX_BYTES;
+/// Command replay advances the (not yet running) epoch every so many transactions, so that TIDs
+/// never run out of sequence numbers within one epoch.
+const TXNS_PER_EPOCH: u64 = 1 << 20;
+
+/// What recovery found and did.
+#[derive(Clone, Debug, Default)]
+pub struct StreamRecoveryReport {
+    /// Generations read.
+    pub generations: usize,
+    /// Log files read.
+    pub files: usize,
+    /// Bytes of log read (valid parts).
+    pub bytes: u64,
+    /// Bytes cut off as torn tails.
+    pub torn_bytes: u64,
+    /// Transaction records read.
+    pub records: u64,
+    /// Transactions replayed.
+    pub recovered: u64,
+    /// Transactions dropped as unrecoverable (a RAW predecessor missing from every log).
+    pub dropped: u64,
+    /// Milliseconds reading and decoding the files.
+    pub read_ms: f64,
+    /// Milliseconds deciding recoverability (the graph).
+    pub graph_ms: f64,
+    /// Milliseconds replaying.
+    pub replay_ms: f64,
+    /// Milliseconds sweeping tombstones and building secondary indexes.
+    pub rebuild_ms: f64,
+    /// Replay threads.
+    pub threads: usize,
+    /// The global epoch restarts above this.
+    pub restart_after_epoch: u64,
+    /// The generation the scheme writes next.
+    pub next_generation: u64,
+    /// The next LSN or commit timestamp.
+    pub next_lsn: u64,
+}
+
+impl StreamRecoveryReport {
+    /// Transactions replayed per second of replay (graph and replay).
+    pub fn txns_per_s(&self) -> f64 {
+        self.recovered as f64 / ((self.graph_ms + self.replay_ms) / 1e3).max(1e-9)
+    }
+}
+
+/// A logged transaction.
+struct Txn {
+    /// `logger << 56 | address past the record`.
+    id: u64,
+    /// The record's block offset in its file, for errors.
+    offset: u64,
+    /// Index of its file in the generation.
+    file: usize,
+    deps: Deps,
+    entry: CommandEntry,
+}
+
+/// One file of a generation after reading.
+struct ParsedLog {
+    path: PathBuf,
+    logger: usize,
+    loggers: Option<usize>,
+    valid_len: u64,
+    file_len: u64,
+    header_ok: bool,
+    txns: Vec<Txn>,
+}
+
+/// Recovers `db` from the stream logs in `options.log_dirs`.
+pub fn recover(
+    options: &StreamOptions,
+    db: &Database,
+    modules: &Mutex<Vec<(String, String)>>,
+) -> Result<StreamRecoveryReport, DurabilityError> {
+    let fs = options.fs.as_ref();
+    *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
+    let generations = list_generations(options)?;
+    let mut report = StreamRecoveryReport { threads: options.recovery_threads, next_lsn: 1, ..Default::default() };
+    let count = generations.len();
+    let mut last_logs = Vec::new();
+    for (i, (generation, paths)) in generations.into_iter().enumerate() {
+        let last = i + 1 == count;
+        let start = Instant::now();
+        let logs = read_generation(options, generation, &paths, last)?;
+        report.read_ms += start.elapsed().as_secs_f64() * 1e3;
+        report.generations += 1;
+        report.files += logs.len();
+        for log in &logs {
+            report.bytes += log.valid_len;
+            report.torn_bytes += log.file_len - log.valid_len;
+            report.records += log.txns.len() as u64;
+            for txn in &log.txns {
+                report.restart_after_epoch = report.restart_after_epoch.max(txn.entry.epoch());
+                report.next_lsn = report.next_lsn.max(txn.entry.seq() + 1);
+            }
+        }
+        replay_generation(options, db, &logs, &mut report)?;
+        report.next_generation = generation + 1;
+        if last {
+            last_logs = logs;
+        }
+    }
+    if !options.flavor.is_command() {
+        let start = Instant::now();
+        for table in db.catalog().tables() {
+            table.finish_recovery();
+        }
+        report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
+    }
+    report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
+    settle(options, &last_logs)?;
+    Ok(report)
+}
+
+/// The stream log files of every directory, by generation: `(logger, path)`.
+fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize, PathBuf)>>, DurabilityError> {
+    let mut generations: BTreeMap<u64, Vec<(usize, PathBuf)>> = BTreeMap::new();
+    let mut dirs = options.log_dirs.clone();
+    dirs.sort();
+    dirs.dedup();
+    for dir in &dirs {
+        for path in options.fs.list(dir)? {
+            let Some((taurus, logger, generation)) = path.file_name().and_then(|n| format::parse_log_name(Path::new(n)))
+            else {
+                continue;
+            };
+            if taurus != options.flavor.is_taurus() {
+                let reason = format!("a log of another scheme; open it with a {} scheme", if taurus { "taurus" } else { "serial" });
+                return Err(corrupt(&path, 0, reason));
+            }
+            generations.entry(generation).or_default().push((logger, path));
+        }
+    }
+    for files in generations.values_mut() {
+        files.sort();
+    }
+    Ok(generations)
+}
+
+/// Reads a generation's files, one I/O thread each.
+fn read_generation(
+    options: &StreamOptions,
+    generation: u64,
+    paths: &[(usize, PathBuf)],
+    last: bool,
+) -> Result<Vec<ParsedLog>, DurabilityError> {
+    let results: Vec<Result<ParsedLog, DurabilityError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .iter()
+            .enumerate()
+            .map(|(index, (logger, path))| {
+                scope.spawn(move || read_log(options, generation, index, *logger, path, last))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(DurabilityError::Failed("reader panicked".into())))).collect()
+    });
+    let logs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let loggers: Vec<usize> = logs.iter().filter_map(|l| l.loggers).collect();
+    if let Some(&n) = loggers.first()
+        && (loggers.iter().any(|&m| m != n) || logs.iter().any(|l| l.logger >= n))
+    {
+        return Err(corrupt(&logs[0].path, 0, "the files of one generation disagree on the number of loggers"));
+    }
+    Ok(logs)
+}
+
+fn read_log(
+    options: &StreamOptions,
+    generation: u64,
+    index: usize,
+    logger: usize,
+    path: &Path,
+    last: bool,
+) -> Result<ParsedLog, DurabilityError> {
+    let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
+    let mut log = ParsedLog {
+        path: path.to_path_buf(),
+        logger,
+        loggers: None,
+        valid_len: 0,
+        file_len: bytes.len() as u64,
+        header_ok: false,
+        txns: Vec::new(),
+    };
+    let (header, mut at) = match format::decode_header(&bytes) {
+        Ok(h) => h,
+        // A file created just before the crash whose header never reached the disk.
+        Err(_) if last && !synced_beyond(&bytes, 0) => return Ok(log),
+        Err(e) => return Err(corrupt(path, 0, e)),
+    };
+    if header.flavor != options.flavor || header.generation != generation || header.logger as usize != logger {
+        let reason = format!("header says {} logger {} generation {}", header.flavor.name(), header.logger, header.generation);
+        return Err(corrupt(path, 0, format!("{reason}; the name or the scheme says otherwise")));
+    }
+    log.header_ok = true;
+    log.loggers = Some(header.loggers as usize);
+    while at < bytes.len() {
+        let (payload, size) = match frame::decode_block(&bytes[at..]) {
+            Ok(block) => block,
+            Err(e) if !last => return Err(corrupt(path, at as u64, format!("{e} in a settled generation"))),
+            Err(e) if synced_beyond(&bytes, at) => {
+                return Err(corrupt(path, at as u64, format!("{e} before a synced point (not a torn tail)")));
+            }
+            Err(_) => break,
+        };
+        let end = (at + size) as u64;
+        match format::decode_record(payload).map_err(|e| corrupt(path, at as u64, e.to_string()))? {
+            Record::SyncMark(synced) if synced > at as u64 => {
+                return Err(corrupt(path, at as u64, "a sync mark claims bytes after itself"));
+            }
+            Record::SyncMark(_) => {}
+            Record::Txn { deps, entry } => {
+                log.txns.push(Txn { id: format::txn_id(logger, end), offset: at as u64, file: index, deps, entry });
+            }
+        }
+        at += size;
+    }
+    log.valid_len = at as u64;
+    Ok(log)
+}
+
+/// Whether a whole sync mark after `at` says that bytes past `at` were synced.
+fn synced_beyond(bytes: &[u8], at: usize) -> bool {
+    let magic = frame::BLOCK_MAGIC.to_le_bytes();
+    (at + 1..bytes.len().saturating_sub(frame::HEADER_SIZE_BYTES)).any(|p| {
+        bytes[p..p + 4] == magic
+            && frame::decode_block(&bytes[p..])
+                .ok()
+                .and_then(|(payload, _)| format::decode_record(payload).ok())
+                .is_some_and(|r| matches!(r, Record::SyncMark(s) if s > at as u64))
+    })
+}
+
+/// Decides which transactions of a generation are recoverable and replays them.
+fn replay_generation(
+    options: &StreamOptions,
+    db: &Database,
+    logs: &[ParsedLog],
+    report: &mut StreamRecoveryReport,
+) -> Result<(), DurabilityError> {
+    let start = Instant::now();
+    let txns: Vec<&Txn> = logs.iter().flat_map(|l| l.txns.iter()).collect();
+    let recoverable = if options.flavor.is_taurus() { recoverable_set(logs, &txns) } else { vec![true; txns.len()] };
+    let kept = recoverable.iter().filter(|&&r| r).count();
+    report.recovered += kept as u64;
+    report.dropped += (txns.len() - kept) as u64;
+    report.graph_ms += start.elapsed().as_secs_f64() * 1e3;
+    let start = Instant::now();
+    let paths: Vec<&Path> = logs.iter().map(|l| l.path.as_path()).collect();
+    if options.flavor == Flavor::TaurusData {
+        replay_dataflow(db, &paths, &txns, &recoverable, options.recovery_threads)?;
+    } else {
+        // Serial flavors: LSN order. taurus-cmd: commit-timestamp order.
+        let mut order: Vec<&Txn> = txns.iter().zip(&recoverable).filter(|(_, r)| **r).map(|(t, _)| *t).collect();
+        order.sort_unstable_by_key(|t| t.entry.seq());
+        replay_in_order(db, &paths, &order, options.flavor.is_command())?;
+    }
+    report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
+    Ok(())
+}
+
+/// Phase 2 of §4.4.1: which transactions are recoverable. The I/O threads have read everything,
+/// so a predecessor not found is missing from every log.
+fn recoverable_set(logs: &[ParsedLog], txns: &[&Txn]) -> Vec<bool> {
+    let loggers = logs.iter().filter_map(|l| l.loggers).next().unwrap_or(0);
+    let mut valid = vec![0u64; loggers];
+    for log in logs {
+        if let Some(v) = valid.get_mut(log.logger) {
+            *v = log.valid_len;
+        }
+    }
+    let index: HashMap<u64, usize, foldhash::fast::RandomState> =
+        txns.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+    let mut pending = vec![0usize; txns.len()];
+    let mut doomed = vec![false; txns.len()];
+    let mut raw_successors: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
+    for (i, txn) in txns.iter().enumerate() {
+        match &txn.deps {
+            Deps::None => {}
+            Deps::Lists { raw, .. } => {
+                for id in raw {
+                    match index.get(id) {
+                        Some(&j) => {
+                            raw_successors[j].push(i);
+                            pending[i] += 1;
+                        }
+                        None => doomed[i] = true,
+                    }
+                }
+            }
+            Deps::Vectors { pv, .. } => doomed[i] = pv.len() != loggers || !cdt::dominates(&valid, pv),
+        }
+    }
+    // Algorithm 5: a node whose RAW predecessors are all recoverable is recoverable, and tells
+    // its RAW successors.
+    let mut recoverable = vec![false; txns.len()];
+    let mut queue: Vec<usize> = (0..txns.len()).filter(|&i| pending[i] == 0 && !doomed[i]).collect();
+    while let Some(i) = queue.pop() {
+        recoverable[i] = true;
+        for &s in &raw_successors[i] {
+            pending[s] -= 1;
+            if pending[s] == 0 && !doomed[s] {
+                queue.push(s);
+            }
+        }
+    }
+    recoverable
+}
+
+/// Installs a data record's writes (largest TID wins, so concurrent replayers agree).
+fn install(db_catalog: &crate::storage::Catalog, path: &Path, txn: &Txn) -> Result<(), DurabilityError> {
+    let CommandEntry::Data { entry, .. } = &txn.entry else {
+        return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
+    };
+    for write in &entry.writes {
+        let table = db_catalog
+            .table(write.table)
+            .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
+        table.install_if_newer(&write.key, write.row.clone(), entry.tid);
+    }
+    Ok(())
+}
+
+struct Ready {
+    queue: Vec<usize>,
+    busy: usize,
+    remaining: usize,
+    failure: Option<DurabilityError>,
+}
+
+/// Algorithm 3's worker threads: replay each recoverable transaction once its recoverable WAW
+/// predecessors are replayed.
+fn replay_dataflow(
+    db: &Database,
+    paths: &[&Path],
+    txns: &[&Txn],
+    recoverable: &[bool],
+    threads: usize,
+) -> Result<(), DurabilityError> {
+    let index: HashMap<u64, usize, foldhash::fast::RandomState> =
+        txns.iter().enumerate().filter(|(i, _)| recoverable[*i]).map(|(i, t)| (t.id, i)).collect();
+    let mut pending = vec![0usize; txns.len()];
+    let mut waw_successors: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
+    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| recoverable[*i]) {
+        // Compressed records name no single WAW predecessor; the largest TID wins anyway.
+        if let Deps::Lists { waw, .. } = &txn.deps {
+            for &j in waw.iter().filter_map(|id| index.get(id)) {
+                waw_successors[j].push(i);
+                pending[i] += 1;
+            }
+        }
+    }
+    let queue: Vec<usize> = (0..txns.len()).filter(|&i| recoverable[i] && pending[i] == 0).collect();
+    let remaining = recoverable.iter().filter(|&&r| r).count();
+    let state = Mutex::new(Ready { queue, busy: 0, remaining, failure: None });
+    let (cv, pending) = (Condvar::new(), pending.into_iter().map(std::sync::atomic::AtomicUsize::new).collect::<Vec<_>>());
+    let catalog = db.catalog();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                let mut guard = state.lock();
+                loop {
+                    if guard.remaining == 0 || guard.failure.is_some() {
+                        cv.notify_all();
+                        return;
+                    }
+                    let Some(i) = guard.queue.pop() else {
+                        if guard.busy == 0 {
+                            guard.failure = Some(corrupt(paths[0], 0, "the recovery dependency graph has a cycle"));
+                            continue;
+                        }
+                        cv.wait(&mut guard);
+                        continue;
+                    };
+                    guard.busy += 1;
+                    drop(guard);
+                    let result = install(&catalog, paths[txns[i].file], txns[i]);
+                    let ready: Vec<usize> = waw_successors[i]
+                        .iter()
+                        .copied()
+                        .filter(|&s| pending[s].fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1)
+                        .collect();
+                    guard = state.lock();
+                    guard.busy -= 1;
+                    guard.remaining -= 1;
+                    if let Err(e) = result {
+                        guard.failure.get_or_insert(e);
+                    }
+                    if !ready.is_empty() {
+                        guard.queue.extend(ready);
+                        cv.notify_all();
+                    }
+                }
+            });
+        }
+    });
+    match state.into_inner().failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Replays `order` one transaction after another: data records by installing their
+/// after-images, command records by re-running them through a replay worker.
+fn replay_in_order(db: &Database, paths: &[&Path], order: &[&Txn], command: bool) -> Result<(), DurabilityError> {
+    let catalog = db.catalog();
+    let registry = db.procedures();
+    let mut worker = db.replay_worker();
+    for (n, txn) in order.iter().enumerate() {
+        let path = paths[txn.file];
+        if !command {
+            install(&catalog, path, txn)?;
+            continue;
+        }
+        if n as u64 % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
+            db.epochs().advance();
+        }
+        let diverged = |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
+        match &txn.entry {
+            CommandEntry::Call { procedure_id, args, .. } => {
+                worker.call_id(&registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
+            }
+            CommandEntry::Data { entry, .. } => {
+                crate::durability::command::recovery::apply_writes(&mut worker, path, entry).map_err(diverged)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cuts the last generation's files to their valid length (a file without a whole header is
+/// removed), so that what was recovered is exactly what any later recovery reads.
+fn settle(options: &StreamOptions, logs: &[ParsedLog]) -> Result<(), DurabilityError> {
+    let fs = options.fs.as_ref();
+    for log in logs {
+        if !log.header_ok {
+            fs.remove(&log.path)?;
+        } else if log.file_len > log.valid_len {
+            let mut file = fs.open(&log.path, OpenMode::ReadWrite)?;
+            file.truncate(log.valid_len)?;
+            file.sync_data()?;
+        }
+    }
+    let mut dirs = options.log_dirs.clone();
+    dirs.dedup();
+    for dir in &dirs {
+        fs.sync_dir(dir)?;
+    }
+    Ok(())
+}
