@@ -6,6 +6,8 @@ use lazarus::bench::result::RunSummary;
 use lazarus::bench::{RunOptions, open_load_run};
 use lazarus::durability::LogScheme;
 use lazarus::durability::none::NoLogging;
+use lazarus::durability::taurus::format::Flavor;
+use lazarus::durability::taurus::{StreamLogging, StreamOptions};
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::workload::WorkloadOptions;
 use lazarus::{DatabaseConfig, workload};
@@ -172,12 +174,25 @@ struct BenchArgs {
     /// Seconds to run (after loading).
     #[arg(long, default_value_t = 5.0)]
     duration_s: f64,
-    /// Durability scheme: none, value, command.
+    /// Durability scheme: none, value, command, serial-data, serial-cmd, taurus-data, taurus-cmd.
     #[arg(long, default_value = "none")]
     durability: String,
     /// Log directory (repeat for several loggers, one per disk).
     #[arg(long)]
     log_dir: Vec<std::path::PathBuf>,
+    /// Taurus: loggers (one log file each), spread over the log directories [default: one per
+    /// directory].
+    #[arg(long)]
+    loggers: Option<usize>,
+    /// Serial and Taurus: group commit interval in milliseconds.
+    #[arg(long, default_value_t = 5)]
+    flush_interval_ms: u64,
+    /// Serial and Taurus: log buffer size per logger in bytes (flushed when half full).
+    #[arg(long, default_value_t = 16 << 20)]
+    log_buffer_bytes: usize,
+    /// Taurus: log predecessor vectors instead of predecessor lists (Taurus §6.6).
+    #[arg(long)]
+    compress_predecessors: bool,
     /// Delete what the log directories hold before the run.
     #[arg(long)]
     fresh: bool,
@@ -306,7 +321,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
 }
 
 /// The durability schemes `lazarus bench --durability` accepts today.
-const SCHEMES: &[&str] = &["none", "value", "command"];
+const SCHEMES: &[&str] = &["none", "value", "command", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
 
 /// Builds the durability scheme `--durability` names, over fresh log directories.
 fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
@@ -333,6 +348,28 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
                 options.entry_format = lazarus::durability::value::files::EntryFormat::Command;
             }
             Ok(Arc::new(ValueLogging::new(options)?))
+        }
+        name if Flavor::from_name(name).is_some() => {
+            if args.log_dir.is_empty() {
+                bail!("--durability {name} needs at least one --log-dir DIR");
+            }
+            if !args.resume {
+                for dir in &args.log_dir {
+                    prepare_log_dir(dir, args.fresh)?;
+                }
+            }
+            let flavor = Flavor::from_name(name).context("checked above")?;
+            let mut options = StreamOptions::new(flavor, args.log_dir.clone());
+            if let Some(loggers) = args.loggers {
+                if !flavor.is_taurus() && loggers != 1 {
+                    bail!("--durability {name} has one logger");
+                }
+                options.loggers = loggers;
+            }
+            options.flush_interval_ms = args.flush_interval_ms;
+            options.buffer_size_bytes = args.log_buffer_bytes;
+            options.compress_predecessors = args.compress_predecessors;
+            Ok(Arc::new(StreamLogging::new(options)?))
         }
         other => bail!("unknown --durability {other:?}; available: {}", SCHEMES.join(", ")),
     }
@@ -390,6 +427,58 @@ fn log_format(dir: &std::path::Path) -> anyhow::Result<lazarus::durability::valu
     Ok(files::EntryFormat::Value)
 }
 
+/// The header of the first serial or Taurus log file in `dirs`, if they hold such logs.
+fn stream_log_header(
+    dirs: &[std::path::PathBuf],
+) -> anyhow::Result<Option<lazarus::durability::taurus::format::StreamHeader>> {
+    use lazarus::durability::taurus::format;
+    for path in files_in(dirs)? {
+        if path.file_name().and_then(|n| format::parse_log_name(std::path::Path::new(n))).is_none() {
+            continue;
+        }
+        let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        if let Ok((header, _)) = format::decode_header(&bytes) {
+            return Ok(Some(header));
+        }
+    }
+    Ok(None)
+}
+
+/// `lazarus recover` on serial or Taurus logs.
+fn recover_stream(
+    log_dirs: Vec<std::path::PathBuf>,
+    threads: Option<usize>,
+    header: lazarus::durability::taurus::format::StreamHeader,
+) -> anyhow::Result<ExitCode> {
+    let mut options = StreamOptions::new(header.flavor, log_dirs);
+    options.loggers = header.loggers as usize;
+    if let Some(threads) = threads {
+        options.recovery_threads = threads;
+    }
+    println!("log format      {} ({} logger(s), from the first log file's header)", header.flavor.name(), header.loggers);
+    let scheme = Arc::new(StreamLogging::new(options)?);
+    let started = std::time::Instant::now();
+    let db = lazarus::Database::open(DatabaseConfig {
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..DatabaseConfig::default()
+    })?;
+    let total_s = started.elapsed().as_secs_f64();
+    let r = scheme.recovery.lock().clone().context("recovery did not run")?;
+    let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
+    println!("recovered       {} tables, {rows} rows", db.catalog().tables().len());
+    println!(
+        "read            {:>10.1} ms  {} generation(s), {} files, {} bytes, {} records, {} torn bytes cut",
+        r.read_ms, r.generations, r.files, r.bytes, r.records, r.torn_bytes
+    );
+    println!("graph           {:>10.1} ms  {} recoverable, {} dropped", r.graph_ms, r.recovered, r.dropped);
+    println!("replay          {:>10.1} ms  on {} thread(s)", r.replay_ms, r.threads);
+    println!("index rebuild   {:>10.1} ms", r.rebuild_ms);
+    println!("total           {:>10.1} ms", total_s * 1e3);
+    println!("recovery        {:.0} txn/s (graph and replay)", r.txns_per_s());
+    db.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn evict_all(files: &[std::path::PathBuf]) -> anyhow::Result<()> {
     for file in files {
         lazarus::io::cache::evict(file)
@@ -428,6 +517,9 @@ fn recover(
     }
     if cold {
         evict_all(&files)?;
+    }
+    if let Some(header) = stream_log_header(&log_dirs)? {
+        return recover_stream(log_dirs, threads, header);
     }
     let format = log_format(&log_dirs[0])?;
     let mut options = ValueOptions::new(log_dirs);

@@ -22,7 +22,7 @@ use super::verify;
 use super::{CrashConfig, CrashError, io_at};
 use crate::db::{Database, DatabaseConfig, DbError};
 use crate::durability::value::files;
-use crate::durability::{DurabilityError, LogScheme};
+use crate::durability::DurabilityError;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -230,10 +230,10 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
 /// Loads the workload into `dir` and closes the database once the load is durable.
 fn build_template(config: &CrashConfig, dir: &Path) -> Result<(), CrashError> {
     let workload = config.workload()?;
-    let scheme = config.scheme(dir)?;
+    let (scheme, _) = config.scheme(dir)?;
     let db = Database::open(DatabaseConfig {
         epoch_interval_ms: config.epoch_interval_ms,
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        scheme: Arc::clone(&scheme),
         ..DatabaseConfig::default()
     })?;
     for (name, source) in workload.sources() {

@@ -162,11 +162,11 @@ fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize,
     dirs.sort();
     dirs.dedup();
     for dir in &dirs {
-        for path in options.fs.list(dir)? {
-            let Some((taurus, logger, generation)) = path.file_name().and_then(|n| format::parse_log_name(Path::new(n)))
-            else {
+        for name in options.fs.list(dir)? {
+            let Some((taurus, logger, generation)) = format::parse_log_name(&name) else {
                 continue;
             };
+            let path = dir.join(name);
             if taurus != options.flavor.is_taurus() {
                 let reason = format!("a log of another scheme; open it with a {} scheme", if taurus { "taurus" } else { "serial" });
                 return Err(corrupt(&path, 0, reason));
