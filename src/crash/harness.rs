@@ -524,6 +524,14 @@ fn newest_log_file(dir: &Path) -> Result<Option<PathBuf>, CrashError> {
     for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
         let entry = entry.map_err(io_at(dir))?;
         let name = PathBuf::from(entry.file_name());
+        if let Some((_, logger, generation)) = crate::durability::taurus::format::parse_log_name(&name) {
+            // Serial and Taurus logs: the newest generation's (its files are the ones written).
+            let seq = generation.saturating_mul(1 << 16) + logger as u64;
+            if newest.as_ref().is_none_or(|(s, _)| seq > *s) {
+                newest = Some((seq, entry.path()));
+            }
+            continue;
+        }
         if !files::is_log_file(&name) {
             continue;
         }

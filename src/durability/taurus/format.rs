@@ -19,6 +19,19 @@
 //!                  appended to again
 //! ```
 //!
+//! **Synced-length file** `<log file name>.synced`, beside each log file: one framed block,
+//! rewritten in place (not synced) after every flush of the log:
+//!
+//! ```text
+//! 8   magic              "LZSYNCED"
+//! u32 version            1
+//! u64 synced_len_bytes   the log file was synced up to here
+//! ```
+//!
+//! It is a lower bound on the log's synced length (a lost or torn rewrite leaves an older
+//! value or none): a log shorter than it, or damaged before it, was cut or corrupted after it
+//! was synced, and recovery reports that instead of treating it as a torn tail.
+//!
 //! Record block payload:
 //!
 //! ```text
@@ -43,6 +56,9 @@ use std::path::Path;
 /// Version of the header and record layouts.
 pub const FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"LZSTREAM";
+const SYNCED_MAGIC: &[u8; 8] = b"LZSYNCED";
+/// Suffix of the synced-length file of a log file.
+pub const SYNCED_SUFFIX: &str = ".synced";
 /// Bits of a transaction id that hold the address; the logger is above them.
 pub const ADDRESS_BITS: u32 = 56;
 /// The most loggers a stream scheme may run.
@@ -192,6 +208,26 @@ pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
         return Err("invalid header fields".into());
     }
     Ok((header, size))
+}
+
+/// Encodes a synced-length file.
+pub fn encode_synced(synced_len_bytes: u64) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(20);
+    payload.extend_from_slice(SYNCED_MAGIC);
+    payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    payload.extend_from_slice(&synced_len_bytes.to_le_bytes());
+    let mut out = Vec::new();
+    frame::encode_block(&payload, &mut out);
+    out
+}
+
+/// The synced length a synced-length file records, `None` if it is not a whole, valid one.
+pub fn decode_synced(bytes: &[u8]) -> Option<u64> {
+    let (payload, _) = frame::decode_block(bytes).ok()?;
+    let mut r = Reader::new(payload);
+    (r.take(8).ok()? == SYNCED_MAGIC && r.u32().ok()? == FORMAT_VERSION).then_some(())?;
+    let len = r.u64().ok()?;
+    r.is_empty().then_some(len)
 }
 
 /// The dependency information of a logged transaction.

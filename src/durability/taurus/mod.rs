@@ -323,20 +323,24 @@ impl LogScheme for StreamLogging {
             let bytes = format::encode_header(&header);
             file.append(&bytes)?;
             file.sync_data()?;
+            let mut synced_path = path.into_os_string();
+            synced_path.push(format::SYNCED_SUFFIX);
+            let mut synced = options.fs.open(std::path::Path::new(&synced_path), OpenMode::CreateNew)?;
+            synced.write_at(0, &format::encode_synced(bytes.len() as u64))?;
             streams.push(Arc::new(Stream::new(logger, bytes.len() as u64, options.buffer_size_bytes)));
-            files.push(file);
+            files.push((file, synced));
         }
         for dir in &options.log_dirs {
             options.fs.sync_dir(dir)?;
         }
         *self.shared.streams.lock() = streams.clone();
         let interval = Duration::from_millis(options.flush_interval_ms);
-        for (stream, file) in streams.into_iter().zip(files) {
+        for (stream, (file, synced)) in streams.into_iter().zip(files) {
             let shared = Arc::clone(&self.shared);
             let name = format!("lazarus-{}-logger-{}", options.flavor.name(), stream.id);
             let handle = std::thread::Builder::new().name(name).spawn(move || {
                 let collect = || shared.cdt.collect(&shared.persistent_vector());
-                stream::run_logger(&stream, file, interval, &shared.durable, &collect);
+                stream::run_logger(&stream, file, synced, interval, &shared.durable, &collect);
             })?;
             self.threads.lock().push(handle);
         }

@@ -216,6 +216,39 @@ fn read_log(
     last: bool,
 ) -> Result<ParsedLog, DurabilityError> {
     let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
+    let synced_path = synced_path(path);
+    let synced_len = if options.fs.exists(&synced_path)? {
+        format::decode_synced(&options.fs.read_all(&synced_path, 4096)?).unwrap_or(0)
+    } else {
+        0
+    };
+    let mut log = read_records(options, generation, index, logger, path, last, &bytes, synced_len)?;
+    if log.valid_len < synced_len {
+        let reason = format!("the log ends before its synced length {synced_len} (cut short or damaged after the sync)");
+        return Err(corrupt(path, log.valid_len, reason));
+    }
+    log.file_len = bytes.len() as u64;
+    Ok(log)
+}
+
+/// The synced-length file of a log file.
+fn synced_path(log: &Path) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(format::SYNCED_SUFFIX);
+    PathBuf::from(name)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_records(
+    options: &StreamOptions,
+    generation: u64,
+    index: usize,
+    logger: usize,
+    path: &Path,
+    last: bool,
+    bytes: &[u8],
+    synced_len: u64,
+) -> Result<ParsedLog, DurabilityError> {
     let mut log = ParsedLog {
         path: path.to_path_buf(),
         logger,
@@ -225,10 +258,10 @@ fn read_log(
         header_ok: false,
         txns: Vec::new(),
     };
-    let (header, mut at) = match format::decode_header(&bytes) {
+    let (header, mut at) = match format::decode_header(bytes) {
         Ok(h) => h,
         // A file created just before the crash whose header never reached the disk.
-        Err(_) if last && !synced_beyond(&bytes, 0) => return Ok(log),
+        Err(_) if last && synced_len == 0 && !synced_beyond(bytes, 0) => return Ok(log),
         Err(e) => return Err(corrupt(path, 0, e)),
     };
     if header.flavor != options.flavor || header.generation != generation || header.logger as usize != logger {
@@ -241,7 +274,7 @@ fn read_log(
         let (payload, size) = match frame::decode_block(&bytes[at..]) {
             Ok(block) => block,
             Err(e) if !last => return Err(corrupt(path, at as u64, format!("{e} in a settled generation"))),
-            Err(e) if synced_beyond(&bytes, at) => {
+            Err(e) if (at as u64) < synced_len || synced_beyond(bytes, at) => {
                 return Err(corrupt(path, at as u64, format!("{e} before a synced point (not a torn tail)")));
             }
             Err(_) => break,
@@ -478,6 +511,10 @@ fn settle(options: &StreamOptions, logs: &[ParsedLog]) -> Result<(), DurabilityE
     for log in logs {
         if !log.header_ok {
             fs.remove(&log.path)?;
+            let synced = synced_path(&log.path);
+            if fs.exists(&synced)? {
+                fs.remove(&synced)?;
+            }
         } else if log.file_len > log.valid_len {
             let mut file = fs.open(&log.path, OpenMode::ReadWrite)?;
             file.truncate(log.valid_len)?;

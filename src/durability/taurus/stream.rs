@@ -148,11 +148,13 @@ impl Stream {
 }
 
 /// The logger thread of `stream`: flushes every `interval` or when woken, until stopped, and
-/// calls `after_flush` after each flush. Any
+/// calls `after_flush` after each flush. After each flush it rewrites the log's synced-length
+/// file (see [`format`]). Any
 /// write or sync error is fatal to the whole scheme (fsyncgate: nothing more is acknowledged).
 pub fn run_logger(
     stream: &Stream,
     mut file: Box<dyn File>,
+    mut synced: Box<dyn File>,
     interval: Duration,
     durable: &Durable,
     after_flush: &dyn Fn(),
@@ -171,7 +173,9 @@ pub fn run_logger(
             return;
         }
         if let Some((batch, end)) = stream.take(std::mem::take(&mut spare)) {
-            if let Err(e) = flush(&mut file, &batch, end, stream, durable) {
+            if let Err(e) = flush(&mut file, &batch, end, stream, durable)
+                .and_then(|()| synced.write_at(0, &format::encode_synced(end)))
+            {
                 durable.fail(format!("log stream {}: {e}", stream.id));
                 stream.space.notify_all();
                 return;
