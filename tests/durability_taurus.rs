@@ -60,8 +60,13 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn truncate(path: &Path, len: u64) {
+/// Cuts a log file as a crash would that lost its unsynced tail: the synced-length file beside
+/// it is set back to the header (a cut below a recorded synced length is damage, not a crash).
+fn lose_tail(path: &Path, len: u64) {
     std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+    let mut synced = path.as_os_str().to_owned();
+    synced.push(format::SYNCED_SUFFIX);
+    std::fs::write(synced, format::encode_synced(header_len(path).min(len))).unwrap();
 }
 
 /// The logger a write transaction logged to: its own address is the only component of its
@@ -133,7 +138,7 @@ fn figure_1_every_subset(flavor: Flavor, compress: bool) {
         for t in 1..=4 {
             if !has(t) {
                 let path = log_file(&dir, flavor, t - 1);
-                truncate(&path, header_len(&path));
+                lose_tail(&path, header_len(&path));
             }
         }
         let (db, scheme) = open(options(&dir, flavor, 5)).unwrap();
@@ -246,7 +251,7 @@ fn check_history(history: &[GenTxn], cuts: &[f64; 3]) -> Result<(), TestCaseErro
         let path = log_file(&dir, Flavor::TaurusData, logger);
         let (start, len) = (header_len(&path), std::fs::metadata(&path).unwrap().len());
         valid[logger] = start + ((len - start) as f64 * cut) as u64;
-        truncate(&path, valid[logger]);
+        lose_tail(&path, valid[logger]);
     }
     let mut committable = vec![false; history.len()];
     let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
@@ -311,7 +316,7 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
             let cut = start + (len - start) * step / 16;
             let dir = base.path().join(format!("cut-{step}"));
             copy_dir(&logged, &dir);
-            truncate(&log_file(&dir, flavor, 0), cut);
+            lose_tail(&log_file(&dir, flavor, 0), cut);
             let (db, _) = open(options(&dir, flavor, 1)).unwrap();
             let mut expected = BTreeMap::new();
             for (i, _) in ends.iter().enumerate().filter(|(_, e)| **e <= cut) {
@@ -323,6 +328,16 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
             let (db, _) = open(options(&dir, flavor, 1)).unwrap();
             assert_eq!(rows(&db), expected, "{}: reopened after the cut at {cut}", flavor.name());
             db.close().unwrap();
+        }
+        // Cut below the length the synced-length file records: acknowledged data is gone.
+        let dir = base.path().join("cut-synced");
+        copy_dir(&logged, &dir);
+        let cut_file = log_file(&dir, flavor, 0);
+        std::fs::OpenOptions::new().write(true).open(&cut_file).unwrap().set_len(len - 1).unwrap();
+        match open(options(&dir, flavor, 1)) {
+            Err(lazarus::db::DbError::Durability(DurabilityError::Corrupt { file, .. })) => assert_eq!(file, cut_file),
+            Err(other) => panic!("{}: expected corruption, got {other}", flavor.name()),
+            Ok(_) => panic!("{}: a log cut below its synced length was not detected", flavor.name()),
         }
         // A bit flipped in the first transaction's record, which later sync marks say was synced.
         let dir = base.path().join("flipped");

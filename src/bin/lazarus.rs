@@ -281,7 +281,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
     if !(args.duration_s.is_finite() && args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
         bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
-    let scheme = build_scheme(args)?;
+    let (scheme, stream) = build_scheme(args)?;
     let options = WorkloadOptions {
         warehouses: args.warehouses,
         mix: args.mix.clone(),
@@ -313,6 +313,16 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
             bail!("--resume needs a durability scheme with log directories to recover from");
         }
         lazarus::bench::open_run(config, &workload, &run_options)?
+    } else if let Some(stream) = stream {
+        let (result, volume) = open_load_run_volume(config, &workload, &run_options, &stream)?;
+        let records = volume.records.max(1) as f64;
+        println!(
+            "log records     {} during the run: REDO {:.1} bytes/record, dependency info {:.1} bytes/record (Taurus Table 1)",
+            volume.records,
+            volume.redo_bytes as f64 / records,
+            volume.dependency_bytes as f64 / records
+        );
+        result
     } else {
         open_load_run(config, &workload, &run_options)?
     };
@@ -320,13 +330,40 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
     Ok((summary, lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms)))
 }
 
+/// [`open_load_run`] under a serial or Taurus scheme, also returning the log volume of the run
+/// alone (the load's records excluded), split into REDO data and dependency information.
+fn open_load_run_volume(
+    config: DatabaseConfig,
+    workload: &Arc<dyn lazarus::bench::Workload>,
+    options: &RunOptions,
+    stream: &StreamLogging,
+) -> anyhow::Result<(lazarus::bench::RunResult, lazarus::durability::taurus::LogVolume)> {
+    let db = lazarus::Database::open(config)?;
+    for (name, source) in workload.sources() {
+        db.load_module(&name, &source)?;
+    }
+    workload.load(&db, options.threads)?;
+    let before = stream.volume();
+    let result = lazarus::bench::run(&db, workload, options)?;
+    let after = stream.volume();
+    workload.check(&db)?;
+    db.close()?;
+    let volume = lazarus::durability::taurus::LogVolume {
+        records: after.records - before.records,
+        redo_bytes: after.redo_bytes - before.redo_bytes,
+        dependency_bytes: after.dependency_bytes - before.dependency_bytes,
+    };
+    Ok((result, volume))
+}
+
 /// The durability schemes `lazarus bench --durability` accepts today.
 const SCHEMES: &[&str] = &["none", "value", "command", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
 
-/// Builds the durability scheme `--durability` names, over fresh log directories.
-fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
+/// Builds the durability scheme `--durability` names, over fresh log directories; a serial or
+/// Taurus scheme is also returned as itself (the bench reports its log volume).
+fn build_scheme(args: &BenchArgs) -> anyhow::Result<(Arc<dyn LogScheme>, Option<Arc<StreamLogging>>)> {
     match args.durability.as_str() {
-        "none" => Ok(Arc::new(NoLogging)),
+        "none" => Ok((Arc::new(NoLogging), None)),
         "value" | "command" => {
             if args.log_dir.is_empty() {
                 bail!("--durability {} needs at least one --log-dir DIR", args.durability);
@@ -347,7 +384,7 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
                 options.checkpoint.interval_ms = 0;
                 options.entry_format = lazarus::durability::value::files::EntryFormat::Command;
             }
-            Ok(Arc::new(ValueLogging::new(options)?))
+            Ok((Arc::new(ValueLogging::new(options)?), None))
         }
         name if Flavor::from_name(name).is_some() => {
             if args.log_dir.is_empty() {
@@ -369,7 +406,8 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
             options.flush_interval_ms = args.flush_interval_ms;
             options.buffer_size_bytes = args.log_buffer_bytes;
             options.compress_predecessors = args.compress_predecessors;
-            Ok(Arc::new(StreamLogging::new(options)?))
+            let scheme = Arc::new(StreamLogging::new(options)?);
+            Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, Some(scheme)))
         }
         other => bail!("unknown --durability {other:?}; available: {}", SCHEMES.join(", ")),
     }
