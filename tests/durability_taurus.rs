@@ -410,3 +410,96 @@ fn sigkill_trials_under_each_stream_scheme_lose_no_acknowledged_transaction() {
     // TPC-C deletes (delivery): the delete chain's dependencies across the two loggers.
     crash_test(&["--workload", "tpcc", "--trials", "1", "--seed", "910", "--durability", "taurus-data"]);
 }
+
+const PROCEDURES: &str = "table t (k int not null, v int not null, primary key (k));
+procedure init(k int, v int) { insert into t values (k, v); }
+procedure copy(src int, dst int) {
+    select v into x from t where k = src;
+    if not found { abort 'no source'; }
+    update t set v = x + 1 where k = dst;
+}
+procedure bump(a int) { update t set v = v * 2 + 1 where k = a; }";
+
+/// `(worker, src, dst)`: `copy(src, dst)` when they differ, else `bump(src)`.
+type Call = (usize, i64, i64);
+
+/// taurus-cmd: parallel re-execution of a generated history of procedure calls, cut at random
+/// points of each log, equals the model's serial execution of the committable calls (RAW
+/// predecessors: the last writers of the keys a call reads, which are all the keys it touches).
+fn check_command_history(calls: &[Call], cuts: &[f64; 3]) -> Result<(), TestCaseError> {
+    const KEYS: i64 = 6;
+    let base = tempfile::tempdir().unwrap();
+    let logged = base.path().join("logged");
+    let (db, _) = open(options(&logged, Flavor::TaurusCmd, 3)).unwrap();
+    db.load_module("p.proc", PROCEDURES).unwrap();
+    let mut workers: Vec<_> = (0..3).map(|_| db.worker()).collect();
+    let mut model: Vec<(i64, Option<usize>)> = Vec::new();
+    let mut txns: Vec<(usize, u64, Vec<usize>, i64, i64)> = Vec::new();
+    for k in 0..KEYS {
+        let worker = k as usize % 3;
+        let out = workers[worker].call("init", &[Value::Int(k).into(), Value::Int(k).into()]).unwrap();
+        txns.push((worker, own_end(&out.committed.durability, worker), Vec::new(), k, -1));
+        model.push((k, Some(txns.len() - 1)));
+    }
+    for &(worker, src, dst) in calls {
+        let (src, dst) = (src % KEYS, dst % KEYS);
+        let out = if src == dst {
+            workers[worker].call("bump", &[Value::Int(src).into()]).unwrap()
+        } else {
+            workers[worker].call("copy", &[Value::Int(src).into(), Value::Int(dst).into()]).unwrap()
+        };
+        let mut preds: Vec<usize> = model[src as usize].1.into_iter().collect();
+        preds.extend(model[dst as usize].1);
+        txns.push((worker, own_end(&out.committed.durability, worker), preds, src, dst));
+        model[dst as usize].1 = Some(txns.len() - 1);
+    }
+    drop(workers);
+    db.close().unwrap();
+    let dir = base.path().join("cut");
+    copy_dir(&logged, &dir);
+    let mut valid = [0u64; 3];
+    for (logger, cut) in cuts.iter().enumerate() {
+        let path = log_file(&dir, Flavor::TaurusCmd, logger);
+        let (start, len) = (header_len(&path), std::fs::metadata(&path).unwrap().len());
+        valid[logger] = start + ((len - start) as f64 * cut) as u64;
+        lose_tail(&path, valid[logger]);
+    }
+    let mut committable = vec![false; txns.len()];
+    let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
+    for (i, (logger, end, preds, src, dst)) in txns.iter().enumerate() {
+        committable[i] = *end <= valid[*logger] && preds.iter().all(|&p| committable[p]);
+        if !committable[i] {
+            continue;
+        }
+        match *dst {
+            -1 => {
+                expected.insert(*src, *src);
+            }
+            d if d == *src => {
+                let v = expected[&d];
+                expected.insert(d, v * 2 + 1);
+            }
+            d => {
+                let v = expected[src];
+                expected.insert(d, v + 1);
+            }
+        }
+    }
+    let (db, scheme) = open(options(&dir, Flavor::TaurusCmd, 3)).unwrap();
+    prop_assert_eq!(rows(&db), expected);
+    let report = scheme.recovery.lock().clone().unwrap();
+    prop_assert_eq!(report.recovered, committable.iter().filter(|&&c| c).count() as u64);
+    db.close().unwrap();
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #[test]
+    fn taurus_cmd_parallel_replay_equals_serial_execution_of_the_committable_calls(
+        calls in proptest::collection::vec((0..3usize, 0..6i64, 0..6i64), 1..40),
+        cuts in [0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64],
+    ) {
+        check_command_history(&calls, &cuts)?;
+    }
+}

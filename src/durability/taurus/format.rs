@@ -40,7 +40,9 @@
 //!                                this mark was written (tells corruption from a torn tail)
 //! kind 1: u8 deps  0 = none (serial), 1 = predecessor lists, 2 = predecessor vectors (§6.6)
 //!   deps 1: u32 raw_count, raw_count × u64 RAW predecessor ids,
-//!           u32 waw_count, waw_count × u64 WAW predecessor ids
+//!           u32 waw_count, waw_count × u64 WAW predecessor ids,
+//!           u8 fresh_writes   1 if a write met no `last_writer` (an insert, or the first write
+//!                             of a record since recovery), else 0
 //!   deps 2: u16 n, n × u64 predecessor vector (end addresses), n × u64 WAW vector
 //!   then the REDO data: a command-log entry (src/durability/command/mod.rs): kind 1 = procedure
 //!   call (commit_seq, TID, procedure id, arguments), kind 2 = write set (commit_seq, value-log
@@ -241,6 +243,9 @@ pub enum Deps {
         raw: Vec<u64>,
         /// WAW predecessor ids.
         waw: Vec<u64>,
+        /// Whether a write met no `last_writer` (command replay orders such a transaction after
+        /// every earlier one: it may fill a key another one found missing).
+        fresh_writes: bool,
     },
     /// Compressed (§6.6): the predecessor vector the transaction committed with (its RAW
     /// predecessors' vectors and its own address), and the largest WAW predecessor address per
@@ -260,13 +265,14 @@ pub fn encode_txn(deps: &Deps, redo: &[u8], out: &mut Vec<u8>) -> usize {
     let start = out.len();
     match deps {
         Deps::None => out.push(DEPS_NONE),
-        Deps::Lists { raw, waw } => {
+        Deps::Lists { raw, waw, fresh_writes } => {
             out.push(DEPS_LISTS);
             for list in [raw, waw] {
                 assert!(list.len() <= PREDECESSORS_MAX, "{} predecessors", list.len());
                 out.extend_from_slice(&(list.len() as u32).to_le_bytes());
                 list.iter().for_each(|id| out.extend_from_slice(&id.to_le_bytes()));
             }
+            out.push(u8::from(*fresh_writes));
         }
         Deps::Vectors { pv, waw } => {
             assert!(pv.len() == waw.len() && pv.len() <= LOGGERS_MAX);
@@ -311,7 +317,12 @@ pub fn decode_record(payload: &[u8]) -> Result<Record, DecodeError> {
                 DEPS_LISTS => {
                     let raw = id_list(&mut r)?;
                     let waw = id_list(&mut r)?;
-                    Deps::Lists { raw, waw }
+                    let fresh_writes = match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(DecodeError { offset: r.offset(), reason: "fresh-writes flag is not 0 or 1" }),
+                    };
+                    Deps::Lists { raw, waw, fresh_writes }
                 }
                 DEPS_VECTORS => {
                     let n = usize::from(r.u16()?);
@@ -363,7 +374,7 @@ mod tests {
         command::encode(&view, &mut redo);
         for deps in [
             Deps::None,
-            Deps::Lists { raw: vec![txn_id(1, 40), txn_id(0, 90)], waw: vec![txn_id(2, 17)] },
+            Deps::Lists { raw: vec![txn_id(1, 40), txn_id(0, 90)], waw: vec![txn_id(2, 17)], fresh_writes: true },
             Deps::Vectors { pv: vec![4, 5], waw: vec![0, 5] },
         ] {
             let mut out = Vec::new();

@@ -415,9 +415,10 @@ impl WorkerLog for TaurusWorkerLog {
         // Algorithm 1: RAW predecessors from the reads, WAW from the writes.
         let mut raw: Vec<u64> = view.read_last_writers.iter().copied().filter(|&id| id != 0).collect();
         let mut waw: Vec<u64> = view.writes.iter().map(|w| w.previous_writer).filter(|&id| id != 0).collect();
+        let fresh_writes = view.writes.iter().any(|w| w.previous_writer == 0);
         if head != 0 {
             raw.push(head);
-            if view.writes.iter().any(|w| w.previous_writer == 0) {
+            if fresh_writes {
                 waw.push(head);
             }
         }
@@ -445,7 +446,7 @@ impl WorkerLog for TaurusWorkerLog {
             }
             Deps::Vectors { pv: pv.clone(), waw: waw_vec }
         } else {
-            Deps::Lists { raw, waw }
+            Deps::Lists { raw, waw, fresh_writes }
         };
         self.redo.clear();
         encode_redo(shared.options.flavor, view, &mut self.redo);

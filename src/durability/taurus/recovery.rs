@@ -36,6 +36,8 @@ use crate::io::OpenMode;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// The largest log file recovery reads, in bytes.
@@ -320,16 +322,26 @@ fn replay_generation(
     let kept = recoverable.iter().filter(|&&r| r).count();
     report.recovered += kept as u64;
     report.dropped += (txns.len() - kept) as u64;
+    let graph = match options.flavor {
+        Flavor::TaurusData => Some(data_graph(&txns, &recoverable)),
+        Flavor::TaurusCmd => command_graph(&txns, &recoverable),
+        Flavor::SerialData | Flavor::SerialCmd => None,
+    };
     report.graph_ms += start.elapsed().as_secs_f64() * 1e3;
     let start = Instant::now();
     let paths: Vec<&Path> = logs.iter().map(|l| l.path.as_path()).collect();
-    if options.flavor == Flavor::TaurusData {
-        replay_dataflow(db, &paths, &txns, &recoverable, options.recovery_threads)?;
-    } else {
-        // Serial flavors: LSN order. taurus-cmd: commit-timestamp order.
-        let mut order: Vec<&Txn> = txns.iter().zip(&recoverable).filter(|(_, r)| **r).map(|(t, _)| *t).collect();
-        order.sort_unstable_by_key(|t| t.entry.seq());
-        replay_in_order(db, &paths, &order, options.flavor.is_command())?;
+    let replayer = Replayer::new(db, &paths, &txns, options.flavor.is_command());
+    match graph {
+        Some(graph) => run_dataflow(&graph, &recoverable, options.recovery_threads, &replayer)?,
+        None => {
+            // Serial flavors: LSN order; compressed taurus-cmd records: commit-timestamp order.
+            let mut order: Vec<usize> = (0..txns.len()).filter(|&i| recoverable[i]).collect();
+            order.sort_unstable_by_key(|&i| txns[i].entry.seq());
+            let mut worker = None;
+            for i in order {
+                replayer.apply(&mut worker, i)?;
+            }
+        }
     }
     report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
     Ok(())
@@ -383,18 +395,168 @@ fn recoverable_set(logs: &[ParsedLog], txns: &[&Txn]) -> Vec<bool> {
     recoverable
 }
 
-/// Installs a data record's writes (largest TID wins, so concurrent replayers agree).
-fn install(db_catalog: &crate::storage::Catalog, path: &Path, txn: &Txn) -> Result<(), DurabilityError> {
-    let CommandEntry::Data { entry, .. } = &txn.entry else {
-        return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
-    };
-    for write in &entry.writes {
-        let table = db_catalog
-            .table(write.table)
-            .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
-        table.install_if_newer(&write.key, write.row.clone(), entry.tid);
+/// The order replay must respect among the recoverable transactions: `successors[j]` run after
+/// `j`, and `pending[i]` counts the edges into `i`.
+struct ReplayGraph {
+    successors: Vec<Vec<usize>>,
+    pending: Vec<usize>,
+}
+
+impl ReplayGraph {
+    fn new(n: usize) -> ReplayGraph {
+        ReplayGraph { successors: vec![Vec::new(); n], pending: vec![0; n] }
     }
-    Ok(())
+
+    fn edge(&mut self, from: usize, to: usize) {
+        debug_assert_ne!(from, to);
+        self.successors[from].push(to);
+        self.pending[to] += 1;
+    }
+}
+
+fn recoverable_index(txns: &[&Txn], recoverable: &[bool]) -> HashMap<u64, usize, foldhash::fast::RandomState> {
+    txns.iter().enumerate().filter(|(i, _)| recoverable[*i]).map(|(i, t)| (t.id, i)).collect()
+}
+
+/// Data replay (Algorithm 3): a transaction waits for its recoverable WAW predecessors.
+/// Compressed records name no single WAW predecessor; they need none, since the largest TID
+/// wins whatever the order.
+fn data_graph(txns: &[&Txn], recoverable: &[bool]) -> ReplayGraph {
+    let index = recoverable_index(txns, recoverable);
+    let mut graph = ReplayGraph::new(txns.len());
+    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| recoverable[*i]) {
+        if let Deps::Lists { waw, .. } = &txn.deps {
+            for &j in waw.iter().filter_map(|id| index.get(id)) {
+                graph.edge(j, i);
+            }
+        }
+    }
+    graph
+}
+
+/// The most edges the command replay graph may hold; beyond it replay is serial.
+const COMMAND_EDGES_MAX: usize = 1 << 26;
+
+/// Command replay: a transaction re-executes after its recoverable RAW and WAW predecessors
+/// (§5.1), after every reader of a version it overwrites (WAR, inferred as §5.1 suggests: if `R`
+/// RAW-depends on `P` and `W` WAW-depends on `P` and `R` committed first, `R` precedes `W`), and
+/// in commit-timestamp order around a transaction with fresh writes (it may fill a key another
+/// one found missing, a dependency no `last_writer` records). Every edge goes from a smaller
+/// commit timestamp to a larger one, so the graph has no cycle (the timestamp is taken at the
+/// serialization point, a serial order: `crate::durability::command`). `None` (replay in timestamp
+/// order) when a record is compressed or the graph would be too large.
+fn command_graph(txns: &[&Txn], recoverable: &[bool]) -> Option<ReplayGraph> {
+    let index = recoverable_index(txns, recoverable);
+    let ts = |i: usize| txns[i].entry.seq();
+    let mut graph = ReplayGraph::new(txns.len());
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
+    let mut writers: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
+    let mut order: Vec<usize> = Vec::new();
+    let mut fresh = vec![false; txns.len()];
+    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| recoverable[*i]) {
+        let Deps::Lists { raw, waw, fresh_writes } = &txn.deps else { return None };
+        fresh[i] = *fresh_writes;
+        order.push(i);
+        // A predecessor with a larger commit timestamp is the delete chain's head, listed
+        // conservatively (a transaction that observed a delete took its timestamp after it);
+        // it decides recoverability but not the order.
+        for &j in raw.iter().filter_map(|id| index.get(id)).filter(|&&j| ts(j) < ts(i)) {
+            graph.edge(j, i);
+            readers[j].push(i);
+        }
+        for &j in waw.iter().filter_map(|id| index.get(id)).filter(|&&j| ts(j) < ts(i)) {
+            graph.edge(j, i);
+            writers[j].push(i);
+        }
+    }
+    let mut edges: usize = graph.pending.iter().sum();
+    for p in 0..txns.len() {
+        for &r in &readers[p] {
+            for &w in writers[p].iter().filter(|&&w| w != r && ts(r) < ts(w)) {
+                graph.edge(r, w);
+                edges += 1;
+            }
+        }
+        if edges > COMMAND_EDGES_MAX {
+            return None;
+        }
+    }
+    order.sort_unstable_by_key(|&i| ts(i));
+    let (mut barrier, mut since_barrier) = (None, Vec::new());
+    for i in order {
+        if fresh[i] {
+            for &j in since_barrier.iter().chain(barrier.iter()) {
+                graph.edge(j, i);
+            }
+            since_barrier.clear();
+            barrier = Some(i);
+        } else {
+            if let Some(b) = barrier {
+                graph.edge(b, i);
+            }
+            since_barrier.push(i);
+        }
+    }
+    Some(graph)
+}
+
+/// Applies one logged transaction: a data record by installing its after-images (largest TID
+/// wins, so concurrent replayers agree), a command record by re-running it through the calling
+/// thread's replay worker.
+struct Replayer<'a> {
+    db: &'a Database,
+    catalog: Arc<crate::storage::Catalog>,
+    registry: Arc<crate::db::ProcedureRegistry>,
+    paths: &'a [&'a Path],
+    txns: &'a [&'a Txn],
+    command: bool,
+    replayed: AtomicU64,
+}
+
+impl<'a> Replayer<'a> {
+    fn new(db: &'a Database, paths: &'a [&'a Path], txns: &'a [&'a Txn], command: bool) -> Replayer<'a> {
+        Replayer {
+            db,
+            catalog: db.catalog(),
+            registry: db.procedures(),
+            paths,
+            txns,
+            command,
+            replayed: AtomicU64::new(0),
+        }
+    }
+
+    fn apply(&self, worker: &mut Option<crate::db::Worker>, i: usize) -> Result<(), DurabilityError> {
+        let txn = self.txns[i];
+        let path = self.paths[txn.file];
+        if !self.command {
+            let CommandEntry::Data { entry, .. } = &txn.entry else {
+                return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
+            };
+            for write in &entry.writes {
+                let table = self
+                    .catalog
+                    .table(write.table)
+                    .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
+                table.install_if_newer(&write.key, write.row.clone(), entry.tid);
+            }
+            return Ok(());
+        }
+        if self.replayed.fetch_add(1, Ordering::Relaxed) % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
+            self.db.epochs().advance();
+        }
+        let worker = worker.get_or_insert_with(|| self.db.replay_worker());
+        let diverged = |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
+        match &txn.entry {
+            CommandEntry::Call { procedure_id, args, .. } => {
+                worker.call_id(&self.registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
+            }
+            CommandEntry::Data { entry, .. } => {
+                crate::durability::command::recovery::apply_writes(worker, path, entry).map_err(diverged)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 struct Ready {
@@ -404,36 +566,23 @@ struct Ready {
     failure: Option<DurabilityError>,
 }
 
-/// Algorithm 3's worker threads: replay each recoverable transaction once its recoverable WAW
-/// predecessors are replayed.
-fn replay_dataflow(
-    db: &Database,
-    paths: &[&Path],
-    txns: &[&Txn],
+/// Algorithm 3's worker threads: each takes a transaction whose predecessors in `graph` are
+/// replayed, replays it, and makes its successors ready when it was their last predecessor.
+fn run_dataflow(
+    graph: &ReplayGraph,
     recoverable: &[bool],
     threads: usize,
+    replayer: &Replayer<'_>,
 ) -> Result<(), DurabilityError> {
-    let index: HashMap<u64, usize, foldhash::fast::RandomState> =
-        txns.iter().enumerate().filter(|(i, _)| recoverable[*i]).map(|(i, t)| (t.id, i)).collect();
-    let mut pending = vec![0usize; txns.len()];
-    let mut waw_successors: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
-    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| recoverable[*i]) {
-        // Compressed records name no single WAW predecessor; the largest TID wins anyway.
-        if let Deps::Lists { waw, .. } = &txn.deps {
-            for &j in waw.iter().filter_map(|id| index.get(id)) {
-                waw_successors[j].push(i);
-                pending[i] += 1;
-            }
-        }
-    }
-    let queue: Vec<usize> = (0..txns.len()).filter(|&i| recoverable[i] && pending[i] == 0).collect();
+    let queue: Vec<usize> = (0..recoverable.len()).filter(|&i| recoverable[i] && graph.pending[i] == 0).collect();
     let remaining = recoverable.iter().filter(|&&r| r).count();
     let state = Mutex::new(Ready { queue, busy: 0, remaining, failure: None });
-    let (cv, pending) = (Condvar::new(), pending.into_iter().map(std::sync::atomic::AtomicUsize::new).collect::<Vec<_>>());
-    let catalog = db.catalog();
+    let pending: Vec<AtomicUsize> = graph.pending.iter().map(|&p| AtomicUsize::new(p)).collect();
+    let cv = Condvar::new();
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
+                let mut worker = None;
                 let mut guard = state.lock();
                 loop {
                     if guard.remaining == 0 || guard.failure.is_some() {
@@ -442,7 +591,8 @@ fn replay_dataflow(
                     }
                     let Some(i) = guard.queue.pop() else {
                         if guard.busy == 0 {
-                            guard.failure = Some(corrupt(paths[0], 0, "the recovery dependency graph has a cycle"));
+                            let reason = "the recovery dependency graph has a cycle";
+                            guard.failure = Some(corrupt(replayer.paths[0], 0, reason));
                             continue;
                         }
                         cv.wait(&mut guard);
@@ -450,11 +600,11 @@ fn replay_dataflow(
                     };
                     guard.busy += 1;
                     drop(guard);
-                    let result = install(&catalog, paths[txns[i].file], txns[i]);
-                    let ready: Vec<usize> = waw_successors[i]
+                    let result = replayer.apply(&mut worker, i);
+                    let ready: Vec<usize> = graph.successors[i]
                         .iter()
                         .copied()
-                        .filter(|&s| pending[s].fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1)
+                        .filter(|&s| pending[s].fetch_sub(1, Ordering::AcqRel) == 1)
                         .collect();
                     guard = state.lock();
                     guard.busy -= 1;
@@ -474,34 +624,6 @@ fn replay_dataflow(
         Some(e) => Err(e),
         None => Ok(()),
     }
-}
-
-/// Replays `order` one transaction after another: data records by installing their
-/// after-images, command records by re-running them through a replay worker.
-fn replay_in_order(db: &Database, paths: &[&Path], order: &[&Txn], command: bool) -> Result<(), DurabilityError> {
-    let catalog = db.catalog();
-    let registry = db.procedures();
-    let mut worker = db.replay_worker();
-    for (n, txn) in order.iter().enumerate() {
-        let path = paths[txn.file];
-        if !command {
-            install(&catalog, path, txn)?;
-            continue;
-        }
-        if n as u64 % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
-            db.epochs().advance();
-        }
-        let diverged = |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
-        match &txn.entry {
-            CommandEntry::Call { procedure_id, args, .. } => {
-                worker.call_id(&registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
-            }
-            CommandEntry::Data { entry, .. } => {
-                crate::durability::command::recovery::apply_writes(&mut worker, path, entry).map_err(diverged)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Cuts the last generation's files to their valid length (a file without a whole header is
