@@ -24,8 +24,11 @@ fn options(dir: &Path, flavor: Flavor, loggers: usize) -> StreamOptions {
 
 fn open(o: StreamOptions) -> Result<(Database, Arc<StreamLogging>), lazarus::db::DbError> {
     let scheme = Arc::new(StreamLogging::new(o)?);
-    let config =
-        DatabaseConfig { epoch_interval_ms: 5, scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>, ..Default::default() };
+    let config = DatabaseConfig {
+        epoch_interval_ms: 5,
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..Default::default()
+    };
     Ok((Database::open(config)?, scheme))
 }
 
@@ -143,14 +146,33 @@ fn figure_1_every_subset(flavor: Flavor, compress: bool) {
         }
         let (db, scheme) = open(options(&dir, flavor, 5)).unwrap();
         let mut expected = BTreeMap::new();
-        expected.insert(1, if has(4) { 4 } else if has(3) { 3 } else { 0 });
+        expected.insert(
+            1,
+            if has(4) {
+                4
+            } else if has(3) {
+                3
+            } else {
+                0
+            },
+        );
         expected.insert(2, if has(1) { 1 } else { 0 });
         if has(1) && has(2) {
             expected.insert(3, 2);
         }
-        assert_eq!(rows(&db), expected, "{} compress={compress}: logged T{:?}", flavor.name(), (1..=4).filter(|&t| has(t)).collect::<Vec<_>>());
+        assert_eq!(
+            rows(&db),
+            expected,
+            "{} compress={compress}: logged T{:?}",
+            flavor.name(),
+            (1..=4).filter(|&t| has(t)).collect::<Vec<_>>()
+        );
         let report = scheme.recovery.lock().clone().unwrap();
-        assert_eq!(report.dropped, u64::from(has(2) && !has(1)), "subset {subset}: T2 is dropped exactly when T1 is missing");
+        assert_eq!(
+            report.dropped,
+            u64::from(has(2) && !has(1)),
+            "subset {subset}: T2 is dropped exactly when T1 is missing"
+        );
         db.close().unwrap();
     }
 }
@@ -402,8 +424,19 @@ fn crash_test(args: &[&str]) -> String {
 fn sigkill_trials_under_each_stream_scheme_lose_no_acknowledged_transaction() {
     for scheme in ["serial-data", "serial-cmd", "taurus-data", "taurus-cmd"] {
         let text = crash_test(&[
-            "--workload", "kv", "--records", "2000", "--trials", "3", "--rounds", "2", "--seed", "900", "--durability",
-            scheme, "--damage",
+            "--workload",
+            "kv",
+            "--records",
+            "2000",
+            "--trials",
+            "3",
+            "--rounds",
+            "2",
+            "--seed",
+            "900",
+            "--durability",
+            scheme,
+            "--damage",
         ]);
         assert!(text.contains("3 trials"), "{text}");
     }

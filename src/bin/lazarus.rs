@@ -493,7 +493,11 @@ fn recover_stream(
     if let Some(threads) = threads {
         options.recovery_threads = threads;
     }
-    println!("log format      {} ({} logger(s), from the first log file's header)", header.flavor.name(), header.loggers);
+    println!(
+        "log format      {} ({} logger(s), from the first log file's header)",
+        header.flavor.name(),
+        header.loggers
+    );
     let scheme = Arc::new(StreamLogging::new(options)?);
     let started = std::time::Instant::now();
     let db = lazarus::Database::open(DatabaseConfig {

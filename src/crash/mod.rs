@@ -23,8 +23,8 @@ pub use harness::{CrashOptions, CrashSummary, run_crash_test};
 
 use crate::bench::workload::{Workload, WorkloadError};
 use crate::db::DbError;
-use crate::durability::{DurabilityError, LogScheme};
 use crate::durability::value::{ValueLogging, ValueOptions};
+use crate::durability::{DurabilityError, LogScheme};
 use crate::txn::TxnError;
 use crate::workload::WorkloadOptions;
 use std::path::{Path, PathBuf};

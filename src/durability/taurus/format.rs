@@ -100,7 +100,9 @@ impl Flavor {
 
     /// The flavor `--durability` names, if it is one of these.
     pub fn from_name(name: &str) -> Option<Flavor> {
-        [Flavor::SerialData, Flavor::SerialCmd, Flavor::TaurusData, Flavor::TaurusCmd].into_iter().find(|f| f.name() == name)
+        [Flavor::SerialData, Flavor::SerialCmd, Flavor::TaurusData, Flavor::TaurusCmd]
+            .into_iter()
+            .find(|f| f.name() == name)
     }
 
     /// Whether procedure calls are logged as commands.
@@ -123,7 +125,9 @@ impl Flavor {
     }
 
     fn from_code(code: u8) -> Option<Flavor> {
-        [Flavor::SerialData, Flavor::SerialCmd, Flavor::TaurusData, Flavor::TaurusCmd].into_iter().find(|f| f.code() == code)
+        [Flavor::SerialData, Flavor::SerialCmd, Flavor::TaurusData, Flavor::TaurusCmd]
+            .into_iter()
+            .find(|f| f.code() == code)
     }
 
     fn prefix(self) -> &'static str {
@@ -206,7 +210,8 @@ pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
         loggers: r.u32().map_err(bad)?,
         generation: r.u64().map_err(bad)?,
     };
-    if !r.is_empty() || header.loggers == 0 || header.loggers as usize > LOGGERS_MAX || header.logger >= header.loggers {
+    if !r.is_empty() || header.loggers == 0 || header.loggers as usize > LOGGERS_MAX || header.logger >= header.loggers
+    {
         return Err("invalid header fields".into());
     }
     Ok((header, size))
@@ -369,7 +374,8 @@ mod tests {
         assert_eq!(parse_log_name(Path::new(&name)), Some((true, 2, 7)));
         assert_eq!(parse_log_name(Path::new("serial.0.3.log")), Some((false, 0, 3)));
         assert_eq!(parse_log_name(Path::new("data.log")), None);
-        let view = CommitView { tid: Tid::new(3, 1), commit_seq: 9, writes: &[], read_last_writers: &[], invocation: None };
+        let view =
+            CommitView { tid: Tid::new(3, 1), commit_seq: 9, writes: &[], read_last_writers: &[], invocation: None };
         let mut redo = Vec::new();
         command::encode(&view, &mut redo);
         for deps in [

@@ -170,7 +170,10 @@ fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize,
             };
             let path = dir.join(name);
             if taurus != options.flavor.is_taurus() {
-                let reason = format!("a log of another scheme; open it with a {} scheme", if taurus { "taurus" } else { "serial" });
+                let reason = format!(
+                    "a log of another scheme; open it with a {} scheme",
+                    if taurus { "taurus" } else { "serial" }
+                );
                 return Err(corrupt(&path, 0, reason));
             }
             generations.entry(generation).or_default().push((logger, path));
@@ -197,7 +200,10 @@ fn read_generation(
                 scope.spawn(move || read_log(options, generation, index, *logger, path, last))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(DurabilityError::Failed("reader panicked".into())))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(DurabilityError::Failed("reader panicked".into()))))
+            .collect()
     });
     let logs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let loggers: Vec<usize> = logs.iter().filter_map(|l| l.loggers).collect();
@@ -226,7 +232,8 @@ fn read_log(
     };
     let mut log = read_records(options, generation, index, logger, path, last, &bytes, synced_len)?;
     if log.valid_len < synced_len {
-        let reason = format!("the log ends before its synced length {synced_len} (cut short or damaged after the sync)");
+        let reason =
+            format!("the log ends before its synced length {synced_len} (cut short or damaged after the sync)");
         return Err(corrupt(path, log.valid_len, reason));
     }
     log.file_len = bytes.len() as u64;
@@ -267,7 +274,8 @@ fn read_records(
         Err(e) => return Err(corrupt(path, 0, e)),
     };
     if header.flavor != options.flavor || header.generation != generation || header.logger as usize != logger {
-        let reason = format!("header says {} logger {} generation {}", header.flavor.name(), header.logger, header.generation);
+        let reason =
+            format!("header says {} logger {} generation {}", header.flavor.name(), header.logger, header.generation);
         return Err(corrupt(path, 0, format!("{reason}; the name or the scheme says otherwise")));
     }
     log.header_ok = true;
@@ -546,7 +554,8 @@ impl<'a> Replayer<'a> {
             self.db.epochs().advance();
         }
         let worker = worker.get_or_insert_with(|| self.db.replay_worker());
-        let diverged = |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
+        let diverged =
+            |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
         match &txn.entry {
             CommandEntry::Call { procedure_id, args, .. } => {
                 worker.call_id(&self.registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
