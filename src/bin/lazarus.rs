@@ -356,12 +356,15 @@ fn open_load_run_volume(
     Ok((result, volume))
 }
 
+/// A bench's durability scheme, and the serial or Taurus scheme itself when it is one.
+type BenchScheme = (Arc<dyn LogScheme>, Option<Arc<StreamLogging>>);
+
 /// The durability schemes `lazarus bench --durability` accepts today.
 const SCHEMES: &[&str] = &["none", "value", "command", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
 
 /// Builds the durability scheme `--durability` names, over fresh log directories; a serial or
 /// Taurus scheme is also returned as itself (the bench reports its log volume).
-fn build_scheme(args: &BenchArgs) -> anyhow::Result<(Arc<dyn LogScheme>, Option<Arc<StreamLogging>>)> {
+fn build_scheme(args: &BenchArgs) -> anyhow::Result<BenchScheme> {
     match args.durability.as_str() {
         "none" => Ok((Arc::new(NoLogging), None)),
         "value" | "command" => {

@@ -85,6 +85,9 @@ pub(crate) fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> CrashError + 
     move |source| CrashError::Io { path: path.to_path_buf(), source }
 }
 
+/// A crash test's durability scheme, and the value scheme itself when it is one.
+pub type CrashScheme = (Arc<dyn LogScheme>, Option<Arc<ValueLogging>>);
+
 /// What the parent and the child must agree on: the workload and its size, and the engine
 /// settings.
 #[derive(Clone, Debug)]
@@ -162,7 +165,7 @@ impl CrashConfig {
 
     /// The durability scheme over `log_dir`, and the value scheme itself when it is one (its
     /// recovery report names the pepoch and files).
-    pub fn scheme(&self, log_dir: &Path) -> Result<(Arc<dyn LogScheme>, Option<Arc<ValueLogging>>), CrashError> {
+    pub fn scheme(&self, log_dir: &Path) -> Result<CrashScheme, CrashError> {
         if let Some(flavor) = crate::durability::taurus::format::Flavor::from_name(&self.durability) {
             let mut options = crate::durability::taurus::StreamOptions::new(flavor, vec![log_dir.to_path_buf()]);
             // Two loggers in one directory, so that the Taurus trials have dependencies across logs.
