@@ -218,6 +218,36 @@ fn gen_txn(keys: i64) -> impl Strategy<Value = GenTxn> {
     })
 }
 
+/// Copies the three logs of `logged` and cuts each at its fraction of `cuts` (a crash that lost
+/// the unsynced tails); returns the copy and each log's remaining length.
+fn cut_logs(logged: &Path, base: &Path, flavor: Flavor, cuts: &[f64; 3]) -> (PathBuf, [u64; 3]) {
+    let dir = base.join("cut");
+    copy_dir(logged, &dir);
+    let mut valid = [0u64; 3];
+    for (logger, cut) in cuts.iter().enumerate() {
+        let path = log_file(&dir, flavor, logger);
+        let (start, len) = (header_len(&path), std::fs::metadata(&path).unwrap().len());
+        valid[logger] = start + ((len - start) as f64 * cut) as u64;
+        lose_tail(&path, valid[logger]);
+    }
+    (dir, valid)
+}
+
+/// Recovers `dir` and compares the rows and the number of transactions recovered.
+fn check_recovery(
+    dir: &Path,
+    flavor: Flavor,
+    expected: &BTreeMap<i64, i64>,
+    committable: &[bool],
+) -> Result<(), TestCaseError> {
+    let (db, scheme) = open(options(dir, flavor, 3)).unwrap();
+    prop_assert_eq!(&rows(&db), expected);
+    let report = scheme.recovery.lock().clone().unwrap();
+    prop_assert_eq!(report.recovered, committable.iter().filter(|&&c| c).count() as u64);
+    db.close().unwrap();
+    Ok(())
+}
+
 /// Runs `history` on three loggers, cuts each log file at the given fraction of its length, and
 /// checks that recovery equals serial replay, in history order, of the committable transactions:
 /// those whose record survived the cut and whose RAW predecessors (the last writer of each key
@@ -266,15 +296,7 @@ fn check_history(history: &[GenTxn], cuts: &[f64; 3]) -> Result<(), TestCaseErro
     }
     drop(workers);
     db.close().unwrap();
-    let dir = base.path().join("cut");
-    copy_dir(&logged, &dir);
-    let mut valid = [0u64; 3];
-    for (logger, cut) in cuts.iter().enumerate() {
-        let path = log_file(&dir, Flavor::TaurusData, logger);
-        let (start, len) = (header_len(&path), std::fs::metadata(&path).unwrap().len());
-        valid[logger] = start + ((len - start) as f64 * cut) as u64;
-        lose_tail(&path, valid[logger]);
-    }
+    let (dir, valid) = cut_logs(&logged, base.path(), Flavor::TaurusData, cuts);
     let mut committable = vec![false; history.len()];
     let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
     for (i, (logger, end, preds)) in logged_txns.iter().enumerate() {
@@ -288,12 +310,7 @@ fn check_history(history: &[GenTxn], cuts: &[f64; 3]) -> Result<(), TestCaseErro
             }
         }
     }
-    let (db, scheme) = open(options(&dir, Flavor::TaurusData, 3)).unwrap();
-    prop_assert_eq!(rows(&db), expected);
-    let report = scheme.recovery.lock().clone().unwrap();
-    prop_assert_eq!(report.recovered, committable.iter().filter(|&&c| c).count() as u64);
-    db.close().unwrap();
-    Ok(())
+    check_recovery(&dir, Flavor::TaurusData, &expected, &committable)
 }
 
 proptest! {
@@ -488,15 +505,7 @@ fn check_command_history(calls: &[Call], cuts: &[f64; 3]) -> Result<(), TestCase
     }
     drop(workers);
     db.close().unwrap();
-    let dir = base.path().join("cut");
-    copy_dir(&logged, &dir);
-    let mut valid = [0u64; 3];
-    for (logger, cut) in cuts.iter().enumerate() {
-        let path = log_file(&dir, Flavor::TaurusCmd, logger);
-        let (start, len) = (header_len(&path), std::fs::metadata(&path).unwrap().len());
-        valid[logger] = start + ((len - start) as f64 * cut) as u64;
-        lose_tail(&path, valid[logger]);
-    }
+    let (dir, valid) = cut_logs(&logged, base.path(), Flavor::TaurusCmd, cuts);
     let mut committable = vec![false; txns.len()];
     let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
     for (i, (logger, end, preds, src, dst)) in txns.iter().enumerate() {
@@ -518,12 +527,7 @@ fn check_command_history(calls: &[Call], cuts: &[f64; 3]) -> Result<(), TestCase
             }
         }
     }
-    let (db, scheme) = open(options(&dir, Flavor::TaurusCmd, 3)).unwrap();
-    prop_assert_eq!(rows(&db), expected);
-    let report = scheme.recovery.lock().clone().unwrap();
-    prop_assert_eq!(report.recovered, committable.iter().filter(|&&c| c).count() as u64);
-    db.close().unwrap();
-    Ok(())
+    check_recovery(&dir, Flavor::TaurusCmd, &expected, &committable)
 }
 
 proptest! {

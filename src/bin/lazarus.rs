@@ -468,6 +468,13 @@ fn log_format(dir: &std::path::Path) -> anyhow::Result<lazarus::durability::valu
     Ok(files::EntryFormat::Value)
 }
 
+/// Opens (recovers) a database over `scheme`; returns it and the seconds recovery took.
+fn open_recovering(scheme: Arc<dyn LogScheme>) -> anyhow::Result<(lazarus::Database, f64)> {
+    let started = std::time::Instant::now();
+    let db = lazarus::Database::open(DatabaseConfig { scheme, ..DatabaseConfig::default() })?;
+    Ok((db, started.elapsed().as_secs_f64()))
+}
+
 /// The header of the first serial or Taurus log file in `dirs`, if they hold such logs.
 fn stream_log_header(
     dirs: &[std::path::PathBuf],
@@ -502,12 +509,7 @@ fn recover_stream(
         header.loggers
     );
     let scheme = Arc::new(StreamLogging::new(options)?);
-    let started = std::time::Instant::now();
-    let db = lazarus::Database::open(DatabaseConfig {
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
-        ..DatabaseConfig::default()
-    })?;
-    let total_s = started.elapsed().as_secs_f64();
+    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>)?;
     let r = scheme.recovery.lock().clone().context("recovery did not run")?;
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered       {} tables, {rows} rows", db.catalog().tables().len());
@@ -577,12 +579,7 @@ fn recover(
     options.checkpoint.interval_ms = 0;
     println!("log format      {format:?} (from the first log file's header)");
     let scheme = Arc::new(ValueLogging::new(options)?);
-    let started = std::time::Instant::now();
-    let db = lazarus::Database::open(DatabaseConfig {
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
-        ..DatabaseConfig::default()
-    })?;
-    let total_s = started.elapsed().as_secs_f64();
+    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>)?;
     let report = scheme.recovery.lock().clone().context("recovery did not run")?;
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered to pepoch {} ({} tables, {rows} rows)", report.pepoch, db.catalog().tables().len());

@@ -88,6 +88,9 @@ pub enum Flavor {
 }
 
 impl Flavor {
+    /// Every flavor.
+    pub const ALL: [Flavor; 4] = [Flavor::SerialData, Flavor::SerialCmd, Flavor::TaurusData, Flavor::TaurusCmd];
+
     /// The scheme's name as `--durability` spells it.
     pub fn name(self) -> &'static str {
         match self {

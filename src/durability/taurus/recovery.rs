@@ -197,7 +197,8 @@ fn read_generation(
             .iter()
             .enumerate()
             .map(|(index, (logger, path))| {
-                scope.spawn(move || read_log(options, generation, index, *logger, path, last))
+                let file = LogToRead { generation, index, logger: *logger, path, last };
+                scope.spawn(move || read_log(options, &file))
             })
             .collect();
         handles
@@ -215,14 +216,19 @@ fn read_generation(
     Ok(logs)
 }
 
-fn read_log(
-    options: &StreamOptions,
+/// A log file to read, and where it stands.
+struct LogToRead<'a> {
     generation: u64,
+    /// Its index in the generation.
     index: usize,
     logger: usize,
-    path: &Path,
+    path: &'a Path,
+    /// Whether its generation is the last (may end in a torn tail).
     last: bool,
-) -> Result<ParsedLog, DurabilityError> {
+}
+
+fn read_log(options: &StreamOptions, file: &LogToRead<'_>) -> Result<ParsedLog, DurabilityError> {
+    let path = file.path;
     let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
     let synced_path = synced_path(path);
     let synced_len = if options.fs.exists(&synced_path)? {
@@ -230,13 +236,12 @@ fn read_log(
     } else {
         0
     };
-    let mut log = read_records(options, generation, index, logger, path, last, &bytes, synced_len)?;
+    let log = read_records(options, file, &bytes, synced_len)?;
     if log.valid_len < synced_len {
         let reason =
             format!("the log ends before its synced length {synced_len} (cut short or damaged after the sync)");
         return Err(corrupt(path, log.valid_len, reason));
     }
-    log.file_len = bytes.len() as u64;
     Ok(log)
 }
 
@@ -247,17 +252,13 @@ fn synced_path(log: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn read_records(
     options: &StreamOptions,
-    generation: u64,
-    index: usize,
-    logger: usize,
-    path: &Path,
-    last: bool,
+    file: &LogToRead<'_>,
     bytes: &[u8],
     synced_len: u64,
 ) -> Result<ParsedLog, DurabilityError> {
+    let LogToRead { generation, index, logger, path, last } = *file;
     let mut log = ParsedLog {
         path: path.to_path_buf(),
         logger,
