@@ -21,8 +21,8 @@ pub type PredecessorVector = Arc<[u64]>;
 /// The commit dependency table.
 pub struct CommitDependencyTable {
     shards: Vec<Mutex<HashMap<u64, PredecessorVector, foldhash::fast::RandomState>>>,
-    /// Per logger: ids in insertion order, for garbage collection.
-    order: Vec<Mutex<VecDeque<u64>>>,
+    /// Per logger: entries in insertion order, for garbage collection.
+    order: Vec<Mutex<VecDeque<(u64, PredecessorVector)>>>,
 }
 
 impl CommitDependencyTable {
@@ -47,20 +47,19 @@ impl CommitDependencyTable {
 
     /// Inserts the vector of a transaction of `logger`.
     pub fn insert(&self, logger: usize, id: u64, pv: PredecessorVector) {
-        self.shard(id).lock().insert(id, pv);
-        self.order[logger].lock().push_back(id);
+        self.shard(id).lock().insert(id, Arc::clone(&pv));
+        self.order[logger].lock().push_back((id, pv));
     }
 
     /// Removes, from the front of each logger's FIFO, the entries dominated by `persistent`.
     pub fn collect(&self, persistent: &[u64]) {
         for order in &self.order {
             let mut order = order.lock();
-            while let Some(&id) = order.front() {
-                let committed = self.get(id).is_none_or(|pv| pv.iter().zip(persistent).all(|(p, q)| p <= q));
-                if !committed {
+            while let Some((id, pv)) = order.front() {
+                if !dominates(persistent, pv) {
                     break;
                 }
-                self.shard(id).lock().remove(&id);
+                self.shard(*id).lock().remove(id);
                 order.pop_front();
             }
         }

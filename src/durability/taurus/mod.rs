@@ -42,8 +42,8 @@ use cdt::CommitDependencyTable;
 use format::{Deps, Flavor, StreamHeader};
 use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use stream::{Durable, Stream};
@@ -122,7 +122,8 @@ pub struct LogVolume {
 /// State shared by a scheme's workers and threads.
 pub struct Shared {
     pub(crate) options: StreamOptions,
-    pub(crate) streams: Mutex<Vec<Arc<Stream>>>,
+    /// The loggers' streams, set once when the scheme starts.
+    pub(crate) streams: OnceLock<Vec<Arc<Stream>>>,
     pub(crate) durable: Arc<Durable>,
     pub(crate) cdt: CommitDependencyTable,
     /// The global LSN (serial) or commit timestamp (taurus-cmd).
@@ -138,11 +139,16 @@ pub struct Shared {
 
 impl Shared {
     pub(crate) fn stream(&self, logger: usize) -> Arc<Stream> {
-        Arc::clone(&self.streams.lock()[logger])
+        Arc::clone(&self.streams()[logger])
+    }
+
+    /// The streams; empty before the scheme starts.
+    fn streams(&self) -> &[Arc<Stream>] {
+        self.streams.get().map_or(&[], |v| v.as_slice())
     }
 
     fn persistent_vector(&self) -> Vec<u64> {
-        self.streams.lock().iter().map(|s| s.persistent()).collect()
+        self.streams().iter().map(|s| s.persistent()).collect()
     }
 
     pub(crate) fn count(&self, redo_bytes: usize, dependency_bytes: usize) {
@@ -157,8 +163,11 @@ impl Shared {
         }
         match ticket {
             DurabilityTicket::Immediate => true,
-            DurabilityTicket::Sequence(end) => self.streams.lock().first().is_some_and(|s| s.persistent() >= *end),
-            DurabilityTicket::Vector(pv) => cdt::dominates(&self.persistent_vector(), pv),
+            DurabilityTicket::Sequence(end) => self.streams().first().is_some_and(|s| s.persistent() >= *end),
+            DurabilityTicket::Vector(pv) => {
+                let streams = self.streams();
+                pv.iter().enumerate().all(|(l, &a)| a == 0 || streams.get(l).is_some_and(|s| s.persistent() >= a))
+            }
             DurabilityTicket::Epoch(_) => false,
         }
     }
@@ -185,7 +194,7 @@ impl StreamLogging {
         let shared = Shared {
             cdt: CommitDependencyTable::new(options.loggers),
             options,
-            streams: Mutex::new(Vec::new()),
+            streams: OnceLock::new(),
             durable: Arc::new(Durable::default()),
             lsn: AtomicU64::new(1),
             delete_chain: Mutex::new(0),
@@ -219,12 +228,12 @@ impl StreamLogging {
     }
 
     fn started(&self) -> bool {
-        !self.shared.streams.lock().is_empty()
+        self.shared.streams.get().is_some()
     }
 
     /// Blocks until everything appended so far is persistent.
     fn wait_all_appended(&self) -> Result<(), DurabilityError> {
-        let targets: Vec<u64> = self.shared.streams.lock().iter().map(|s| s.appended_end()).collect();
+        let targets: Vec<u64> = self.shared.streams().iter().map(|s| s.appended_end()).collect();
         self.wait_durable(&DurabilityTicket::Vector(targets.into()))
     }
 }
@@ -268,7 +277,7 @@ impl LogScheme for StreamLogging {
     fn shutdown(&self) -> Result<(), DurabilityError> {
         if !self.shut_down.swap(true, Ordering::SeqCst) {
             // The loggers flush what they hold before they stop, so a clean close loses nothing.
-            for stream in self.shared.streams.lock().iter() {
+            for stream in self.shared.streams() {
                 stream.request_stop();
             }
             for handle in self.threads.lock().drain(..) {
@@ -333,7 +342,9 @@ impl LogScheme for StreamLogging {
         for dir in &options.log_dirs {
             options.fs.sync_dir(dir)?;
         }
-        *self.shared.streams.lock() = streams.clone();
+        if self.shared.streams.set(streams.clone()).is_err() {
+            return Err(DurabilityError::Failed(format!("scheme {} was started twice", options.flavor.name())));
+        }
         let interval = Duration::from_millis(options.flush_interval_ms);
         for (stream, (file, synced)) in streams.into_iter().zip(files) {
             let shared = Arc::clone(&self.shared);
@@ -388,11 +399,14 @@ pub struct TaurusWorkerLog {
     redo: Vec<u8>,
     payload: Vec<u8>,
     framed: Vec<u8>,
+    raw: Vec<u64>,
+    waw: Vec<u64>,
 }
 
 impl TaurusWorkerLog {
     fn new(shared: Arc<Shared>, logger: usize) -> TaurusWorkerLog {
-        TaurusWorkerLog { shared, logger, stream: None, redo: Vec::new(), payload: Vec::new(), framed: Vec::new() }
+        let (redo, payload, framed, raw, waw) = Default::default();
+        TaurusWorkerLog { shared, logger, stream: None, redo, payload, framed, raw, waw }
     }
 }
 
@@ -413,8 +427,11 @@ impl WorkerLog for TaurusWorkerLog {
         let mut chain = if deletes { Some(shared.delete_chain.lock()) } else { None };
         let head = chain.as_deref().copied().unwrap_or_else(|| shared.delete_head.load(Ordering::Acquire));
         // Algorithm 1: RAW predecessors from the reads, WAW from the writes.
-        let mut raw: Vec<u64> = view.read_last_writers.iter().copied().filter(|&id| id != 0).collect();
-        let mut waw: Vec<u64> = view.writes.iter().map(|w| w.previous_writer).filter(|&id| id != 0).collect();
+        let (mut raw, mut waw) = (std::mem::take(&mut self.raw), std::mem::take(&mut self.waw));
+        raw.clear();
+        raw.extend(view.read_last_writers.iter().copied().filter(|&id| id != 0));
+        waw.clear();
+        waw.extend(view.writes.iter().map(|w| w.previous_writer).filter(|&id| id != 0));
         let fresh_writes = view.writes.iter().any(|w| w.previous_writer == 0);
         if head != 0 {
             raw.push(head);
@@ -434,6 +451,7 @@ impl WorkerLog for TaurusWorkerLog {
             }
         }
         if view.is_read_only() {
+            (self.raw, self.waw) = (raw, waw);
             return Ok(CommitTicket { last_writer: 0, durability: DurabilityTicket::Vector(pv.into()) });
         }
         let deps = if shared.options.compress_predecessors {
@@ -446,12 +464,17 @@ impl WorkerLog for TaurusWorkerLog {
             }
             Deps::Vectors { pv: pv.clone(), waw: waw_vec }
         } else {
-            Deps::Lists { raw, waw, fresh_writes }
+            Deps::Lists { raw: std::mem::take(&mut raw), waw: std::mem::take(&mut waw), fresh_writes }
         };
         self.redo.clear();
         encode_redo(shared.options.flavor, view, &mut self.redo);
         self.payload.clear();
         let dependency_bytes = format::encode_txn(&deps, &self.redo, &mut self.payload);
+        // Keep the lists' allocations for the next transaction.
+        (self.raw, self.waw) = match deps {
+            Deps::Lists { raw, waw, .. } => (raw, waw),
+            _ => (raw, waw),
+        };
         let stream = self.stream.get_or_insert_with(|| shared.stream(self.logger));
         let end = append_record(&shared, stream, &self.payload, &mut self.framed)?;
         let id = format::txn_id(self.logger, end);
