@@ -518,6 +518,18 @@ fn recover_stream(
         r.read_ms, r.generations, r.files, r.bytes, r.records, r.torn_bytes
     );
     println!("graph           {:>10.1} ms  {} recoverable, {} dropped", r.graph_ms, r.recovered, r.dropped);
+    for g in &r.per_generation {
+        println!(
+            "  generation {:<4} {} bytes, {} recovered, {} dropped, graph {:.1} ms, replay {:.1} ms, {:.0} txn/s",
+            g.generation,
+            g.bytes,
+            g.recovered,
+            g.dropped,
+            g.graph_ms,
+            g.replay_ms,
+            g.txns_per_s()
+        );
+    }
     println!("replay          {:>10.1} ms  on {} thread(s)", r.replay_ms, r.threads);
     println!("index rebuild   {:>10.1} ms", r.rebuild_ms);
     println!("total           {:>10.1} ms", total_s * 1e3);

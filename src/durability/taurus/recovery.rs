@@ -79,6 +79,32 @@ pub struct StreamRecoveryReport {
     pub next_generation: u64,
     /// The next LSN or commit timestamp.
     pub next_lsn: u64,
+    /// Per generation, oldest first.
+    pub per_generation: Vec<GenerationReport>,
+}
+
+/// What recovery did with one generation.
+#[derive(Clone, Debug, Default)]
+pub struct GenerationReport {
+    /// The generation.
+    pub generation: u64,
+    /// Bytes read (valid parts).
+    pub bytes: u64,
+    /// Transactions replayed.
+    pub recovered: u64,
+    /// Transactions dropped.
+    pub dropped: u64,
+    /// Milliseconds deciding recoverability.
+    pub graph_ms: f64,
+    /// Milliseconds replaying.
+    pub replay_ms: f64,
+}
+
+impl GenerationReport {
+    /// Transactions replayed per second of graph and replay.
+    pub fn txns_per_s(&self) -> f64 {
+        self.recovered as f64 / ((self.graph_ms + self.replay_ms) / 1e3).max(1e-9)
+    }
 }
 
 impl StreamRecoveryReport {
@@ -139,7 +165,14 @@ pub fn recover(
                 report.next_lsn = report.next_lsn.max(txn.entry.seq() + 1);
             }
         }
-        replay_generation(options, db, &logs, &mut report)?;
+        let mut one =
+            GenerationReport { generation, bytes: logs.iter().map(|l| l.valid_len).sum(), ..Default::default() };
+        replay_generation(options, db, &logs, &mut one)?;
+        report.recovered += one.recovered;
+        report.dropped += one.dropped;
+        report.graph_ms += one.graph_ms;
+        report.replay_ms += one.replay_ms;
+        report.per_generation.push(one);
         report.next_generation = generation + 1;
         if last {
             last_logs = logs;
@@ -323,7 +356,7 @@ fn replay_generation(
     options: &StreamOptions,
     db: &Database,
     logs: &[ParsedLog],
-    report: &mut StreamRecoveryReport,
+    report: &mut GenerationReport,
 ) -> Result<(), DurabilityError> {
     let start = Instant::now();
     let txns: Vec<&Txn> = logs.iter().flat_map(|l| l.txns.iter()).collect();
