@@ -308,13 +308,20 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         "lazarus bench: workload {}, {} thread(s), {} s, durability {}, epoch {} ms, seed {}",
         args.workload, args.threads, args.duration_s, args.durability, args.epoch_interval_ms, args.seed
     );
-    let result = if args.resume {
+    let (result, volume) = if args.resume {
         if args.durability == "none" {
             bail!("--resume needs a durability scheme with log directories to recover from");
         }
-        lazarus::bench::open_run(config, &workload, &run_options)?
+        // Recovery logs nothing: whatever the scheme logged, the run logged.
+        let result = lazarus::bench::open_run(config, &workload, &run_options)?;
+        (result, stream.map(|s| s.volume()))
     } else if let Some(stream) = stream {
         let (result, volume) = open_load_run_volume(config, &workload, &run_options, &stream)?;
+        (result, Some(volume))
+    } else {
+        (open_load_run(config, &workload, &run_options)?, None)
+    };
+    if let Some(volume) = volume {
         let records = volume.records.max(1) as f64;
         println!(
             "log records     {} during the run: REDO {:.1} bytes/record, dependency info {:.1} bytes/record (Taurus Table 1)",
@@ -322,10 +329,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
             volume.redo_bytes as f64 / records,
             volume.dependency_bytes as f64 / records
         );
-        result
-    } else {
-        open_load_run(config, &workload, &run_options)?
-    };
+    }
     let summary = RunSummary::new(&result, &args.workload, &args.durability, args.threads, args.label.clone());
     Ok((summary, lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms)))
 }
