@@ -41,7 +41,8 @@ enum Command {
     Bench(Box<BenchArgs>),
     /// Turn timeline .csv and result .json files of `lazarus bench` into an HTML page of charts.
     Report(ReportArgs),
-    /// Recover a database from its value-logging directories and report each phase.
+    /// Recover a database from its log directories (value, command, serial or Taurus logs, told
+    /// apart by their headers) and report each phase.
     Recover {
         /// Log directories, in the order the database used them.
         #[arg(long, required = true)]
