@@ -625,38 +625,52 @@ fn run_dataflow(
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
-                let mut worker = None;
-                let mut guard = state.lock();
+                let (mut worker, mut next, mut ready) = (None, None, Vec::new());
                 loop {
-                    if guard.remaining == 0 || guard.failure.is_some() {
-                        cv.notify_all();
-                        return;
-                    }
-                    let Some(i) = guard.queue.pop() else {
-                        if guard.busy == 0 {
-                            let reason = "the recovery dependency graph has a cycle";
-                            guard.failure = Some(corrupt(replayer.paths[0], 0, reason));
-                            continue;
+                    let i = match next.take() {
+                        Some(i) => i,
+                        None => {
+                            let mut guard = state.lock();
+                            loop {
+                                if guard.remaining == 0 || guard.failure.is_some() {
+                                    cv.notify_all();
+                                    return;
+                                }
+                                if let Some(i) = guard.queue.pop() {
+                                    guard.busy += 1;
+                                    break i;
+                                }
+                                if guard.busy == 0 {
+                                    let reason = "the recovery dependency graph has a cycle";
+                                    guard.failure = Some(corrupt(replayer.paths[0], 0, reason));
+                                    continue;
+                                }
+                                cv.wait(&mut guard);
+                            }
                         }
-                        cv.wait(&mut guard);
-                        continue;
                     };
-                    guard.busy += 1;
-                    drop(guard);
                     let result = replayer.apply(&mut worker, i);
-                    let ready: Vec<usize> = graph.successors[i]
-                        .iter()
-                        .copied()
-                        .filter(|&s| pending[s].fetch_sub(1, Ordering::AcqRel) == 1)
-                        .collect();
-                    guard = state.lock();
-                    guard.busy -= 1;
+                    ready.clear();
+                    ready.extend(
+                        graph.successors[i].iter().copied().filter(|&s| pending[s].fetch_sub(1, Ordering::AcqRel) == 1),
+                    );
+                    // Go on with one successor at once: a chain of dependent transactions stays
+                    // on one thread instead of being handed from one thread to the other.
+                    next = ready.pop();
+                    let mut guard = state.lock();
                     guard.remaining -= 1;
                     if let Err(e) = result {
                         guard.failure.get_or_insert(e);
                     }
                     if !ready.is_empty() {
-                        guard.queue.extend(ready);
+                        guard.queue.append(&mut ready);
+                        cv.notify_all();
+                    }
+                    if next.is_none() || guard.failure.is_some() {
+                        guard.busy -= 1;
+                        next = None;
+                    }
+                    if guard.remaining == 0 {
                         cv.notify_all();
                     }
                 }
