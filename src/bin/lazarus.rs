@@ -7,6 +7,8 @@ use lazarus::bench::{RunOptions, open_load_run};
 use lazarus::durability::LogScheme;
 use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use lazarus::durability::none::NoLogging;
+use lazarus::durability::taurus::format::Flavor;
+use lazarus::durability::taurus::{StreamLogging, StreamOptions};
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::workload::WorkloadOptions;
 use lazarus::{DatabaseConfig, workload};
@@ -55,7 +57,8 @@ enum Command {
     Bench(Box<BenchArgs>),
     /// Turn timeline .csv and result .json files of `lazarus bench` into an HTML page of charts.
     Report(ReportArgs),
-    /// Recover a database from its value-logging directories and report each phase.
+    /// Recover a database from its log directories (value, command, serial or Taurus logs, told
+    /// apart by their headers) and report each phase.
     Recover {
         /// Log directories, in the order the database used them.
         #[arg(long, required = true)]
@@ -193,12 +196,25 @@ struct BenchArgs {
     /// Seconds to run (after loading).
     #[arg(long, default_value_t = 5.0)]
     duration_s: f64,
-    /// Durability scheme: none, value, command.
+    /// Durability scheme: none, value, command, serial-data, serial-cmd, taurus-data, taurus-cmd.
     #[arg(long, default_value = "none")]
     durability: String,
     /// Log directory (repeat for several loggers, one per disk).
     #[arg(long)]
     log_dir: Vec<std::path::PathBuf>,
+    /// Taurus: loggers (one log file each), spread over the log directories [default: one per
+    /// directory].
+    #[arg(long)]
+    loggers: Option<usize>,
+    /// Serial and Taurus: group commit interval in milliseconds.
+    #[arg(long, default_value_t = 5)]
+    flush_interval_ms: u64,
+    /// Serial and Taurus: log buffer size per logger in bytes (flushed when half full).
+    #[arg(long, default_value_t = 16 << 20)]
+    log_buffer_bytes: usize,
+    /// Taurus: log predecessor vectors instead of predecessor lists (Taurus §6.6).
+    #[arg(long)]
+    compress_predecessors: bool,
     /// Delete what the log directories hold before the run.
     #[arg(long)]
     fresh: bool,
@@ -287,7 +303,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
     if !(args.duration_s.is_finite() && args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
         bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
-    let scheme = build_scheme(args)?;
+    let (scheme, stream) = build_scheme(args)?;
     let options = WorkloadOptions {
         warehouses: args.warehouses,
         mix: args.mix.clone(),
@@ -314,25 +330,69 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         "lazarus bench: workload {}, {} thread(s), {} s, durability {}, epoch {} ms, seed {}",
         args.workload, args.threads, args.duration_s, args.durability, args.epoch_interval_ms, args.seed
     );
-    let result = if args.resume {
+    let (result, volume) = if args.resume {
         if args.durability == "none" {
             bail!("--resume needs a durability scheme with log directories to recover from");
         }
-        lazarus::bench::open_run(config, &workload, &run_options)?
+        // Recovery logs nothing: whatever the scheme logged, the run logged.
+        let result = lazarus::bench::open_run(config, &workload, &run_options)?;
+        (result, stream.map(|s| s.volume()))
+    } else if let Some(stream) = stream {
+        let (result, volume) = open_load_run_volume(config, &workload, &run_options, &stream)?;
+        (result, Some(volume))
     } else {
-        open_load_run(config, &workload, &run_options)?
+        (open_load_run(config, &workload, &run_options)?, None)
     };
+    if let Some(volume) = volume {
+        let records = volume.records.max(1) as f64;
+        println!(
+            "log records     {} during the run: REDO {:.1} bytes/record, dependency info {:.1} bytes/record (Taurus Table 1)",
+            volume.records,
+            volume.redo_bytes as f64 / records,
+            volume.dependency_bytes as f64 / records
+        );
+    }
     let summary = RunSummary::new(&result, &args.workload, &args.durability, args.threads, args.label.clone());
     Ok((summary, lazarus::bench::stats::timeline_csv(&result.timeline, args.window_ms)))
 }
 
-/// The durability schemes `lazarus bench --durability` accepts today.
-const SCHEMES: &[&str] = &["none", "value", "command"];
+/// [`open_load_run`] under a serial or Taurus scheme, also returning the log volume of the run
+/// alone (the load's records excluded), split into REDO data and dependency information.
+fn open_load_run_volume(
+    config: DatabaseConfig,
+    workload: &Arc<dyn lazarus::bench::Workload>,
+    options: &RunOptions,
+    stream: &StreamLogging,
+) -> anyhow::Result<(lazarus::bench::RunResult, lazarus::durability::taurus::LogVolume)> {
+    let db = lazarus::Database::open(config)?;
+    for (name, source) in workload.sources() {
+        db.load_module(&name, &source)?;
+    }
+    workload.load(&db, options.threads)?;
+    let before = stream.volume();
+    let result = lazarus::bench::run(&db, workload, options)?;
+    let after = stream.volume();
+    workload.check(&db)?;
+    db.close()?;
+    let volume = lazarus::durability::taurus::LogVolume {
+        records: after.records - before.records,
+        redo_bytes: after.redo_bytes - before.redo_bytes,
+        dependency_bytes: after.dependency_bytes - before.dependency_bytes,
+    };
+    Ok((result, volume))
+}
 
-/// Builds the durability scheme `--durability` names, over fresh log directories.
-fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
+/// A bench's durability scheme, and the serial or Taurus scheme itself when it is one.
+type BenchScheme = (Arc<dyn LogScheme>, Option<Arc<StreamLogging>>);
+
+/// The durability schemes `lazarus bench --durability` accepts today.
+const SCHEMES: &[&str] = &["none", "value", "command", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
+
+/// Builds the durability scheme `--durability` names, over fresh log directories; a serial or
+/// Taurus scheme is also returned as itself (the bench reports its log volume).
+fn build_scheme(args: &BenchArgs) -> anyhow::Result<BenchScheme> {
     match args.durability.as_str() {
-        "none" => Ok(Arc::new(NoLogging)),
+        "none" => Ok((Arc::new(NoLogging), None)),
         "value" | "command" => {
             if args.log_dir.is_empty() {
                 bail!("--durability {} needs at least one --log-dir DIR", args.durability);
@@ -353,7 +413,30 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<Arc<dyn LogScheme>> {
                 options.checkpoint.interval_ms = 0;
                 options.entry_format = lazarus::durability::value::files::EntryFormat::Command;
             }
-            Ok(Arc::new(ValueLogging::new(options)?))
+            Ok((Arc::new(ValueLogging::new(options)?), None))
+        }
+        name if Flavor::from_name(name).is_some() => {
+            if args.log_dir.is_empty() {
+                bail!("--durability {name} needs at least one --log-dir DIR");
+            }
+            if !args.resume {
+                for dir in &args.log_dir {
+                    prepare_log_dir(dir, args.fresh)?;
+                }
+            }
+            let flavor = Flavor::from_name(name).context("checked above")?;
+            let mut options = StreamOptions::new(flavor, args.log_dir.clone());
+            if let Some(loggers) = args.loggers {
+                if !flavor.is_taurus() && loggers != 1 {
+                    bail!("--durability {name} has one logger");
+                }
+                options.loggers = loggers;
+            }
+            options.flush_interval_ms = args.flush_interval_ms;
+            options.buffer_size_bytes = args.log_buffer_bytes;
+            options.compress_predecessors = args.compress_predecessors;
+            let scheme = Arc::new(StreamLogging::new(options)?);
+            Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, Some(scheme)))
         }
         other => bail!("unknown --durability {other:?}; available: {}", SCHEMES.join(", ")),
     }
@@ -411,6 +494,76 @@ fn log_format(dir: &std::path::Path) -> anyhow::Result<lazarus::durability::valu
     Ok(files::EntryFormat::Value)
 }
 
+/// Opens (recovers) a database over `scheme`; returns it and the seconds recovery took.
+fn open_recovering(scheme: Arc<dyn LogScheme>) -> anyhow::Result<(lazarus::Database, f64)> {
+    let started = std::time::Instant::now();
+    let db = lazarus::Database::open(DatabaseConfig { scheme, ..DatabaseConfig::default() })?;
+    Ok((db, started.elapsed().as_secs_f64()))
+}
+
+/// The header of the first serial or Taurus log file in `dirs`, if they hold such logs.
+fn stream_log_header(
+    dirs: &[std::path::PathBuf],
+) -> anyhow::Result<Option<lazarus::durability::taurus::format::StreamHeader>> {
+    use lazarus::durability::taurus::format;
+    for path in files_in(dirs)? {
+        if path.file_name().and_then(|n| format::parse_log_name(std::path::Path::new(n))).is_none() {
+            continue;
+        }
+        let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        if let Ok((header, _)) = format::decode_header(&bytes) {
+            return Ok(Some(header));
+        }
+    }
+    Ok(None)
+}
+
+/// `lazarus recover` on serial or Taurus logs.
+fn recover_stream(
+    log_dirs: Vec<std::path::PathBuf>,
+    threads: Option<usize>,
+    header: lazarus::durability::taurus::format::StreamHeader,
+) -> anyhow::Result<ExitCode> {
+    let mut options = StreamOptions::new(header.flavor, log_dirs);
+    options.loggers = header.loggers as usize;
+    if let Some(threads) = threads {
+        options.recovery_threads = threads;
+    }
+    println!(
+        "log format      {} ({} logger(s), from the first log file's header)",
+        header.flavor.name(),
+        header.loggers
+    );
+    let scheme = Arc::new(StreamLogging::new(options)?);
+    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>)?;
+    let r = scheme.recovery.lock().clone().context("recovery did not run")?;
+    let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
+    println!("recovered       {} tables, {rows} rows", db.catalog().tables().len());
+    println!(
+        "read            {:>10.1} ms  {} generation(s), {} files, {} bytes, {} records, {} torn bytes cut",
+        r.read_ms, r.generations, r.files, r.bytes, r.records, r.torn_bytes
+    );
+    println!("graph           {:>10.1} ms  {} recoverable, {} dropped", r.graph_ms, r.recovered, r.dropped);
+    for g in &r.per_generation {
+        println!(
+            "  generation {:<4} {} bytes, {} recovered, {} dropped, graph {:.1} ms, replay {:.1} ms, {:.0} txn/s",
+            g.generation,
+            g.bytes,
+            g.recovered,
+            g.dropped,
+            g.graph_ms,
+            g.replay_ms,
+            g.txns_per_s()
+        );
+    }
+    println!("replay          {:>10.1} ms  on {} thread(s)", r.replay_ms, r.threads);
+    println!("index rebuild   {:>10.1} ms", r.rebuild_ms);
+    println!("total           {:>10.1} ms", total_s * 1e3);
+    println!("recovery        {:.0} txn/s (graph and replay)", r.txns_per_s());
+    db.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn evict_all(files: &[std::path::PathBuf]) -> anyhow::Result<()> {
     for file in files {
         lazarus::io::cache::evict(file)
@@ -450,6 +603,9 @@ fn recover(
     if cold {
         evict_all(&files)?;
     }
+    if let Some(header) = stream_log_header(&log_dirs)? {
+        return recover_stream(log_dirs, threads, header);
+    }
     let format = log_format(&log_dirs[0])?;
     let mut options = ValueOptions::new(log_dirs);
     if let Some(threads) = threads {
@@ -461,12 +617,7 @@ fn recover(
     options.checkpoint.interval_ms = 0;
     println!("log format      {format:?} (from the first log file's header)");
     let scheme = Arc::new(ValueLogging::new(options)?);
-    let started = std::time::Instant::now();
-    let db = lazarus::Database::open(DatabaseConfig {
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
-        ..DatabaseConfig::default()
-    })?;
-    let total_s = started.elapsed().as_secs_f64();
+    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>)?;
     let report = scheme.recovery.lock().clone().context("recovery did not run")?;
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered to pepoch {} ({} tables, {rows} rows)", report.pepoch, db.catalog().tables().len());

@@ -11,7 +11,7 @@ use super::acks::AckWriter;
 use super::{CrashConfig, CrashError};
 use crate::bench::workload::{TxnCall, TxnRequest, Workload};
 use crate::db::{Database, DatabaseConfig, ProcedureRegistry, Worker, retrying};
-use crate::durability::{DurabilityTicket, LogScheme};
+use crate::durability::DurabilityTicket;
 use crate::storage::{ParamValue, Value};
 use crate::txn::TxnError;
 use std::collections::VecDeque;
@@ -106,10 +106,10 @@ fn kv_key(args: &[ParamValue]) -> Option<u64> {
 pub fn run_child(options: &ChildOptions) -> Result<(), CrashError> {
     options.config.validate()?;
     let workload = options.config.workload()?;
-    let scheme = options.config.scheme(&options.log_dir)?;
+    let (scheme, _) = options.config.scheme(&options.log_dir)?;
     let db = Database::open(DatabaseConfig {
         epoch_interval_ms: options.config.epoch_interval_ms,
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        scheme: Arc::clone(&scheme),
         ..DatabaseConfig::default()
     })?;
     if db.catalog().tables().is_empty() {

@@ -21,8 +21,8 @@ use super::acks::AckLog;
 use super::verify;
 use super::{CrashConfig, CrashError, io_at};
 use crate::db::{Database, DatabaseConfig, DbError};
+use crate::durability::DurabilityError;
 use crate::durability::value::files;
-use crate::durability::{DurabilityError, LogScheme};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -230,10 +230,10 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
 /// Loads the workload into `dir` and closes the database once the load is durable.
 fn build_template(config: &CrashConfig, dir: &Path) -> Result<(), CrashError> {
     let workload = config.workload()?;
-    let scheme = config.scheme(dir)?;
+    let (scheme, _) = config.scheme(dir)?;
     let db = Database::open(DatabaseConfig {
         epoch_interval_ms: config.epoch_interval_ms,
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        scheme: Arc::clone(&scheme),
         ..DatabaseConfig::default()
     })?;
     for (name, source) in workload.sources() {
@@ -524,6 +524,14 @@ fn newest_log_file(dir: &Path) -> Result<Option<PathBuf>, CrashError> {
     for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
         let entry = entry.map_err(io_at(dir))?;
         let name = PathBuf::from(entry.file_name());
+        if let Some((_, logger, generation)) = crate::durability::taurus::format::parse_log_name(&name) {
+            // Serial and Taurus logs: the newest generation's (its files are the ones written).
+            let seq = generation.saturating_mul(1 << 16) + logger as u64;
+            if newest.as_ref().is_none_or(|(s, _)| seq > *s) {
+                newest = Some((seq, entry.path()));
+            }
+            continue;
+        }
         if !files::is_log_file(&name) {
             continue;
         }

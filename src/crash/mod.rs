@@ -23,8 +23,8 @@ pub use harness::{CrashOptions, CrashSummary, run_crash_test};
 
 use crate::bench::workload::{Workload, WorkloadError};
 use crate::db::DbError;
-use crate::durability::DurabilityError;
 use crate::durability::value::{ValueLogging, ValueOptions};
+use crate::durability::{DurabilityError, LogScheme};
 use crate::txn::TxnError;
 use crate::workload::WorkloadOptions;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ use std::sync::Arc;
 /// The workloads a crash test runs.
 pub const WORKLOADS: &[&str] = &["kv", "tpcc", "transfer"];
 /// The durability schemes a crash test runs.
-pub const SCHEMES: &[&str] = &["value", "command"];
+pub const SCHEMES: &[&str] = &["value", "command", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
 /// Fraction of gets in the crash test's KV workload (more sets than memtier's 1:10, so more
 /// versions to verify).
 pub const KV_READ_FRACTION: f64 = 0.5;
@@ -84,6 +84,9 @@ pub enum CrashError {
 pub(crate) fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> CrashError + '_ {
     move |source| CrashError::Io { path: path.to_path_buf(), source }
 }
+
+/// A crash test's durability scheme, and the value scheme itself when it is one.
+pub type CrashScheme = (Arc<dyn LogScheme>, Option<Arc<ValueLogging>>);
 
 /// What the parent and the child must agree on: the workload and its size, and the engine
 /// settings.
@@ -160,8 +163,16 @@ impl CrashConfig {
         Ok(crate::workload::build(&self.workload, &options)?)
     }
 
-    /// The value-logging scheme over `log_dir`.
-    pub fn scheme(&self, log_dir: &Path) -> Result<Arc<ValueLogging>, CrashError> {
+    /// The durability scheme over `log_dir`, and the value scheme itself when it is one (its
+    /// recovery report names the pepoch and files).
+    pub fn scheme(&self, log_dir: &Path) -> Result<CrashScheme, CrashError> {
+        if let Some(flavor) = crate::durability::taurus::format::Flavor::from_name(&self.durability) {
+            let mut options = crate::durability::taurus::StreamOptions::new(flavor, vec![log_dir.to_path_buf()]);
+            // Two loggers in one directory, so that the Taurus trials have dependencies across logs.
+            options.loggers = if flavor.is_taurus() { 2 } else { 1 };
+            options.recovery_threads = options.recovery_threads.clamp(1, 4);
+            return Ok((Arc::new(crate::durability::taurus::StreamLogging::new(options)?), None));
+        }
         let mut options = ValueOptions::new(vec![log_dir.to_path_buf()]);
         options.rotate_epochs = self.rotate_epochs;
         options.checkpoint.interval_ms = self.checkpoint_interval_ms;
@@ -170,7 +181,8 @@ impl CrashConfig {
             options.checkpoint.interval_ms = 0;
         }
         options.recovery_threads = options.recovery_threads.clamp(1, 4);
-        Ok(Arc::new(ValueLogging::new(options)?))
+        let scheme = Arc::new(ValueLogging::new(options)?);
+        Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, Some(scheme)))
     }
 
     /// The arguments that pass this configuration to `lazarus crash-child`.

@@ -8,12 +8,10 @@
 use super::acks::AckLog;
 use super::{CrashConfig, CrashError};
 use crate::db::{Database, DatabaseConfig, DbError};
-use crate::durability::LogScheme;
 use crate::durability::value::recovery::RecoveryReport;
 use crate::storage::{TableId, Value};
 use crate::workload::kv;
 use std::path::Path;
-use std::sync::Arc;
 
 /// Point reads per verifying transaction.
 const GETS_PER_TXN: usize = 256;
@@ -27,12 +25,13 @@ pub fn recover(config: &CrashConfig, log_dir: &Path) -> Result<(Database, Recove
         CrashError::Durability(d) => DbError::Durability(d),
         other => DbError::Config(other.to_string()),
     })?;
+    let (scheme, value) = scheme;
     let db = Database::open(DatabaseConfig {
         epoch_interval_ms: config.epoch_interval_ms,
-        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        scheme,
         ..DatabaseConfig::default()
     })?;
-    let report = scheme.recovery.lock().clone().unwrap_or_default();
+    let report = value.and_then(|v| v.recovery.lock().clone()).unwrap_or_default();
     Ok((db, report))
 }
 

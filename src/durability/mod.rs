@@ -31,6 +31,8 @@ pub mod command;
 pub mod frame;
 pub mod indexed;
 pub mod none;
+pub mod serial;
+pub mod taurus;
 pub mod value;
 
 use crate::storage::{Key, ParamValue, Row, TableId};

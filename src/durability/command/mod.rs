@@ -101,7 +101,7 @@ impl WorkerLog for CommandWorkerLog {
 }
 
 /// Appends the entry of a committed transaction that wrote something.
-fn encode(view: &CommitView<'_>, out: &mut Vec<u8>) {
+pub(crate) fn encode(view: &CommitView<'_>, out: &mut Vec<u8>) {
     match view.invocation {
         Some(call) => {
             assert!(call.args.len() <= ARGS_MAX, "call with {} arguments", call.args.len());

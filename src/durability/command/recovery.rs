@@ -137,7 +137,7 @@ fn execute(db: &Database, files: &[LogFile], entries: &[Located]) -> Result<(), 
 }
 
 /// Applies an ad-hoc transaction's logged writes as one transaction.
-fn apply_writes(
+pub(crate) fn apply_writes(
     worker: &mut crate::db::Worker,
     path: &Path,
     entry: &crate::durability::codec::Entry,

@@ -1,0 +1,542 @@
+//! Schemes `serial-data`, `serial-cmd`, `taurus-data`, `taurus-cmd` (Taurus §4–6): recovery
+//! gives exactly the committable set (Figure 1, every subset of logged transactions; generated
+//! histories against a model), a torn tail gives the prefix, damage before a synced point is an
+//! error, and SIGKILL crash tests pass under each scheme.
+
+use lazarus::durability::taurus::format::{self, Flavor};
+use lazarus::durability::taurus::{StreamLogging, StreamOptions};
+use lazarus::durability::{DurabilityError, DurabilityTicket, LogScheme};
+use lazarus::storage::Value;
+use lazarus::{Database, DatabaseConfig};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const TABLE: &str = "table t (k int not null, v int not null, primary key (k));";
+
+fn options(dir: &Path, flavor: Flavor, loggers: usize) -> StreamOptions {
+    let mut o = StreamOptions::new(flavor, vec![dir.to_path_buf()]);
+    o.loggers = loggers;
+    o.recovery_threads = 2;
+    o
+}
+
+fn open(o: StreamOptions) -> Result<(Database, Arc<StreamLogging>), lazarus::db::DbError> {
+    let scheme = Arc::new(StreamLogging::new(o)?);
+    let config = DatabaseConfig {
+        epoch_interval_ms: 5,
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..Default::default()
+    };
+    Ok((Database::open(config)?, scheme))
+}
+
+/// Every row of `t` as key → value.
+fn rows(db: &Database) -> BTreeMap<i64, i64> {
+    let mut w = db.worker();
+    let mut txn = w.begin();
+    let t = txn.table_id("t").unwrap();
+    let mut out = BTreeMap::new();
+    for k in 0..64 {
+        if let Some(row) = txn.get(t, &[Value::Int(k)]).unwrap() {
+            out.insert(k, row[1].as_int().unwrap());
+        }
+    }
+    out
+}
+
+/// The log file of `logger` in generation 0.
+fn log_file(dir: &Path, flavor: Flavor, logger: usize) -> PathBuf {
+    dir.join(format::log_name(flavor, logger, 0))
+}
+
+fn header_len(path: &Path) -> u64 {
+    format::decode_header(&std::fs::read(path).unwrap()).unwrap().1 as u64
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// Cuts a log file as a crash would that lost its unsynced tail: the synced-length file beside
+/// it is set back to the header (a cut below a recorded synced length is damage, not a crash).
+fn lose_tail(path: &Path, len: u64) {
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+    let mut synced = path.as_os_str().to_owned();
+    synced.push(format::SYNCED_SUFFIX);
+    std::fs::write(synced, format::encode_synced(header_len(path).min(len))).unwrap();
+}
+
+/// The logger a write transaction logged to: its own address is the only component of its
+/// predecessor vector when it has no predecessor that is still uncommitted elsewhere.
+fn own_end(ticket: &DurabilityTicket, logger: usize) -> u64 {
+    match ticket {
+        DurabilityTicket::Vector(pv) => pv[logger],
+        DurabilityTicket::Sequence(end) => *end,
+        other => panic!("unexpected ticket {other:?}"),
+    }
+}
+
+/// Runs Figure 1's transactions, each on its own logger (T1..T4 on loggers 0..3; the initial
+/// rows on logger 4): T3 reads Y and writes X; T1 writes Y; T2 reads Y (RAW on T1) and writes Z;
+/// T4 writes X (WAW on T3).
+fn figure_1(dir: &Path, flavor: Flavor, compress: bool) {
+    let mut o = options(dir, flavor, 5);
+    o.compress_predecessors = compress;
+    // Compressed records carry the vector the transaction committed with; keep every
+    // transaction uncommitted while the next logs, as in the figure, by flushing only at close.
+    o.flush_interval_ms = if compress { 1000 } else { 5 };
+    let (db, _) = open(o).unwrap();
+    db.load_module("t.proc", TABLE).unwrap();
+    let mut workers: Vec<_> = (0..5).map(|_| db.worker()).collect();
+    let (x, y, z) = (1i64, 2i64, 3i64);
+    let put = |txn: &mut lazarus::txn::Transaction<'_>, k: i64, v: i64| {
+        let t = txn.table_id("t").unwrap();
+        txn.put(t, Arc::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
+    };
+    let get = |txn: &mut lazarus::txn::Transaction<'_>, k: i64| {
+        let t = txn.table_id("t").unwrap();
+        txn.get(t, &[Value::Int(k)]).unwrap().unwrap()[1].as_int().unwrap()
+    };
+    let mut load = workers[4].begin();
+    put(&mut load, x, 0);
+    put(&mut load, y, 0);
+    load.commit().unwrap();
+    let mut t3 = workers[2].begin();
+    assert_eq!(get(&mut t3, y), 0);
+    put(&mut t3, x, 3);
+    t3.commit().unwrap();
+    let mut t1 = workers[0].begin();
+    put(&mut t1, y, 1);
+    let c1 = t1.commit().unwrap();
+    let mut t2 = workers[1].begin();
+    assert_eq!(get(&mut t2, y), 1);
+    put(&mut t2, z, 2);
+    let c2 = t2.commit().unwrap();
+    if !compress {
+        // T2's vector covers T1's record on logger 0 (unless T1 committed first).
+        let DurabilityTicket::Vector(pv) = &c2.durability else { panic!("not a vector ticket") };
+        assert!(pv[1] > 0 && (pv[0] == 0 || pv[0] == own_end(&c1.durability, 0)));
+    }
+    let mut t4 = workers[3].begin();
+    put(&mut t4, x, 4);
+    t4.commit().unwrap();
+    drop(workers);
+    db.close().unwrap();
+}
+
+fn figure_1_every_subset(flavor: Flavor, compress: bool) {
+    let base = tempfile::tempdir().unwrap();
+    let logged = base.path().join("logged");
+    figure_1(&logged, flavor, compress);
+    for subset in 0u32..16 {
+        let has = |t: usize| subset & (1 << (t - 1)) != 0;
+        let dir = base.path().join(format!("subset-{subset}"));
+        copy_dir(&logged, &dir);
+        for t in 1..=4 {
+            if !has(t) {
+                let path = log_file(&dir, flavor, t - 1);
+                lose_tail(&path, header_len(&path));
+            }
+        }
+        let (db, scheme) = open(options(&dir, flavor, 5)).unwrap();
+        let mut expected = BTreeMap::new();
+        expected.insert(
+            1,
+            if has(4) {
+                4
+            } else if has(3) {
+                3
+            } else {
+                0
+            },
+        );
+        expected.insert(2, if has(1) { 1 } else { 0 });
+        if has(1) && has(2) {
+            expected.insert(3, 2);
+        }
+        assert_eq!(
+            rows(&db),
+            expected,
+            "{} compress={compress}: logged T{:?}",
+            flavor.name(),
+            (1..=4).filter(|&t| has(t)).collect::<Vec<_>>()
+        );
+        let report = scheme.recovery.lock().clone().unwrap();
+        assert_eq!(
+            report.dropped,
+            u64::from(has(2) && !has(1)),
+            "subset {subset}: T2 is dropped exactly when T1 is missing"
+        );
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn figure_1_every_subset_of_logged_transactions_recovers_exactly_the_committable_set() {
+    figure_1_every_subset(Flavor::TaurusData, false);
+    figure_1_every_subset(Flavor::TaurusCmd, false);
+}
+
+#[test]
+fn figure_1_with_compressed_predecessors_recovers_the_committable_set() {
+    figure_1_every_subset(Flavor::TaurusData, true);
+}
+
+/// One generated transaction: reads, then puts and deletes, on distinct keys.
+#[derive(Clone, Debug)]
+struct GenTxn {
+    worker: usize,
+    reads: Vec<i64>,
+    puts: Vec<i64>,
+    deletes: Vec<i64>,
+}
+
+fn gen_txn(keys: i64) -> impl Strategy<Value = GenTxn> {
+    (0..3usize, proptest::collection::vec((0..keys, 0..4u8), 1..5)).prop_map(move |(worker, ops)| {
+        let mut seen = std::collections::BTreeSet::new();
+        let (mut reads, mut puts, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, op) in ops {
+            if !seen.insert(k) {
+                continue;
+            }
+            match op {
+                0 | 1 => reads.push(k),
+                2 => puts.push(k),
+                _ => deletes.push(k),
+            }
+        }
+        if puts.is_empty() {
+            puts.push(keys);
+        }
+        GenTxn { worker, reads, puts, deletes }
+    })
+}
+
+/// Copies the three logs of `logged` and cuts each at its fraction of `cuts` (a crash that lost
+/// the unsynced tails); returns the copy and each log's remaining length.
+fn cut_logs(logged: &Path, base: &Path, flavor: Flavor, cuts: &[f64; 3]) -> (PathBuf, [u64; 3]) {
+    let dir = base.join("cut");
+    copy_dir(logged, &dir);
+    let mut valid = [0u64; 3];
+    for (logger, cut) in cuts.iter().enumerate() {
+        let path = log_file(&dir, flavor, logger);
+        let (start, len) = (header_len(&path), std::fs::metadata(&path).unwrap().len());
+        valid[logger] = start + ((len - start) as f64 * cut) as u64;
+        lose_tail(&path, valid[logger]);
+    }
+    (dir, valid)
+}
+
+/// Recovers `dir` and compares the rows and the number of transactions recovered.
+fn check_recovery(
+    dir: &Path,
+    flavor: Flavor,
+    expected: &BTreeMap<i64, i64>,
+    committable: &[bool],
+) -> Result<(), TestCaseError> {
+    let (db, scheme) = open(options(dir, flavor, 3)).unwrap();
+    prop_assert_eq!(&rows(&db), expected);
+    let report = scheme.recovery.lock().clone().unwrap();
+    prop_assert_eq!(report.recovered, committable.iter().filter(|&&c| c).count() as u64);
+    db.close().unwrap();
+    Ok(())
+}
+
+/// Runs `history` on three loggers, cuts each log file at the given fraction of its length, and
+/// checks that recovery equals serial replay, in history order, of the committable transactions:
+/// those whose record survived the cut and whose RAW predecessors (the last writer of each key
+/// read or deleted, and the last deleting transaction before it) are committable.
+fn check_history(history: &[GenTxn], cuts: &[f64; 3]) -> Result<(), TestCaseError> {
+    let base = tempfile::tempdir().unwrap();
+    let logged = base.path().join("logged");
+    let (db, _) = open(options(&logged, Flavor::TaurusData, 3)).unwrap();
+    db.load_module("t.proc", TABLE).unwrap();
+    let mut workers: Vec<_> = (0..3).map(|_| db.worker()).collect();
+    // Model: per key, (value, last writing transaction); transactions' (logger, end, preds).
+    let mut state: BTreeMap<i64, (i64, Option<usize>)> = BTreeMap::new();
+    let mut logged_txns = Vec::new();
+    let mut delete_head: Option<usize> = None;
+    for (i, g) in history.iter().enumerate() {
+        let mut txn = workers[g.worker].begin();
+        let t = txn.table_id("t").unwrap();
+        let mut preds: Vec<usize> = delete_head.into_iter().collect();
+        for &k in &g.reads {
+            let row = txn.get(t, &[Value::Int(k)]).unwrap();
+            prop_assert_eq!(row.map(|r| r[1].as_int().unwrap()), state.get(&k).map(|s| s.0));
+            preds.extend(state.get(&k).and_then(|s| s.1));
+        }
+        let mut deleted = false;
+        for &k in &g.deletes {
+            if let Some(&(_, writer)) = state.get(&k) {
+                preds.extend(writer);
+                deleted |= txn.delete(t, &[Value::Int(k)]).unwrap();
+            }
+        }
+        for &k in &g.puts {
+            txn.put(t, Arc::new(vec![Value::Int(k), Value::Int(i as i64)])).unwrap();
+        }
+        let committed = txn.commit().unwrap();
+        let logger = g.worker;
+        logged_txns.push((logger, own_end(&committed.durability, logger), preds));
+        for &k in &g.deletes {
+            state.remove(&k);
+        }
+        for &k in &g.puts {
+            state.insert(k, (i as i64, Some(i)));
+        }
+        if deleted {
+            delete_head = Some(i);
+        }
+    }
+    drop(workers);
+    db.close().unwrap();
+    let (dir, valid) = cut_logs(&logged, base.path(), Flavor::TaurusData, cuts);
+    let mut committable = vec![false; history.len()];
+    let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
+    for (i, (logger, end, preds)) in logged_txns.iter().enumerate() {
+        committable[i] = *end <= valid[*logger] && preds.iter().all(|&p| committable[p]);
+        if committable[i] {
+            for &k in &history[i].deletes {
+                expected.remove(&k);
+            }
+            for &k in &history[i].puts {
+                expected.insert(k, i as i64);
+            }
+        }
+    }
+    check_recovery(&dir, Flavor::TaurusData, &expected, &committable)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn taurus_recovery_of_a_generated_history_equals_serial_replay_of_the_committable_set(
+        history in proptest::collection::vec(gen_txn(8), 1..40),
+        cuts in [0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64],
+    ) {
+        check_history(&history, &cuts)?;
+    }
+}
+
+/// Serial logging: every cut of the log gives the transactions whose records are whole before
+/// it, and damage before a synced point is an error naming the file.
+#[test]
+fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
+    for flavor in [Flavor::SerialData, Flavor::SerialCmd] {
+        let base = tempfile::tempdir().unwrap();
+        let logged = base.path().join("logged");
+        let (db, scheme) = open(options(&logged, flavor, 1)).unwrap();
+        db.load_module("t.proc", TABLE).unwrap();
+        let mut w = db.worker();
+        let mut ends = Vec::new();
+        for i in 0..30i64 {
+            let mut txn = w.begin();
+            let t = txn.table_id("t").unwrap();
+            txn.put(t, Arc::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
+            let committed = txn.commit().unwrap();
+            if i % 10 == 0 {
+                // A flush between records, so a later sync mark vouches for the earlier ones.
+                scheme.wait_durable(&committed.durability).unwrap();
+            }
+            ends.push(own_end(&committed.durability, 0));
+        }
+        drop(w);
+        db.close().unwrap();
+        let path = log_file(&logged, flavor, 0);
+        let len = std::fs::metadata(&path).unwrap().len();
+        let start = header_len(&path);
+        for step in 0..=16u64 {
+            let cut = start + (len - start) * step / 16;
+            let dir = base.path().join(format!("cut-{step}"));
+            copy_dir(&logged, &dir);
+            lose_tail(&log_file(&dir, flavor, 0), cut);
+            let (db, _) = open(options(&dir, flavor, 1)).unwrap();
+            let mut expected = BTreeMap::new();
+            for (i, _) in ends.iter().enumerate().filter(|(_, e)| **e <= cut) {
+                expected.insert(i as i64 % 7, i as i64);
+            }
+            assert_eq!(rows(&db), expected, "{}: cut at {cut}", flavor.name());
+            db.close().unwrap();
+            // Recovery cut the torn tail and a new generation started: reopening changes nothing.
+            let (db, _) = open(options(&dir, flavor, 1)).unwrap();
+            assert_eq!(rows(&db), expected, "{}: reopened after the cut at {cut}", flavor.name());
+            db.close().unwrap();
+        }
+        // Cut below the length the synced-length file records: acknowledged data is gone.
+        let dir = base.path().join("cut-synced");
+        copy_dir(&logged, &dir);
+        let cut_file = log_file(&dir, flavor, 0);
+        std::fs::OpenOptions::new().write(true).open(&cut_file).unwrap().set_len(len - 1).unwrap();
+        match open(options(&dir, flavor, 1)) {
+            Err(lazarus::db::DbError::Durability(DurabilityError::Corrupt { file, .. })) => assert_eq!(file, cut_file),
+            Err(other) => panic!("{}: expected corruption, got {other}", flavor.name()),
+            Ok(_) => panic!("{}: a log cut below its synced length was not detected", flavor.name()),
+        }
+        // A bit flipped in the first transaction's record, which later sync marks say was synced.
+        let dir = base.path().join("flipped");
+        copy_dir(&logged, &dir);
+        let damaged = log_file(&dir, flavor, 0);
+        let mut bytes = std::fs::read(&damaged).unwrap();
+        bytes[start as usize + 20] ^= 0x10;
+        std::fs::write(&damaged, &bytes).unwrap();
+        match open(options(&dir, flavor, 1)) {
+            Err(lazarus::db::DbError::Durability(DurabilityError::Corrupt { file, offset, .. })) => {
+                assert_eq!((file, offset), (damaged.clone(), start));
+            }
+            Err(other) => panic!("{}: expected corruption, got {other}", flavor.name()),
+            Ok(_) => panic!("{}: damage before a synced point was not detected", flavor.name()),
+        }
+    }
+}
+
+/// A transaction is acknowledged only once the persistent vector dominates its predecessor
+/// vector, and a scheme that was shut down acknowledges nothing more.
+#[test]
+fn taurus_acknowledges_once_its_predecessors_are_persistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), Flavor::TaurusCmd, 2);
+    o.flush_interval_ms = 1000;
+    let (db, scheme) = open(o).unwrap();
+    db.load_module("t.proc", TABLE).unwrap();
+    let (mut w0, mut w1) = (db.worker(), db.worker());
+    let mut t1 = w0.begin();
+    let t = t1.table_id("t").unwrap();
+    t1.put(t, Arc::new(vec![Value::Int(1), Value::Int(1)])).unwrap();
+    let c1 = t1.commit().unwrap();
+    let mut t2 = w1.begin();
+    assert!(t2.get(t, &[Value::Int(1)]).unwrap().is_some());
+    t2.put(t, Arc::new(vec![Value::Int(2), Value::Int(2)])).unwrap();
+    let c2 = t2.commit().unwrap();
+    let DurabilityTicket::Vector(pv) = &c2.durability else { panic!("not a vector ticket") };
+    assert_eq!(pv[0], own_end(&c1.durability, 0), "T2's vector includes T1's address (RAW)");
+    assert!(!scheme.is_durable(&c2.durability), "nothing is flushed yet");
+    scheme.wait_durable(&c2.durability).unwrap_or_else(|e| panic!("{e}"));
+    assert!(scheme.is_durable(&c1.durability));
+    let volume = scheme.volume();
+    assert_eq!(volume.records, 2);
+    assert!(volume.dependency_bytes > 0 && volume.redo_bytes > volume.dependency_bytes);
+    drop((w0, w1));
+    db.close().unwrap();
+}
+
+fn crash_test(args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .arg("crash-test")
+        .args(args)
+        .output()
+        .expect("run lazarus crash-test");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "crash-test {args:?} failed:\n{text}");
+    assert!(text.contains(" 0 failures"), "{text}");
+    text
+}
+
+#[test]
+fn sigkill_trials_under_each_stream_scheme_lose_no_acknowledged_transaction() {
+    for scheme in ["serial-data", "serial-cmd", "taurus-data", "taurus-cmd"] {
+        let text = crash_test(&[
+            "--workload",
+            "kv",
+            "--records",
+            "2000",
+            "--trials",
+            "3",
+            "--rounds",
+            "2",
+            "--seed",
+            "900",
+            "--durability",
+            scheme,
+            "--damage",
+        ]);
+        assert!(text.contains("3 trials"), "{text}");
+    }
+    // TPC-C deletes (delivery): the delete chain's dependencies across the two loggers.
+    crash_test(&["--workload", "tpcc", "--trials", "1", "--seed", "910", "--durability", "taurus-data"]);
+}
+
+const PROCEDURES: &str = "table t (k int not null, v int not null, primary key (k));
+procedure init(k int, v int) { insert into t values (k, v); }
+procedure copy(src int, dst int) {
+    select v into x from t where k = src;
+    if not found { abort 'no source'; }
+    update t set v = x + 1 where k = dst;
+}
+procedure bump(a int) { update t set v = v * 2 + 1 where k = a; }";
+
+/// `(worker, src, dst)`: `copy(src, dst)` when they differ, else `bump(src)`.
+type Call = (usize, i64, i64);
+
+/// taurus-cmd: parallel re-execution of a generated history of procedure calls, cut at random
+/// points of each log, equals the model's serial execution of the committable calls (RAW
+/// predecessors: the last writers of the keys a call reads, which are all the keys it touches).
+fn check_command_history(calls: &[Call], cuts: &[f64; 3]) -> Result<(), TestCaseError> {
+    const KEYS: i64 = 6;
+    let base = tempfile::tempdir().unwrap();
+    let logged = base.path().join("logged");
+    let (db, _) = open(options(&logged, Flavor::TaurusCmd, 3)).unwrap();
+    db.load_module("p.proc", PROCEDURES).unwrap();
+    let mut workers: Vec<_> = (0..3).map(|_| db.worker()).collect();
+    let mut model: Vec<(i64, Option<usize>)> = Vec::new();
+    let mut txns: Vec<(usize, u64, Vec<usize>, i64, i64)> = Vec::new();
+    for k in 0..KEYS {
+        let worker = k as usize % 3;
+        let out = workers[worker].call("init", &[Value::Int(k).into(), Value::Int(k).into()]).unwrap();
+        txns.push((worker, own_end(&out.committed.durability, worker), Vec::new(), k, -1));
+        model.push((k, Some(txns.len() - 1)));
+    }
+    for &(worker, src, dst) in calls {
+        let (src, dst) = (src % KEYS, dst % KEYS);
+        let out = if src == dst {
+            workers[worker].call("bump", &[Value::Int(src).into()]).unwrap()
+        } else {
+            workers[worker].call("copy", &[Value::Int(src).into(), Value::Int(dst).into()]).unwrap()
+        };
+        let mut preds: Vec<usize> = model[src as usize].1.into_iter().collect();
+        preds.extend(model[dst as usize].1);
+        txns.push((worker, own_end(&out.committed.durability, worker), preds, src, dst));
+        model[dst as usize].1 = Some(txns.len() - 1);
+    }
+    drop(workers);
+    db.close().unwrap();
+    let (dir, valid) = cut_logs(&logged, base.path(), Flavor::TaurusCmd, cuts);
+    let mut committable = vec![false; txns.len()];
+    let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
+    for (i, (logger, end, preds, src, dst)) in txns.iter().enumerate() {
+        committable[i] = *end <= valid[*logger] && preds.iter().all(|&p| committable[p]);
+        if !committable[i] {
+            continue;
+        }
+        match *dst {
+            -1 => {
+                expected.insert(*src, *src);
+            }
+            d if d == *src => {
+                let v = expected[&d];
+                expected.insert(d, v * 2 + 1);
+            }
+            d => {
+                let v = expected[src];
+                expected.insert(d, v + 1);
+            }
+        }
+    }
+    check_recovery(&dir, Flavor::TaurusCmd, &expected, &committable)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #[test]
+    fn taurus_cmd_parallel_replay_equals_serial_execution_of_the_committable_calls(
+        calls in proptest::collection::vec((0..3usize, 0..6i64, 0..6i64), 1..40),
+        cuts in [0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64],
+    ) {
+        check_command_history(&calls, &cuts)?;
+    }
+}
