@@ -12,7 +12,8 @@
 //! Lines are appended whole, in one `write` each (a batch of whole lines at most); the page cache
 //! survives `SIGKILL`, so everything written before the kill is read back. A kill may still tear
 //! the last write, so a last line without its newline is ignored: a torn acknowledgement was
-//! never completed, and a torn `I` line was written before its set was submitted.
+//! never completed, and a torn `I` line was written before its set was submitted. The next round
+//! cuts such a line off before it appends ([`AckWriter::open`]).
 
 use super::{CrashError, io_at};
 use parking_lot::Mutex;
@@ -28,9 +29,17 @@ pub struct AckWriter {
 }
 
 impl AckWriter {
-    /// Opens (creating if missing) the ack file for appending.
+    /// Opens (creating if missing) the ack file for appending. A line torn by the previous
+    /// round's kill is cut off first: appended to, it would join the next line into one that
+    /// means neither (a torn `K` followed by `R 1` reads `KR 1`), where the reader's rule is that
+    /// a torn line never happened.
     pub fn open(path: &Path) -> Result<AckWriter, CrashError> {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io_at(path))?;
+        let file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path).map_err(io_at(path))?;
+        let bytes = std::fs::read(path).map_err(io_at(path))?;
+        let complete_len = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |last| last + 1);
+        if complete_len < bytes.len() {
+            file.set_len(complete_len as u64).map_err(io_at(path))?;
+        }
         Ok(AckWriter { path: path.to_path_buf(), file: Mutex::new(file) })
     }
 
@@ -143,6 +152,20 @@ impl AckLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_torn_by_a_kill_is_cut_before_the_next_round_appends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("acks");
+        std::fs::write(&path, "R 0\nK 1 2\nK 3").expect("write");
+        let writer = AckWriter::open(&path).expect("open");
+        writer.append("R 1\nK 3 1\n").expect("append");
+        let log = AckLog::read(&path).expect("a torn line must not join the next round's first line");
+        assert_eq!(log.rounds, 2);
+        assert_eq!(log.acked, 2);
+        assert_eq!(log.kv_acked.get(&3), Some(&1));
+        assert!(!log.torn_tail);
+    }
 
     #[test]
     fn lines_parse_and_a_torn_tail_is_ignored() {
