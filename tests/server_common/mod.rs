@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -188,4 +189,46 @@ pub fn have(program: &str) -> bool {
         eprintln!("skipped: {program} is not installed (apt-get install redis-tools)");
     }
     found
+}
+
+/// Writes `prefix{i}` = `v{i}` for i = 0, 1, ... in pipelined batches until the connection
+/// fails or `stop` is set; returns how many were acknowledged (replies arrive in order, so the
+/// first `n` OKs acknowledge the first `n` writes).
+pub fn oracle_writer(addr: std::net::SocketAddr, prefix: &str, batch: u64, stop: &AtomicBool, acked: &AtomicU64) {
+    let mut conn = RawConn::connect(addr);
+    let mut next = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let mut wire = Vec::new();
+        for i in next..next + batch {
+            wire.extend(encode(&[b"SET", format!("{prefix}{i}").as_bytes(), format!("v{i}").as_bytes()]));
+        }
+        conn.send(&wire);
+        for _ in 0..batch {
+            match conn.reply() {
+                Some(r) if r == "+OK" => {
+                    acked.store(next + 1, Ordering::SeqCst);
+                    next += 1;
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Checks that `prefix{0..acked}` all hold their values; returns how many more (unacknowledged
+/// writes that still made it) exist right after.
+pub fn verify_acked(c: &mut redis::Connection, prefix: &str, acked: u64) -> u64 {
+    for chunk_start in (0..acked).step_by(500) {
+        let keys: Vec<String> = (chunk_start..(chunk_start + 500).min(acked)).map(|i| format!("{prefix}{i}")).collect();
+        let values: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(c).unwrap();
+        for (key, value) in keys.iter().zip(values) {
+            let i = &key[prefix.len()..];
+            assert_eq!(value.as_deref(), Some(format!("v{i}").as_str()), "acknowledged write of {key} lost");
+        }
+    }
+    let mut extra = 0;
+    while redis::cmd("EXISTS").arg(format!("{prefix}{}", acked + extra)).query::<i64>(c).unwrap() == 1 {
+        extra += 1;
+    }
+    extra
 }
