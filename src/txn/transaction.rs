@@ -673,8 +673,10 @@ impl<'w> Transaction<'w> {
             }
         }
         for a in &self.absences {
-            if self.inserted_under_lock(a) {
-                continue;
+            match self.absence_under_lock(a) {
+                Some(true) => continue,
+                Some(false) => return Err(TxnError::Conflict(ConflictReason::PhantomKey)),
+                None => {}
             }
             let t = table_in(&self.catalog, a.table)?;
             if let Some(record) = t.get(&a.key)
@@ -692,19 +694,20 @@ impl<'w> Transaction<'w> {
         Ok(())
     }
 
-    /// Whether this transaction inserts the missing key `a` and holds its lock: the lock phase
-    /// found the key's record absent (or created it) before the serialization point and nobody
-    /// can change it while we hold the lock, so the key is still missing at the serialization
-    /// point and the absence needs no index lookup. Before the lock phase (`settle_error`) nothing
-    /// is locked and every absence is checked.
-    fn inserted_under_lock(&self, a: &Absence) -> bool {
+    /// For a key this transaction read as missing and also writes (insert or blind upsert):
+    /// whether it was still missing when the lock phase locked its record (`Some(true)`), or had
+    /// been inserted by another transaction since the read (`Some(false)`: a conflict). Nobody
+    /// can change the record while we hold its lock, so the word seen when locking decides, and
+    /// the absence needs no index lookup. An upsert must be checked like an insert: it finds and
+    /// locks the other transaction's new record, and skipping it as "locked by me" lost an
+    /// increment of two concurrent first INCRs of a key (read absent, both write 1). `None`:
+    /// the key is not locked by this transaction (before the lock phase nothing is).
+    fn absence_under_lock(&self, a: &Absence) -> Option<bool> {
         if self.write_slots.is_empty() {
-            return false;
+            return None;
         }
-        self.write_slots.get(&(a.table, a.key.clone())).is_some_and(|&slot| {
-            let w = &self.writes[slot];
-            w.op == WriteOp::Insert && w.locked_word.is_some_and(|word| word.is_absent())
-        })
+        let &slot = self.write_slots.get(&(a.table, a.key.clone()))?;
+        self.writes[slot].locked_word.map(|word| word.is_absent())
     }
 
     /// Re-scans the covered range: an entry not seen before whose record is locked by another
