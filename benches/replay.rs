@@ -8,14 +8,19 @@
 //! Run: `cargo bench --bench replay [experiment name, to run one]` (env `REPLAY_INITIAL_ROWS`, default 10^5;
 //! `REPLAY_TXNS` (of 5 statements), default 2·10^4; `REPLAY_RUNS`, default 5; `REPLAY_ONLY=direct`
 //! or `compiled` recovers in that mode only, e.g. under
-//! `valgrind --tool=callgrind --toggle-collect='*value::replay::apply_chunk*'`).
+//! `valgrind --tool=callgrind --toggle-collect='*value::replay::apply_chunk*'`);
+//! `REPLAY_FIGURES=DIR` also writes the figures as figure files for `lazarus report`:
+//! `replay-mixes.json` (Tables 4.1/4.4/4.7), `replay-fig-4-1.json` (indexes),
+//! `replay-fig-4-2.json` (columns) and `replay-fig-4-3.json` (columns, 10 indexes).
 
 use lazarus::durability::LogScheme;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::replay::ReplayMode;
+use lazarus::report::figure::Figure;
 use lazarus::storage::{Column, ColumnType, IndexSchema, TableSchema, Value};
 use lazarus::{Database, DatabaseConfig};
 use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -167,6 +172,65 @@ fn experiments() -> Vec<Experiment> {
     list
 }
 
+/// The figures of the thesis this bench repeats: (file id, title, x label, [(group label, experiment)]).
+fn figure_specs() -> Vec<(&'static str, &'static str, &'static str, Vec<(&'static str, String)>)> {
+    let named = |pairs: &[(&'static str, &str)]| pairs.iter().map(|(l, e)| (*l, (*e).to_string())).collect();
+    let mixes = ["100 insert", "90 insert / 10 delete", "75 insert / 25 delete", "50 insert / 50 delete"];
+    let mixes = mixes.into_iter().chain(["90 insert / 10 update", "75 insert / 25 update", "50 insert / 50 update"]);
+    let columns = |suffix: &str| -> Vec<(&'static str, String)> {
+        let one = if suffix.is_empty() { "100 insert".to_string() } else { "100 insert, 10 indexes".to_string() };
+        let mut groups = vec![("1", one)];
+        groups
+            .extend([("10", 10), ("25", 25), ("50", 50)].map(|(l, c)| (l, format!("100 insert, {c} columns{suffix}"))));
+        groups
+    };
+    vec![
+        (
+            "replay-mixes",
+            "Replay throughput per statement mix (Tables 4.1, 4.4, 4.7)",
+            "mix",
+            mixes.map(|m| (m, m.to_string())).collect(),
+        ),
+        (
+            "replay-fig-4-1",
+            "Insert replay with secondary indexes (Figure 4.1)",
+            "secondary indexes",
+            named(&[
+                ("0", "100 insert"),
+                ("2", "100 insert, 2 indexes"),
+                ("5", "100 insert, 5 indexes"),
+                ("10", "100 insert, 10 indexes"),
+            ]),
+        ),
+        ("replay-fig-4-2", "Insert replay by columns (Figure 4.2)", "integer columns besides the key", columns("")),
+        (
+            "replay-fig-4-3",
+            "Insert replay by columns, 10 indexes (Figure 4.3)",
+            "integer columns besides the key",
+            columns(", 10 indexes"),
+        ),
+    ]
+}
+
+/// Writes each figure whose experiments all ran; `rates` maps an experiment to (direct, compiled) records/s.
+fn write_figures(dir: &Path, rates: &HashMap<String, (f64, f64)>, note: &str) {
+    std::fs::create_dir_all(dir).expect("figure dir");
+    for (id, title, x_label, groups) in figure_specs() {
+        let mut figure = Figure::new(id, title, x_label, "redo records replayed per second", &["direct", "compiled"]);
+        figure.note = note.to_string();
+        for (label, experiment) in &groups {
+            if let Some(&(d, c)) = rates.get(experiment) {
+                figure.push(label, vec![d, c]);
+            }
+        }
+        if figure.groups.len() == groups.len() {
+            let path = dir.join(format!("{id}.json"));
+            figure.write(&path).expect("write figure");
+            println!("wrote {}", path.display());
+        }
+    }
+}
+
 fn main() {
     let runs = env("REPLAY_RUNS", 5).max(1);
     let (initial, txns) = (env("REPLAY_INITIAL_ROWS", 100_000) as i64, env("REPLAY_TXNS", 20_000));
@@ -174,7 +238,10 @@ fn main() {
     let wanted = |mode: ReplayMode| only.is_none_or(|o| o == mode);
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let dir = tempfile::tempdir().expect("tempdir");
-    println!("{initial} initial rows, {txns} transactions of 5 statements, {runs} runs per mode, 1 recovery thread");
+    let note =
+        format!("{initial} initial rows, {txns} transactions of 5 statements, {runs} runs per mode, 1 recovery thread");
+    println!("{note}");
+    let mut rates = HashMap::new();
     println!(
         "| experiment | records | direct replay ms | compiled replay ms | direct rec/s | compiled rec/s | compiled/direct | rebuild ms (d / c) |"
     );
@@ -206,6 +273,7 @@ fn main() {
         }
         let (d, c) = (median(direct), median(compiled));
         let rate = |ms: f64| records as f64 / (ms / 1e3).max(1e-9);
+        rates.insert(e.name.clone(), (rate(d), rate(c)));
         println!(
             "| {} | {records} | {d:.1} | {c:.1} | {:.3e} | {:.3e} | {:.2} | {:.1} / {:.1} |",
             e.name,
@@ -215,5 +283,9 @@ fn main() {
             median(rebuild_d),
             median(rebuild_c)
         );
+    }
+    if let Ok(dir) = std::env::var("REPLAY_FIGURES") {
+        let command = format!("cargo bench --bench replay (median replay throughput, {note})");
+        write_figures(Path::new(&dir), &rates, &command);
     }
 }

@@ -2,11 +2,13 @@
 //! charts per requested plot, checkpoint shading, PNG output, and errors that name the bad file.
 //!
 //! Chart count (see `lazarus::report`): throughput gives 1 chart if there is any timeline, latency
-//! gives 1 per timeline, bars give 2 if there is any result; each chart is one `<svg` in the page.
+//! gives 1 per timeline, bars give 2 if there is any result, figures 1 per figure file; each chart
+//! is one `<svg` in the page.
 
 use lazarus::bench::result::RunSummary;
 use lazarus::bench::stats::{TIMELINE_HEADER, timeline_csv};
 use lazarus::bench::{RunOptions, open_load_run};
+use lazarus::report::figure::Figure;
 use lazarus::report::{PlotSet, ReportOptions, render_report};
 use lazarus::{DatabaseConfig, workload};
 use std::path::{Path, PathBuf};
@@ -88,6 +90,41 @@ fn each_requested_plot_gives_its_number_of_svgs() {
         assert!(html.contains(label), "{label} appears");
     }
     assert!(html.contains("<h2>Run summaries</h2>") && html.contains("<h2>Timelines</h2>"));
+}
+
+fn figure_json(id: &str, stacked: bool) -> String {
+    let mut f = Figure::new(id, "Insert replay <throughput>", "indexes", "records/s", &["direct", "compiled"]);
+    f.push("0", vec![8.0e5, 7.5e5]);
+    f.push("10", vec![4.0e5, 4.5e5]);
+    f.stacked = stacked;
+    f.note = "cargo bench --bench replay".into();
+    serde_json::to_string(&f).unwrap()
+}
+
+#[test]
+fn each_figure_file_gives_one_chart_with_its_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = inputs(dir.path());
+    files.push(write(dir.path(), "f1.json", &figure_json("fig-4-1", false)));
+    files.push(write(dir.path(), "f2.json", &figure_json("breakdown", true)));
+    let html = render(&files, &dir.path().join("all"), "all");
+    assert_eq!(html.matches("<svg").count(), 5 + 2);
+    for id in ["figure-fig-4-1", "figure-breakdown"] {
+        assert_eq!(figure(&html, id).matches("<svg").count(), 1, "{id}");
+    }
+    assert!(html.contains("Insert replay &lt;throughput&gt;"), "titles are escaped in the table");
+    assert!(html.contains("<td>750000.0000</td>"), "values are tabled");
+    let html = render(&files, &dir.path().join("figures"), "figures");
+    assert_eq!(html.matches("<svg").count(), 2, "only the figures");
+    let html = render(&files[..1], &dir.path().join("none"), "figures");
+    assert!(html.contains("No figure files given"));
+    let bad = figure_json("x", false).replace("750000.0", "-1.0");
+    let bad = write(dir.path(), "bad.json", &bad);
+    let error = render_report(&[bad.clone()], &ReportOptions::default()).unwrap_err().to_string();
+    assert!(error.starts_with(&bad.display().to_string()) && error.contains("not negative"), "{error}");
+    let version = write(dir.path(), "v.json", r#"{"figure_format_version": 7}"#);
+    let error = render_report(&[version], &ReportOptions::default()).unwrap_err().to_string();
+    assert!(error.contains("figure_format_version 7, supported: 1"), "{error}");
 }
 
 #[test]

@@ -737,7 +737,8 @@ fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 /// Options of `lazarus report`.
 #[derive(clap::Args)]
 struct ReportArgs {
-    /// Input files: `.csv` timelines (`bench --timeline`) and `.json` results (`bench --result`).
+    /// Input files: `.csv` timelines (`bench --timeline`), `.json` results (`bench --result`) and
+    /// `.json` figure files (e.g. `REPLAY_FIGURES=DIR cargo bench --bench replay`).
     #[arg(required = true)]
     files: Vec<std::path::PathBuf>,
     /// Output directory; `index.html` is written into it.
@@ -746,7 +747,7 @@ struct ReportArgs {
     /// Page title.
     #[arg(long, default_value = "Lazarus bench report")]
     title: String,
-    /// Plots to draw, comma-separated: throughput, latency, bars, or all.
+    /// Plots to draw, comma-separated: throughput, latency, bars, figures, or all.
     #[arg(long, default_value = "all")]
     plots: lazarus::report::PlotSet,
     /// Also write one PNG per chart into the output directory.

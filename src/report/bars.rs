@@ -1,6 +1,7 @@
 //! Bar charts from result files: throughput per run label, and p50/p99 latency to durability per
-//! run label (grouped bars, log scale).
+//! run label (grouped bars, log scale); and a figure file's bars (grouped or stacked, linear).
 
+use super::figure::Figure;
 use super::input::ResultFile;
 use super::plot::{DrawResult, LOG_LABELS, format_count, format_log_us, log_range, series_color, text};
 use plotters::coord::Shift;
@@ -89,6 +90,68 @@ where
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
+        .label_font(text(12.0))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()?;
+    Ok(())
+}
+
+/// A figure file's chart: per group, its series side by side (or stacked into one bar).
+pub(super) fn draw_figure<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, figure: &Figure) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let n = figure.groups.len();
+    let labels: Vec<&str> = figure.groups.iter().map(|g| g.label.as_str()).collect();
+    let mut chart = ChartBuilder::on(root)
+        .caption(&figure.title, text(18.0))
+        .margin(12)
+        .x_label_area_size(46)
+        .y_label_area_size(70)
+        .build_cartesian_2d(segments(n), 0.0..(figure.max_bar() * 1.2).max(1e-9))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|v| segment_label(&labels, v))
+        .x_desc(figure.x_label.as_str())
+        .y_desc(figure.y_label.as_str())
+        .y_label_formatter(&|v| format_count(*v))
+        .label_style(text(12.0))
+        .axis_desc_style(text(14.0))
+        .draw()?;
+    let series = figure.series.len();
+    let segment = segment_px(&chart, n);
+    let pad = segment / 8;
+    // Side by side: series `s` takes the `s`-th slice of the segment's inner width.
+    let slice = segment.saturating_sub(2 * pad) / u32::try_from(series).unwrap_or(u32::MAX).max(1);
+    for (s, name) in figure.series.iter().enumerate() {
+        let color = series_color(s);
+        let bars = figure.groups.iter().enumerate().map(move |(i, g)| {
+            let (bottom, top) = if figure.stacked {
+                let below: f64 = g.values[..s].iter().sum();
+                (below, below + g.values[s])
+            } else {
+                (0.0, g.values[s])
+            };
+            let mut bar = Rectangle::new([(edge(i, n), bottom), (edge(i + 1, n), top)], color.filled());
+            if figure.stacked {
+                bar.set_margin(0, 0, pad, pad);
+            } else {
+                let left = pad + slice * u32::try_from(s).unwrap_or(0);
+                bar.set_margin(0, 0, left, segment.saturating_sub(left + slice));
+            }
+            bar
+        });
+        chart
+            .draw_series(bars)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 20, y + 6)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .label_font(text(12.0))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.4))

@@ -2,6 +2,7 @@
 //! Every error names the file, and for a CSV the 1-based line.
 
 use super::ReportError;
+use super::figure::{self, FigureFile};
 use crate::bench::result::{RESULT_FORMAT_VERSION, RunSummary};
 use crate::bench::stats::TIMELINE_HEADER;
 use std::path::{Path, PathBuf};
@@ -81,9 +82,12 @@ pub struct Inputs {
     pub timelines: Vec<Timeline>,
     /// Result files.
     pub results: Vec<ResultFile>,
+    /// Figure files (JSON with `figure_format_version`).
+    pub figures: Vec<FigureFile>,
 }
 
-/// Reads every file: `.csv` as a timeline, `.json` as a result.
+/// Reads every file: `.csv` as a timeline, `.json` as a figure file if it has
+/// `figure_format_version`, else as a result.
 pub fn read_inputs(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
     if paths.is_empty() {
         return Err(ReportError::NoInputs);
@@ -93,7 +97,12 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
         match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
             Some("csv") => inputs.timelines.push(parse_timeline(path, &read(path)?)?),
             Some("json") => {
-                inputs.results.push(ResultFile { path: path.clone(), summary: parse_result(path, &read(path)?)? })
+                let value = parse_json(path, &read(path)?)?;
+                if figure::is_figure(&value) {
+                    inputs.figures.push(FigureFile { path: path.clone(), figure: figure::parse_figure(path, value)? });
+                } else {
+                    inputs.results.push(ResultFile { path: path.clone(), summary: result_from_json(path, value)? });
+                }
             }
             _ => return Err(ReportError::UnknownExtension { path: path.clone() }),
         }
@@ -160,9 +169,18 @@ fn parse_window(line: &str, start_s: f64) -> Result<TimelineWindow, String> {
 
 /// Parses a result JSON, refusing any `format_version` but [`RESULT_FORMAT_VERSION`].
 pub fn parse_result(path: &Path, text: &str) -> Result<RunSummary, ReportError> {
-    let json_error =
-        |e: serde_json::Error| ReportError::Parse { path: path.to_path_buf(), line: e.line(), message: e.to_string() };
-    let value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
+    result_from_json(path, parse_json(path, text)?)
+}
+
+fn parse_json(path: &Path, text: &str) -> Result<serde_json::Value, ReportError> {
+    serde_json::from_str(text).map_err(|e| ReportError::Parse {
+        path: path.to_path_buf(),
+        line: e.line(),
+        message: e.to_string(),
+    })
+}
+
+fn result_from_json(path: &Path, value: serde_json::Value) -> Result<RunSummary, ReportError> {
     let version = value.get("format_version");
     if version.and_then(serde_json::Value::as_u64) != Some(u64::from(RESULT_FORMAT_VERSION)) {
         let found = version.map_or_else(|| "missing".to_string(), |v| v.to_string());

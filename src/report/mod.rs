@@ -14,12 +14,18 @@
 //! - [`PlotKind::Bars`]: two charts side by side, throughput per run label and p50/p99 latency to
 //!   durability per run label, plus a table of the summaries.
 //!
+//! - [`PlotKind::Figures`]: one chart per figure file (`.json` with `figure_format_version`, see
+//!   [`figure`]): grouped or stacked bars that another benchmark measured, e.g. the replay bench's
+//!   Figures 4.1–4.3.
+//!
 //! So a report has `T + L·n + 2·B` charts, where `n` is the number of timeline files, `T` is 1 if
 //! throughput is requested and `n > 0`, `L` is 1 if latency is requested, and `B` is 1 if bars are
-//! requested and at least one result file was given. Each chart is exactly one `<svg` element in
+//! requested and at least one result file was given, plus one per figure file when figures are
+//! requested. Each chart is exactly one `<svg` element in
 //! the page. A requested plot with no matching input is skipped with a note on the page.
 
 mod bars;
+pub mod figure;
 mod html;
 pub mod input;
 mod plot;
@@ -71,8 +77,18 @@ pub enum ReportError {
         /// The version supported.
         supported: u32,
     },
+    /// A figure file has a `figure_format_version` this reader does not know.
+    #[error("{}: figure_format_version {found}, supported: {supported}", path.display())]
+    FigureVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        found: String,
+        /// The version supported.
+        supported: u32,
+    },
     /// `--plots` named an unknown plot.
-    #[error("unknown plot {0:?}; known: throughput, latency, bars, all")]
+    #[error("unknown plot {0:?}; known: throughput, latency, bars, figures, all")]
     UnknownPlot(String),
     /// An output file or directory could not be written.
     #[error("{}: cannot write", path.display())]
@@ -104,6 +120,8 @@ pub enum PlotKind {
     Latency,
     /// Bar charts of the result files.
     Bars,
+    /// One chart per figure file.
+    Figures,
 }
 
 /// Which plots to draw (parsed from e.g. `throughput,latency,bars` or `all`).
@@ -115,11 +133,13 @@ pub struct PlotSet {
     pub latency: bool,
     /// Draw [`PlotKind::Bars`].
     pub bars: bool,
+    /// Draw [`PlotKind::Figures`].
+    pub figures: bool,
 }
 
 impl PlotSet {
     /// Every plot.
-    pub const ALL: PlotSet = PlotSet { throughput: true, latency: true, bars: true };
+    pub const ALL: PlotSet = PlotSet { throughput: true, latency: true, bars: true, figures: true };
 
     /// Whether `kind` is in the set.
     pub fn contains(&self, kind: PlotKind) -> bool {
@@ -127,6 +147,7 @@ impl PlotSet {
             PlotKind::Throughput => self.throughput,
             PlotKind::Latency => self.latency,
             PlotKind::Bars => self.bars,
+            PlotKind::Figures => self.figures,
         }
     }
 }
@@ -141,17 +162,19 @@ impl FromStr for PlotSet {
     type Err = ReportError;
 
     fn from_str(s: &str) -> Result<PlotSet, ReportError> {
-        let mut set = PlotSet { throughput: false, latency: false, bars: false };
+        const NONE: PlotSet = PlotSet { throughput: false, latency: false, bars: false, figures: false };
+        let mut set = NONE;
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             match name {
                 "throughput" => set.throughput = true,
                 "latency" => set.latency = true,
                 "bars" => set.bars = true,
+                "figures" => set.figures = true,
                 "all" => set = PlotSet::ALL,
                 other => return Err(ReportError::UnknownPlot(other.to_string())),
             }
         }
-        if set == (PlotSet { throughput: false, latency: false, bars: false }) {
+        if set == NONE {
             return Err(ReportError::UnknownPlot(s.to_string()));
         }
         Ok(set)
@@ -160,7 +183,12 @@ impl FromStr for PlotSet {
 
 impl fmt::Display for PlotSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names = [(self.throughput, "throughput"), (self.latency, "latency"), (self.bars, "bars")];
+        let names = [
+            (self.throughput, "throughput"),
+            (self.latency, "latency"),
+            (self.bars, "bars"),
+            (self.figures, "figures"),
+        ];
         let chosen: Vec<&str> = names.iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect();
         f.write_str(&chosen.join(","))
     }
@@ -235,7 +263,7 @@ mod tests {
     #[test]
     fn plot_sets_parse_and_reject_unknown_names() {
         let set: PlotSet = "throughput, bars".parse().unwrap();
-        assert_eq!(set, PlotSet { throughput: true, latency: false, bars: true });
+        assert_eq!(set, PlotSet { throughput: true, latency: false, bars: true, figures: false });
         assert_eq!(set.to_string(), "throughput,bars");
         assert_eq!("all".parse::<PlotSet>().unwrap(), PlotSet::ALL);
         assert!(matches!("latncy".parse::<PlotSet>(), Err(ReportError::UnknownPlot(n)) if n == "latncy"));

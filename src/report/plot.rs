@@ -3,6 +3,7 @@
 //! Text is measured (and, in PNGs, drawn) with DejaVu Sans, embedded in the binary and registered
 //! with plotters' `ab_glyph` font table as `sans-serif`, so nothing depends on system fonts.
 
+use super::figure::FigureFile;
 use super::input::{Inputs, ResultFile, Timeline};
 use super::{PlotSet, ReportError, bars, timeline};
 use plotters::coord::Shift;
@@ -30,6 +31,8 @@ pub(super) enum Chart<'a> {
     ThroughputBars(&'a [ResultFile]),
     /// Latency to durability p50/p99 per result label.
     LatencyBars(&'a [ResultFile]),
+    /// A figure file's bars.
+    Figure(&'a FigureFile),
 }
 
 impl Chart<'_> {
@@ -40,6 +43,7 @@ impl Chart<'_> {
             Chart::Latency(n, t) => format!("latency-{n}-{}", sanitize(&t.name)),
             Chart::ThroughputBars(_) => "bars-throughput".to_string(),
             Chart::LatencyBars(_) => "bars-latency".to_string(),
+            Chart::Figure(f) => format!("figure-{}", f.figure.id),
         }
     }
 
@@ -48,6 +52,7 @@ impl Chart<'_> {
             Chart::Throughput(_) => (900, 400),
             Chart::Latency(..) => (900, 340),
             Chart::ThroughputBars(_) | Chart::LatencyBars(_) => (520, 400),
+            Chart::Figure(f) => (figure_width(&f.figure), 420),
         }
     }
 
@@ -61,6 +66,7 @@ impl Chart<'_> {
             Chart::Latency(_, t) => timeline::draw_latency(root, t),
             Chart::ThroughputBars(r) => bars::draw_throughput(root, r),
             Chart::LatencyBars(r) => bars::draw_latency(root, r),
+            Chart::Figure(f) => bars::draw_figure(root, &f.figure),
         }?;
         root.present()?;
         Ok(())
@@ -80,7 +86,19 @@ pub(super) fn charts(inputs: &Inputs, plots: PlotSet) -> Vec<Chart<'_>> {
         charts.push(Chart::ThroughputBars(&inputs.results));
         charts.push(Chart::LatencyBars(&inputs.results));
     }
+    if plots.figures {
+        charts.extend(inputs.figures.iter().map(Chart::Figure));
+    }
     charts
+}
+
+/// Width of a figure's chart: wide enough for its bars and group labels (about 7 pixels a
+/// character at 12 points), between 520 and 1600 pixels.
+fn figure_width(figure: &super::figure::Figure) -> u32 {
+    let label_chars = figure.groups.iter().map(|g| g.label.chars().count()).max().unwrap_or(0);
+    let group_px = (figure.series.len() * 28).max(label_chars * 7 + 12);
+    let px = figure.groups.len().saturating_mul(group_px).saturating_add(160);
+    u32::try_from(px).unwrap_or(u32::MAX).clamp(520, 1600)
 }
 
 /// Renders a chart as an SVG document.
