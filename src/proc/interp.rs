@@ -111,7 +111,7 @@ impl Interp<'_, '_, '_> {
                     for ((p, _), v) in u.sets.iter().zip(values?) {
                         new[*p] = v;
                     }
-                    Ok(new)
+                    Ok(std::sync::Arc::new(new))
                 })?;
                 f.vals[self.p.found.index()] = Value::Bool(updated);
             }

@@ -249,7 +249,7 @@ pub fn update(
     tx: &mut dyn Storage,
     table: TableId,
     key: &[Value],
-    build: impl FnOnce(Row) -> Result<Vec<Value>, TxnError>,
+    build: impl FnOnce(Row) -> Result<Row, TxnError>,
 ) -> Result<bool, TxnError> {
     if key.iter().any(Value::is_null) {
         return Ok(false);
@@ -257,7 +257,7 @@ pub fn update(
     // The storage interface takes an `FnMut` (object safety); it calls it at most once.
     let mut build = Some(build);
     tx.update_row_with(table, key, &mut |old| match build.take() {
-        Some(build) => build(old).map(Arc::new),
+        Some(build) => build(old),
         None => Err(TxnError::Procedure { procedure: String::new(), message: "update built twice".into() }),
     })
 }

@@ -160,8 +160,8 @@ pub struct EncodedRedo<'a> {
     pub put: bool,
     /// The writing transaction's TID.
     pub tid: Tid,
-    /// The key's record, as the caller's lookup found it (see [`RedoRecord::key_seen`]). Compiled
-    /// replay's plan writes to it (or links a new one) without looking the key up again.
+    /// The key's record, as the caller's lookup found it (see [`RedoRecord::key_seen`]). Both modes
+    /// write to it (or link a new one) without looking the key up again.
     pub found: Option<Arc<Record>>,
 }
 
@@ -240,7 +240,7 @@ impl Replayer {
             _ => {
                 let row = if redo.put { Some(reader.row()?) } else { None };
                 let record = RedoRecord { key: redo.key, row, tid: redo.tid, key_seen: redo.found.is_some() };
-                direct::apply(table, record)
+                direct::apply_at(table, redo.found.as_ref(), record)
             }
         }
     }

@@ -246,9 +246,17 @@ pub fn encode_into<'a>(values: impl Iterator<Item = &'a Value>, out: &mut Vec<u8
 }
 
 /// Decodes a key back into its values (used by tools and by recovery diagnostics).
-pub fn decode_key(mut bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
-    let total = bytes.len();
+pub fn decode_key(bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
     let mut values = Vec::new();
+    decode_key_each(bytes, |value| values.push(value))?;
+    Ok(values)
+}
+
+/// Decodes a key's values one by one into `put`, in order (compiled replay binds them straight
+/// into a plan's frame); returns how many there were.
+pub fn decode_key_each(mut bytes: &[u8], mut put: impl FnMut(Value)) -> Result<usize, KeyError> {
+    let total = bytes.len();
+    let mut count = 0;
     while let Some((&tag, rest)) = bytes.split_first() {
         let offset = total - bytes.len();
         let malformed = |reason| KeyError::Malformed { offset, reason };
@@ -285,9 +293,10 @@ pub fn decode_key(mut bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
             }
             _ => return Err(malformed("unknown type tag")),
         };
-        values.push(value);
+        put(value);
+        count += 1;
     }
-    Ok(values)
+    Ok(count)
 }
 
 fn decode_escaped(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {

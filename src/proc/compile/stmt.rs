@@ -313,11 +313,12 @@ impl Ctx<'_> {
             let key = KeyValues::eval(&key, f, &loc)?;
             let updated = runtime::update(tx, table, key.as_slice(), |old| {
                 if !reads_row {
-                    // Nothing reads the old row: build the new one in its place when no one else
-                    // holds it (replay's fresh rows), else from a copy.
-                    let mut new = Arc::try_unwrap(old).unwrap_or_else(|shared| shared.as_ref().clone());
+                    // Nothing reads the old row: build the new one in its place, allocation
+                    // included, when no one else holds it (replay's fresh rows), else from a copy.
+                    let mut new = old;
+                    let row = Arc::make_mut(&mut new);
                     for (p, e) in &sets {
-                        new[*p] = e.eval(f).map_err(|m| loc.err(m))?;
+                        row[*p] = e.eval(f).map_err(|m| loc.err(m))?;
                     }
                     return Ok(new);
                 }
@@ -331,7 +332,7 @@ impl Ctx<'_> {
                 });
                 f.row = None;
                 values.map_err(|m| loc.err(m))?;
-                Ok(new)
+                Ok(Arc::new(new))
             })?;
             f.vals[found] = Value::Bool(updated);
             Ok(Flow::Next)
