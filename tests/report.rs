@@ -120,7 +120,7 @@ fn each_figure_file_gives_one_chart_with_its_values() {
     assert!(html.contains("No figure files given"));
     let bad = figure_json("x", false).replace("750000.0", "-1.0");
     let bad = write(dir.path(), "bad.json", &bad);
-    let error = render_report(&[bad.clone()], &ReportOptions::default()).unwrap_err().to_string();
+    let error = render_report(std::slice::from_ref(&bad), &ReportOptions::default()).unwrap_err().to_string();
     assert!(error.starts_with(&bad.display().to_string()) && error.contains("not negative"), "{error}");
     let version = write(dir.path(), "v.json", r#"{"figure_format_version": 7}"#);
     let error = render_report(&[version], &ReportOptions::default()).unwrap_err().to_string();
