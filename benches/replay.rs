@@ -172,8 +172,10 @@ fn experiments() -> Vec<Experiment> {
     list
 }
 
-/// The figures of the thesis this bench repeats: (file id, title, x label, [(group label, experiment)]).
-fn figure_specs() -> Vec<(&'static str, &'static str, &'static str, Vec<(&'static str, String)>)> {
+/// A figure of the thesis this bench repeats: (file id, title, x label, [(group label, experiment)]).
+type FigureSpec = (&'static str, &'static str, &'static str, Vec<(&'static str, String)>);
+
+fn figure_specs() -> Vec<FigureSpec> {
     let named = |pairs: &[(&'static str, &str)]| pairs.iter().map(|(l, e)| (*l, (*e).to_string())).collect();
     let mixes = ["100 insert", "90 insert / 10 delete", "75 insert / 25 delete", "50 insert / 50 delete"];
     let mixes = mixes.into_iter().chain(["90 insert / 10 update", "75 insert / 25 update", "50 insert / 50 update"]);
