@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 const CHECKPOINTS: Setup = Setup {
     label: "checkpoint",
     entry_format: EntryFormat::Value,
+    stream: None,
     checkpoint_interval_ms: 5,
     step_pause_ms: 2,
     value_pad_bytes: 0,

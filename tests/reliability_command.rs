@@ -13,6 +13,7 @@ use lazarus::io::sim::SimDisk;
 const COMMAND: Setup = Setup {
     label: "command",
     entry_format: EntryFormat::Command,
+    stream: None,
     checkpoint_interval_ms: 0,
     step_pause_ms: 0,
     value_pad_bytes: 0,
