@@ -191,3 +191,44 @@ pub fn dump(db: &Database) -> Result<Dump, String> {
     out.sort();
     Ok(out)
 }
+
+/// The most unacknowledged steps [`is_dependency_closed_subset`] tries subsets of (2^n subsets).
+pub const SUBSET_WINDOW_MAX: usize = 12;
+
+/// Whether `state` is the state after the acknowledged prefix `0..acked` plus a subset of the
+/// unacknowledged steps `acked..issued`, applied in issue order, where each step's effect (the
+/// lines it removes and adds, from the model's consecutive states) applies only if every line it
+/// removes is there: a step whose row was last written by a left-out step is left out too
+/// (its RAW/WAW predecessor is missing). This is what Taurus recovers: every transaction whose
+/// predecessors are recoverable, so an unacknowledged transaction may survive without an
+/// independent earlier one.
+pub fn is_dependency_closed_subset(history: &History, state: &Dump, acked: usize, issued: usize) -> bool {
+    let issued = issued.min(history.steps.len());
+    if acked > issued || issued - acked > SUBSET_WINDOW_MAX {
+        return false;
+    }
+    let effects: Vec<(Vec<&String>, Vec<&String>)> = (acked..issued)
+        .map(|i| {
+            let (before, after) = (&history.states[i], &history.states[i + 1]);
+            let removed = before.iter().filter(|l| !after.contains(l)).collect();
+            let added = after.iter().filter(|l| !before.contains(l)).collect();
+            (removed, added)
+        })
+        .collect();
+    (0u64..1 << effects.len()).any(|mask| {
+        let mut lines: std::collections::BTreeSet<&String> = history.states[acked].iter().collect();
+        for (j, (removed, added)) in effects.iter().enumerate() {
+            if mask & (1 << j) == 0 {
+                continue;
+            }
+            if !removed.iter().all(|l| lines.contains(*l)) {
+                return false; // a predecessor of an included step is missing: not closed
+            }
+            removed.iter().for_each(|l| {
+                lines.remove(*l);
+            });
+            lines.extend(added.iter().copied());
+        }
+        lines.len() == state.len() && lines.iter().zip(state).all(|(a, b)| *a == b)
+    })
+}
