@@ -15,7 +15,14 @@ use std::path::Path;
 
 fn sweep(durability: &str, crash_stride: u64) {
     let setup = setup_of(durability).expect("a power-loss scheme");
-    let knobs = SweepKnobs { seeds: 2, crash_stride, recovery_crash_stride: 6, trace: false };
+    // LAZARUS_RELIABILITY_FULL=1 (scripts/reliability-full.sh): every crash point, 12 seeds,
+    // recovery crashed at every crash point.
+    let full = std::env::var("LAZARUS_RELIABILITY_FULL").is_ok_and(|v| v == "1");
+    let knobs = if full {
+        SweepKnobs { seeds: 12, crash_stride: 1, recovery_crash_stride: 1, trace: false }
+    } else {
+        SweepKnobs { seeds: 2, crash_stride, recovery_crash_stride: 6, trace: false }
+    };
     for history in [transfer_history(setup, 24), kv_history(setup, 24, 0)] {
         let tally = power_loss_sweep_with(&history, knobs);
         assert!(tally.crash_points > 5 && tally.cases > 10, "{tally:?}");
