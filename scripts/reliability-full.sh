@@ -8,7 +8,8 @@
 #      where FUSE cannot be mounted.
 # docs/RELIABILITY.md records a run. Usage:
 #   scripts/reliability-full.sh [OUT_DIR]        (default: /tmp/lazarus-reliability-<date>)
-# Environment: TRIALS (default 1000), FUSE_TRIALS (default 20), SKIP_SWEEPS=1 skips part 1,
+# Environment: TRIALS (default 1000), FUSE_TRIALS (default 20), PARALLEL (power-loss runs at
+# once, default 4), SKIP_SWEEPS=1 skips part 1,
 # SKIP_FUSE=1 skips part 3. Exits non-zero if any part reported a violation.
 set -u -o pipefail
 
@@ -49,14 +50,32 @@ if [ "${SKIP_SWEEPS:-0}" != 1 ]; then
   done
 fi
 
+# The power-loss runs wait more than they compute (loggers, epochs): PARALLEL of them at once.
+power_loss_one() { # workload durability
+  local name="power-loss-$1-$2" started=$SECONDS
+  if "$lazarus" crash-test --power-loss --workload "$1" --durability "$2" --trials "$trials" --seed 1 \
+    >"$out/$name.log" 2>&1; then
+    echo "ok     $name ($((SECONDS - started)) s)" >"$out/$name.status"
+  else
+    echo "FAILED $name ($((SECONDS - started)) s), see $out/$name.log" >"$out/$name.status"
+  fi
+}
+export -f power_loss_one
+export lazarus trials out
+started=$SECONDS
+for durability in value command value-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
+  for workload in kv transfer; do echo "$workload $durability"; done
+done | xargs -P "${PARALLEL:-4}" -L 1 bash -c 'power_loss_one "$0" "$1"'
 for durability in value command value-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
   for workload in kv transfer; do
     name="power-loss-$workload-$durability"
-    timed "$name" "$lazarus" crash-test --power-loss --workload "$workload" --durability "$durability" \
-      --trials "$trials" --seed 1
+    status=$(cat "$out/$name.status" 2>/dev/null || echo "FAILED $name (no status)")
+    note "$status"
+    case "$status" in FAILED*) failed=1 ;; esac
     grep -h '^crash-test --power-loss .* crash points' "$out/$name.log" >>"$summary" || true
   done
 done
+note "power-loss runs: $((SECONDS - started)) s with ${PARALLEL:-4} at once"
 
 if [ "${SKIP_FUSE:-0}" != 1 ]; then
   for durability in value command; do

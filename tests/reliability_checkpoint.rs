@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 const CHECKPOINTS: Setup = Setup {
     label: "checkpoint",
     entry_format: EntryFormat::Value,
-    stream: None,
     checkpoint_interval_ms: 5,
     step_pause_ms: 2,
     value_pad_bytes: 0,
     ci_crash_stride: 3,
     epoch_interval_ms: 10_000,
+    scheme: SchemeKind::Value,
 };
 
 /// Also an epoch advancer ticking every 5 ms, racing the history's own advances and the

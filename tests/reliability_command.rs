@@ -13,12 +13,12 @@ use lazarus::io::sim::SimDisk;
 const COMMAND: Setup = Setup {
     label: "command",
     entry_format: EntryFormat::Command,
-    stream: None,
     checkpoint_interval_ms: 0,
     step_pause_ms: 0,
     value_pad_bytes: 0,
     ci_crash_stride: 1,
     epoch_interval_ms: 10_000,
+    scheme: SchemeKind::Value,
 };
 
 /// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).

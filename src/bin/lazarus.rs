@@ -951,7 +951,7 @@ fn crash_test_power_loss(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
     println!(
         "crash-test --power-loss {} {}: {} crash points, {} cases run ({} recoveries, {} continuations, {} \
          crashed recoveries), lost acknowledged commits {}, phantoms {}, clear errors {}, other errors {}, \
-         silent divergences {} ({:.1} s)",
+         silent divergences {}, dependency-closed Taurus states {} ({:.1} s)",
         options.workload,
         options.durability,
         t.crash_points,
@@ -964,6 +964,7 @@ fn crash_test_power_loss(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
         t.clear_errors,
         t.other_errors,
         t.silent_divergences,
+        t.reordered,
         started.elapsed().as_secs_f64()
     );
     for violation in t.violations.iter().take(lazarus::crash::power_loss::VIOLATIONS_SHOWN) {

@@ -192,43 +192,69 @@ pub fn dump(db: &Database) -> Result<Dump, String> {
     Ok(out)
 }
 
-/// The most unacknowledged steps [`is_dependency_closed_subset`] tries subsets of (2^n subsets).
-pub const SUBSET_WINDOW_MAX: usize = 12;
-
-/// Whether `state` is the state after the acknowledged prefix `0..acked` plus a subset of the
-/// unacknowledged steps `acked..issued`, applied in issue order, where each step's effect (the
-/// lines it removes and adds, from the model's consecutive states) applies only if every line it
-/// removes is there: a step whose row was last written by a left-out step is left out too
-/// (its RAW/WAW predecessor is missing). This is what Taurus recovers: every transaction whose
-/// predecessors are recoverable, so an unacknowledged transaction may survive without an
-/// independent earlier one.
-pub fn is_dependency_closed_subset(history: &History, state: &Dump, acked: usize, issued: usize) -> bool {
-    let issued = issued.min(history.steps.len());
-    if acked > issued || issued - acked > SUBSET_WINDOW_MAX {
-        return false;
-    }
-    let effects: Vec<(Vec<&String>, Vec<&String>)> = (acked..issued)
-        .map(|i| {
-            let (before, after) = (&history.states[i], &history.states[i + 1]);
-            let removed = before.iter().filter(|l| !after.contains(l)).collect();
-            let added = after.iter().filter(|l| !before.contains(l)).collect();
-            (removed, added)
-        })
-        .collect();
-    (0u64..1 << effects.len()).any(|mask| {
-        let mut lines: std::collections::BTreeSet<&String> = history.states[acked].iter().collect();
-        for (j, (removed, added)) in effects.iter().enumerate() {
-            if mask & (1 << j) == 0 {
-                continue;
-            }
-            if !removed.iter().all(|l| lines.contains(*l)) {
-                return false; // a predecessor of an included step is missing: not closed
-            }
-            removed.iter().for_each(|l| {
-                lines.remove(*l);
-            });
-            lines.extend(added.iter().copied());
+/// The state after running the steps `indices` (in order) of `history` on an in-memory database
+/// that never crashes; `None` if one of them fails there.
+pub fn state_of(history: &History, indices: &[usize]) -> Option<Dump> {
+    let db = Database::open(crate::db::DatabaseConfig::default()).ok()?;
+    let mut workers = [db.try_worker().ok()?, db.try_worker().ok()?];
+    for &i in indices {
+        let ok = match &history.steps[i] {
+            Step::Module { name, source } => db.load_module(name, source).is_ok(),
+            Step::Call { worker, procedure, args } => workers[*worker].call(procedure, args).is_ok(),
+            Step::Put { worker, table, row } => super::power_loss::put(&mut workers[*worker], table, row).is_ok(),
+        };
+        if !ok {
+            return None;
         }
-        lines.len() == state.len() && lines.iter().zip(state).all(|(a, b)| *a == b)
-    })
+    }
+    let state = dump(&db).ok();
+    drop(workers);
+    let _ = db.close();
+    state
+}
+
+/// Candidate sets tried by [`dependency_closed_match`] at most (each is a reference run).
+pub const CLOSED_SETS_MAX: usize = 5000;
+
+/// Taurus recovers every logged transaction whose predecessors are recovered, so when a logger
+/// loses its tail, later independent transactions of the other logger survive: the state is the
+/// serial history of a dependency-closed set of steps, a prefix of a serial order that differs
+/// from the issue order only between transactions that do not conflict. This looks for such a
+/// set: every step before `acked`, and of the steps in `acked..issued` all but at most three
+/// (most states of this kind drop one or two steps). Returns the steps dropped.
+pub fn dependency_closed_match(history: &History, state: &Dump, acked: usize, issued: usize) -> Option<Vec<usize>> {
+    let issued = issued.min(history.steps.len());
+    let mut tried = 0;
+    for end in (acked + 1..=issued).rev() {
+        // Dropping the last steps gives a prefix, which the caller tried already: the step
+        // before `end` is kept.
+        let open: Vec<usize> = (acked..end - 1).collect();
+        for dropped_count in 1..=3usize.min(open.len()) {
+            for dropped in combinations(&open, dropped_count) {
+                tried += 1;
+                if tried > CLOSED_SETS_MAX {
+                    return None;
+                }
+                let kept: Vec<usize> = (0..end).filter(|i| !dropped.contains(i)).collect();
+                if state_of(history, &kept).as_ref() == Some(state) {
+                    return Some(dropped);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
+    if k == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for (i, &first) in items.iter().enumerate() {
+        for mut rest in combinations(&items[i + 1..], k - 1) {
+            rest.insert(0, first);
+            out.push(rest);
+        }
+    }
+    out
 }
