@@ -83,3 +83,71 @@ fn a_child_that_acknowledges_before_durability_is_caught() {
     assert!(text.contains("but version") && text.contains("was acknowledged"), "{text}");
     assert!(text.contains("reproduce with: lazarus crash-test --workload kv --trials 1 --seed 60"), "{text}");
 }
+
+/// Runs `crash-test --fuse` with `args`: `None` (after printing why) when this machine cannot
+/// mount FUSE, else (success, output).
+fn fuse_crash_test(args: &[&str]) -> Option<(bool, String)> {
+    let mut all = vec!["--fuse"];
+    all.extend_from_slice(args);
+    let (ok, text) = crash_test(&all);
+    println!("{text}");
+    if let Some(line) = text.lines().find(|l| l.starts_with("SKIPPED: ")) {
+        eprintln!("crash-test --fuse skipped: {line}");
+        return None;
+    }
+    Some((ok, text))
+}
+
+#[test]
+fn power_cuts_on_fuse_that_drop_or_tear_unsynced_data_lose_no_acknowledged_transaction() {
+    let Some((ok, text)) =
+        fuse_crash_test(&["--workload", "kv", "--records", "2000", "--trials", "4", "--rounds", "2", "--seed", "600"])
+    else {
+        return;
+    };
+    assert!(ok && text.contains(": 4 trials, 8 kills,") && text.contains(" 0 failures"), "{text}");
+    assert!(text.contains("power cuts on FUSE: 8 (un-fsynced data discarded)"), "{text}");
+    let torn = ["--workload", "kv", "--records", "2000", "--trials", "3", "--tear", "--durability", "command"];
+    let Some((ok, text)) = fuse_crash_test(&torn) else { return };
+    assert!(ok && text.contains(" 0 failures") && text.contains("(un-fsynced data torn)"), "{text}");
+}
+
+#[test]
+fn power_cuts_on_fuse_catch_a_child_that_acknowledges_before_durability() {
+    // The same broken child as above; a power cut (not just a kill) loses its un-synced log.
+    let args = ["--workload", "kv", "--records", "2000", "--trials", "3", "--ack-before-durable", "--seed", "700"];
+    let Some((ok, text)) = fuse_crash_test(&args) else { return };
+    assert!(!ok, "a child that acknowledges before durability must fail under power cuts:\n{text}");
+    assert!(text.contains("but version") && text.contains("was acknowledged"), "{text}");
+}
+
+/// Runs `lazarus crash-test --power-loss` with `args`; returns (success, output).
+fn power_loss(args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["crash-test", "--power-loss"])
+        .args(args)
+        .output()
+        .expect("run lazarus crash-test --power-loss");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    println!("{text}");
+    (output.status.success(), text)
+}
+
+#[test]
+fn power_loss_on_the_simulated_disk_reports_cases_and_zero_violations() {
+    for durability in ["value", "command", "taurus-data"] {
+        let (ok, text) = power_loss(&["--workload", "kv", "--durability", durability, "--trials", "12", "--seed", "5"]);
+        assert!(ok, "{text}");
+        assert!(text.contains(": 12 crash points,"), "{text}");
+        for zero in ["lost acknowledged commits 0", "phantoms 0", "other errors 0", "silent divergences 0"] {
+            assert!(text.contains(zero), "{zero}:\n{text}");
+        }
+    }
+    let (ok, text) =
+        power_loss(&["--workload", "transfer", "--durability", "serial-cmd", "--k", "20", "--crash-seed", "3"]);
+    assert!(ok && text.contains(": 1 crash points, "), "one case reproduces alone:\n{text}");
+    let (ok, text) = power_loss(&["--workload", "tpcc"]);
+    assert!(!ok && text.contains("no power-loss history for workload"), "{text}");
+    let (ok, text) = power_loss(&["--durability", "indexed"]);
+    assert!(!ok && text.contains("unknown durability"), "{text}");
+}

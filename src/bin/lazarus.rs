@@ -824,9 +824,9 @@ impl CrashConfigArgs {
 struct CrashTestArgs {
     #[command(flatten)]
     config: CrashConfigArgs,
-    /// Trials; trial i uses seed + i.
-    #[arg(long, default_value_t = 20)]
-    trials: u64,
+    /// Trials; trial i uses seed + i [default: 20; with --power-loss: every crash point].
+    #[arg(long)]
+    trials: Option<u64>,
     /// Seed of the first trial.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -851,12 +851,44 @@ struct CrashTestArgs {
     /// Test the harness: the child acknowledges at commit, before durability.
     #[arg(long, hide = true)]
     ack_before_durable: bool,
+    /// Power loss on the simulated disk at the k-th I/O of a short history (workloads kv,
+    /// transfer; schemes value, command, value-checkpoint, serial-*, taurus-*), in process.
+    #[arg(long)]
+    power_loss: bool,
+    /// --power-loss: steps of the history.
+    #[arg(long, default_value_t = 24)]
+    steps: usize,
+    /// --power-loss: damage seeds per crash point.
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// --power-loss: only this crash point (reproduces a failure).
+    #[arg(long)]
+    k: Option<u64>,
+    /// --power-loss: with --k, only this damage seed.
+    #[arg(long)]
+    crash_seed: Option<u64>,
+    /// --power-loss: crash recovery at each of its I/Os for every this many crash points (0 = never).
+    #[arg(long, default_value_t = 8)]
+    recovery_crash_stride: u64,
+    /// Run the child's log directory on a FUSE file system that loses un-fsynced data at each
+    /// kill (needs the `fuse` feature, /dev/fuse and fusermount3).
+    #[arg(long)]
+    fuse: bool,
+    /// --fuse: also tear un-fsynced writes (each 512-byte sector old, new or garbage) instead of
+    /// only discarding them.
+    #[arg(long)]
+    tear: bool,
 }
 
 fn crash_test(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
+    if args.power_loss {
+        return crash_test_power_loss(args);
+    }
     let exe = std::env::current_exe().context("cannot find the lazarus binary")?;
     let mut options = lazarus::crash::CrashOptions::new(args.config.config(), exe);
-    options.trials = args.trials;
+    options.trials = args.trials.unwrap_or(20);
+    options.fuse = args.fuse;
+    options.tear = args.tear;
     options.seed = args.seed;
     options.min_ms = args.min_ms;
     options.max_ms = args.max_ms;
@@ -875,6 +907,16 @@ fn crash_test(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
         summary.failures.len()
     );
     println!("recoveries from a checkpoint: {} of {}", summary.from_checkpoint, summary.trials);
+    if let Some(skipped) = &summary.skipped {
+        println!("SKIPPED: {skipped}");
+    }
+    if args.fuse && summary.skipped.is_none() {
+        println!(
+            "power cuts on FUSE: {} (un-fsynced data {})",
+            summary.kills,
+            if args.tear { "torn" } else { "discarded" }
+        );
+    }
     if args.damage {
         println!(
             "damaged logs: {} clear errors, {} verified recoveries",
@@ -888,6 +930,54 @@ fn crash_test(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
         println!("  reproduce with: {}", options.reproduce_command(failure.seed));
     }
     Ok(if summary.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `lazarus crash-test --power-loss`: the simulated-disk crash loop, in process.
+fn crash_test_power_loss(args: &CrashTestArgs) -> anyhow::Result<ExitCode> {
+    use lazarus::crash::power_loss::{PowerLossOptions, run_power_loss};
+    let options = PowerLossOptions {
+        workload: args.config.workload.clone(),
+        durability: args.config.durability.clone(),
+        steps: args.steps,
+        trials: args.trials,
+        seeds: args.seeds,
+        seed: args.seed,
+        k: args.k,
+        crash_seed: args.crash_seed,
+        recovery_crash_stride: args.recovery_crash_stride,
+    };
+    let started = std::time::Instant::now();
+    let summary = run_power_loss(&options, &mut |line| println!("{line}"))?;
+    let t = &summary.tally;
+    println!(
+        "crash-test --power-loss {} {}: {} crash points, {} cases run ({} recoveries, {} continuations, {} \
+         crashed recoveries), lost acknowledged commits {}, phantoms {}, clear errors {}, other errors {}, \
+         silent divergences {}, dependency-closed Taurus states {} ({:.1} s)",
+        options.workload,
+        options.durability,
+        t.crash_points,
+        t.cases + t.continuation_cases + t.recovery_crash_cases,
+        t.cases,
+        t.continuation_cases,
+        t.recovery_crash_cases,
+        t.lost_acked,
+        t.phantoms,
+        t.clear_errors,
+        t.other_errors,
+        t.silent_divergences,
+        t.reordered,
+        started.elapsed().as_secs_f64()
+    );
+    for violation in t.violations.iter().take(lazarus::crash::power_loss::VIOLATIONS_SHOWN) {
+        println!("VIOLATION {violation}");
+    }
+    let mut shown = std::collections::BTreeSet::new();
+    for &(k, seed) in &t.failed_cases {
+        if shown.insert((k, seed)) && shown.len() <= lazarus::crash::power_loss::VIOLATIONS_SHOWN {
+            println!("  reproduce with: {}", options.reproduce_command(k, seed));
+        }
+    }
+    Ok(if t.violations_total == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Options of the hidden `lazarus crash-child`.

@@ -14,6 +14,14 @@
 //!    ([`super::verify`]); with damage, recovers the copy too and accepts either a state that
 //!    passes the same verification or an error that names the damaged file and a byte offset.
 //!
+//! With `fuse` (`crash-test --fuse`, feature `fuse`), the log directory lives on a mounted
+//! [`super::fuse::PowerCutFs`] instead (the template is copied in and synced), and each kill is a
+//! power cut: the file system drops (or, with `tear`, tears) everything not fsynced, the child is
+//! killed (it may already have stopped on the EIO that follows the cut), and the file system is
+//! remounted from what survived. The ack file stays on the real file system: it is the client's
+//! record, outside the machine that lost power. A machine that cannot mount FUSE skips with a
+//! message ([`CrashSummary::skipped`]).
+//!
 //! Every choice comes from the trial's seed, so `--trials 1 --seed <seed>` replays a trial's
 //! choices (the moment a kill lands in the child's work still depends on timing).
 
@@ -65,6 +73,10 @@ pub struct CrashOptions {
     pub keep: bool,
     /// Run a deliberately broken child that acknowledges before durability.
     pub ack_before_durable: bool,
+    /// Put the log directory on a FUSE file system that loses un-fsynced data at each kill.
+    pub fuse: bool,
+    /// With `fuse`: tear un-fsynced writes at 512-byte sectors instead of dropping them.
+    pub tear: bool,
 }
 
 impl CrashOptions {
@@ -82,6 +94,8 @@ impl CrashOptions {
             work_dir: None,
             keep: false,
             ack_before_durable: false,
+            fuse: false,
+            tear: false,
         }
     }
 
@@ -123,6 +137,12 @@ impl CrashOptions {
         if self.ack_before_durable {
             command.push_str(" --ack-before-durable");
         }
+        if self.fuse {
+            command.push_str(" --fuse");
+        }
+        if self.tear {
+            command.push_str(" --tear");
+        }
         command
     }
 }
@@ -153,6 +173,56 @@ pub struct CrashSummary {
     pub from_checkpoint: u64,
     /// The failed trials.
     pub failures: Vec<TrialFailure>,
+    /// Why nothing ran (`fuse` on a machine that cannot mount FUSE).
+    pub skipped: Option<String>,
+}
+
+#[cfg(feature = "fuse")]
+type Power = super::fuse::PowerCut;
+
+/// Without the `fuse` feature there is no power to cut.
+#[cfg(not(feature = "fuse"))]
+enum Power {}
+
+#[cfg(not(feature = "fuse"))]
+impl Power {
+    fn mount_point(&self) -> &Path {
+        match *self {}
+    }
+    fn sync_all(&self) {
+        match *self {}
+    }
+    fn cut(&self, _seed: u64, _tear: bool) {
+        match *self {}
+    }
+    fn remount(&mut self) -> std::io::Result<()> {
+        match *self {}
+    }
+    fn unmount(self) -> std::io::Result<()> {
+        match self {}
+    }
+}
+
+/// Mounts the power-cut file system under `work`, or says why it cannot.
+fn mount_power(options: &CrashOptions, work: &Path) -> Result<Result<Option<Power>, String>, CrashError> {
+    if !options.fuse {
+        return Ok(Ok(None));
+    }
+    #[cfg(feature = "fuse")]
+    {
+        if let Err(why) = super::fuse::available(&work.join("fuse-probe")) {
+            return Ok(Err(why));
+        }
+        let mount_point = work.join("mnt");
+        std::fs::create_dir_all(&mount_point).map_err(io_at(&mount_point))?;
+        let power = super::fuse::PowerCut::mount(&mount_point).map_err(io_at(&mount_point))?;
+        Ok(Ok(Some(power)))
+    }
+    #[cfg(not(feature = "fuse"))]
+    {
+        let _ = work;
+        Ok(Err("this lazarus was built without the `fuse` feature".into()))
+    }
 }
 
 /// Runs the crash test; `out` receives one line per trial and progress messages.
@@ -170,6 +240,16 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
     if template.exists() {
         std::fs::remove_dir_all(&template).map_err(io_at(&template))?;
     }
+    let mut power = match mount_power(options, &work)? {
+        Ok(power) => power,
+        Err(why) => {
+            out(&format!("crash-test --fuse: SKIPPED: {why}"));
+            if options.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            return Ok(CrashSummary { skipped: Some(why), ..CrashSummary::default() });
+        }
+    };
     let started = Instant::now();
     build_template(&options.config, &template)?;
     out(&format!(
@@ -187,7 +267,7 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
             std::fs::remove_dir_all(&dir).map_err(io_at(&dir))?;
         }
         let started = Instant::now();
-        let mut trial = run_trial(options, &template, &dir, seed);
+        let mut trial = run_trial(options, &template, &dir, seed, power.as_mut());
         // At most one trial's databases are being freed while the next trial runs.
         if let Some(handle) = releasing.take() {
             let _ = handle.join();
@@ -216,6 +296,11 @@ pub fn run_crash_test(options: &CrashOptions, out: &mut dyn FnMut(&str)) -> Resu
     }
     if let Some(handle) = releasing.take() {
         let _ = handle.join();
+    }
+    if let Some(power) = power {
+        let mount_point = power.mount_point().to_path_buf();
+        power.unmount().map_err(io_at(&mount_point))?;
+        std::fs::remove_dir(&mount_point).map_err(io_at(&mount_point))?;
     }
     if summary.failures.is_empty() && !options.keep {
         // Only what this run created: the template and the (already removed) trial directories.
@@ -261,10 +346,24 @@ struct Trial {
     release: Vec<Database>,
 }
 
-fn run_trial(options: &CrashOptions, template: &Path, dir: &Path, seed: u64) -> Trial {
+fn run_trial(options: &CrashOptions, template: &Path, dir: &Path, seed: u64, mut power: Option<&mut Power>) -> Trial {
     let mut trial = Trial::default();
-    if let Err(e) = run_trial_inner(options, template, dir, seed, &mut trial) {
+    let log = match &power {
+        Some(p) => p.mount_point().join(format!("trial-{seed}")),
+        None => dir.join("log"),
+    };
+    if let Err(e) = run_trial_inner(options, template, dir, &log, seed, power.as_deref_mut(), &mut trial) {
         trial.failure.get_or_insert_with(|| e.to_string());
+    }
+    if power.is_some() {
+        // The power-cut file system is in memory: keep a failed trial's log on disk, then free it.
+        if trial.failure.is_some() || options.keep {
+            let kept = dir.join("log");
+            if let Err(e) = copy_dir(&log, &kept) {
+                trial.notes.push(format!("could not keep the log: {e}"));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&log);
     }
     trial
 }
@@ -273,13 +372,18 @@ fn run_trial_inner(
     options: &CrashOptions,
     template: &Path,
     dir: &Path,
+    log: &Path,
     seed: u64,
+    mut power: Option<&mut Power>,
     trial: &mut Trial,
 ) -> Result<(), CrashError> {
     let config = &options.config;
-    let log = dir.join("log");
+    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     let ack_file = dir.join("acks");
-    copy_dir(template, &log)?;
+    copy_dir(template, log)?;
+    if let Some(p) = &power {
+        p.sync_all();
+    }
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5EED_C4A5_11AB_0000);
     let mut ready_ms = 1_000u64;
     let mut kills = Vec::new();
@@ -292,7 +396,7 @@ fn run_trial_inner(
         };
         let child_seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(round);
         let stderr_path = dir.join(format!("child-{round}.stderr"));
-        let mut child = spawn_child(options, &log, &ack_file, child_seed, round, &stderr_path)?;
+        let mut child = spawn_child(options, log, &ack_file, child_seed, round, &stderr_path)?;
         let started = Instant::now();
         if !in_recovery && let Err(e) = wait_ready(&mut child, &stderr_path) {
             let _ = child.kill();
@@ -301,7 +405,16 @@ fn run_trial_inner(
         }
         ready_ms = if in_recovery { ready_ms } else { started.elapsed().as_millis() as u64 };
         std::thread::sleep(Duration::from_millis(delay_ms));
-        kill(&mut child, &stderr_path)?;
+        match power.as_deref_mut() {
+            Some(p) => {
+                p.cut(child_seed, options.tear);
+                // After the cut the child may stop by itself on EIO (fail-stop): any exit will do.
+                let _ = child.kill();
+                child.wait().map_err(|e| CrashError::Child(e.to_string()))?;
+                p.remount().map_err(io_at(log))?;
+            }
+            None => kill(&mut child, &stderr_path)?,
+        }
         trial.kills += 1;
         kills.push(if in_recovery { format!("{delay_ms} ms into recovery") } else { format!("{delay_ms} ms") });
     }
@@ -310,13 +423,13 @@ fn run_trial_inner(
     trial.acked = acks.acked;
     let damaged = if options.damage {
         let copy = dir.join("log-damaged");
-        copy_dir(&log, &copy)?;
+        copy_dir(log, &copy)?;
         Some((damage_newest(&copy, &mut rng)?, copy))
     } else {
         None
     };
     let started = Instant::now();
-    match verify::recover(config, &log) {
+    match verify::recover(config, log) {
         Ok((db, report)) => {
             let recovered_ms = started.elapsed().as_millis();
             trial.from_checkpoint = report.checkpoint.is_some();

@@ -12,11 +12,19 @@
 //! - [`harness`]: the trials: a loaded template directory, a copy per trial, kill/restart rounds
 //!   at seeded moments, optional damage of the newest log file, the summary.
 //!
-//! See `docs/durability.md`, "Crash test".
+//! - [`power_loss`] and [`model`] (`crash-test --power-loss`): power loss at the k-th I/O of a
+//!   short history on the simulated disk, recovery, and the acknowledged-prefix oracle; the
+//!   reliability sweeps of `tests/` use them too.
+//!
+//! See `docs/durability.md`, "Crash test", and `docs/RELIABILITY.md`.
 
 pub mod acks;
 pub mod child;
+#[cfg(feature = "fuse")]
+pub mod fuse;
 pub mod harness;
+pub mod model;
+pub mod power_loss;
 pub mod verify;
 
 pub use harness::{CrashOptions, CrashSummary, run_crash_test};
