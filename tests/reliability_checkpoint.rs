@@ -23,6 +23,7 @@ const CHECKPOINTS: Setup = Setup {
     value_pad_bytes: 0,
     ci_crash_stride: 3,
     epoch_interval_ms: 10_000,
+    scheme: SchemeKind::Value,
 };
 
 /// Also an epoch advancer ticking every 5 ms, racing the history's own advances and the

@@ -18,6 +18,7 @@ const COMMAND: Setup = Setup {
     value_pad_bytes: 0,
     ci_crash_stride: 1,
     epoch_interval_ms: 10_000,
+    scheme: SchemeKind::Value,
 };
 
 /// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).

@@ -334,7 +334,14 @@ impl LogScheme for StreamLogging {
             file.sync_data()?;
             let mut synced_path = path.into_os_string();
             synced_path.push(format::SYNCED_SUFFIX);
-            let mut synced = options.fs.open(std::path::Path::new(&synced_path), OpenMode::CreateNew)?;
+            let synced_path = std::path::Path::new(&synced_path);
+            // A synced-length file whose log's creation was lost at power loss (the two names are
+            // made durable by one sync_dir, and a crash may keep either): the log of this
+            // generation did not exist (CreateNew above succeeded), so the file is an orphan.
+            if options.fs.exists(synced_path)? {
+                options.fs.remove(synced_path)?;
+            }
+            let mut synced = options.fs.open(synced_path, OpenMode::CreateNew)?;
             synced.write_at(0, &format::encode_synced(bytes.len() as u64))?;
             streams.push(Arc::new(Stream::new(logger, bytes.len() as u64, options.buffer_size_bytes)));
             files.push((file, synced));
