@@ -1,7 +1,7 @@
 //! Reliability of the value and command schemes under the benchmark workloads: Smallbank, YCSB
 //! and a tiny TPC-C (`tests/common/histories.rs`, whose model is a reference run that never
 //! crashes): power loss at every I/O of a history (and of recovery) and injected I/O errors, with
-//! the oracle of `tests/common/`. In CI every 4th crash point and fault point is tried
+//! the oracle of `tests/common/`. In CI every 8th crash point and fault point is tried
 //! (`LAZARUS_RELIABILITY_FULL=1`: all of them). `docs/RELIABILITY.md` has the numbers.
 
 mod common;
@@ -10,7 +10,7 @@ use common::*;
 use lazarus::durability::value::files::EntryFormat;
 use lazarus::io::sim::SimDisk;
 
-const VALUE_SAMPLED: Setup = Setup { ci_crash_stride: 4, ..VALUE };
+const VALUE_SAMPLED: Setup = Setup { ci_crash_stride: 8, ..VALUE };
 const COMMAND_SAMPLED: Setup = Setup { label: "command", entry_format: EntryFormat::Command, ..VALUE_SAMPLED };
 
 fn histories(setup: Setup) -> [History; 3] {

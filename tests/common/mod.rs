@@ -331,10 +331,9 @@ pub fn run_history(db: &Database, disk: &SimDisk, history: &History, range: Rang
         return run;
     };
     let mut pending: Option<(usize, DurabilityTicket)> = None;
-    // Taurus acknowledges a transaction once it and its predecessors are durable, not what
-    // committed before it on another logger: under the stream schemes the client waits for every
-    // step's ticket, so that `acked` counts only steps it saw acknowledged.
-    let each_ticket = history.setup.scheme != SchemeKind::Value;
+    // The client waits for every step's ticket, so that `acked` counts only steps it saw
+    // acknowledged: a read-only transaction is acknowledged once what it read is durable, and a
+    // Taurus transaction once it and its predecessors are, neither once everything before it is.
     let mut earlier: Vec<(usize, DurabilityTicket)> = Vec::new();
     let end = range.end;
     for i in range {
@@ -359,7 +358,7 @@ pub fn run_history(db: &Database, disk: &SimDisk, history: &History, range: Rang
             },
             Step::Call { worker, procedure, args } => match workers[*worker].call(procedure, args) {
                 Ok(out) => {
-                    if each_ticket && let Some(p) = pending.take() {
+                    if let Some(p) = pending.take() {
                         earlier.push(p);
                     }
                     pending = Some((i, out.committed.durability));
@@ -372,7 +371,7 @@ pub fn run_history(db: &Database, disk: &SimDisk, history: &History, range: Rang
             },
             Step::Put { worker, table, row } => match put(&mut workers[*worker], table, row) {
                 Ok(ticket) => {
-                    if each_ticket && let Some(p) = pending.take() {
+                    if let Some(p) = pending.take() {
                         earlier.push(p);
                     }
                     pending = Some((i, ticket));
@@ -391,16 +390,8 @@ pub fn run_history(db: &Database, disk: &SimDisk, history: &History, range: Rang
             db.epochs().advance();
         }
         let waited = if (i + 1) % WAIT_EVERY == 0 || i + 1 == end {
-            let mut all_earlier = true;
-            for p in earlier.drain(..) {
-                if all_earlier && !wait(db, disk, &workers[0], &mut Some(p), &mut run) {
-                    all_earlier = false;
-                }
-            }
-            if !all_earlier {
-                pending = None;
-            }
-            all_earlier && wait(db, disk, &workers[0], &mut pending, &mut run)
+            let tickets: Vec<(usize, DurabilityTicket)> = earlier.drain(..).chain(pending.take()).collect();
+            wait_all(db, disk, &workers[0], tickets, &mut run)
         } else {
             true
         };
@@ -418,6 +409,29 @@ fn put(worker: &mut lazarus::Worker, table: &str, row: &[Value]) -> Result<Durab
     let id = txn.table_id(table).map_err(|e| e.to_string())?;
     txn.put(id, Arc::new(row.to_vec())).map_err(|e| e.to_string())?;
     txn.commit().map(|c| c.durability).map_err(|e| e.to_string())
+}
+
+/// Advances the epoch and waits for each of `tickets` in order; returns whether all were
+/// acknowledged.
+pub fn wait_all(
+    db: &Database,
+    disk: &SimDisk,
+    worker: &lazarus::Worker,
+    tickets: Vec<(usize, DurabilityTicket)>,
+    run: &mut Run,
+) -> bool {
+    if tickets.is_empty() {
+        return true;
+    }
+    db.epochs().advance();
+    for (step, ticket) in tickets {
+        if let Err(e) = worker.wait_durable(&ticket) {
+            run.error(e, disk.faults_fired() > 0);
+            return false;
+        }
+        run.ack(step);
+    }
+    true
 }
 
 /// Advances the epoch and waits for the last pending step; returns whether it was acknowledged.
