@@ -262,8 +262,11 @@ pub fn parse_resp(bytes: &[u8]) -> Decoded {
     out
 }
 
+/// A fuzz entry.
+pub type Entry = fn(&[u8]) -> Decoded;
+
 /// Every entry by target name (the names of `fuzz/fuzz_targets/*.rs` and `fuzz/corpus/*`).
-pub const TARGETS: [(&str, fn(&[u8]) -> Decoded); 15] = [
+pub const TARGETS: [(&str, Entry); 15] = [
     ("value_log", decode_value_log),
     ("value_log_block", decode_value_log_block),
     ("command_log_block", decode_command_log_block),
