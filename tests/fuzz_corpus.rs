@@ -14,7 +14,6 @@ use lazarus::durability::frame;
 use lazarus::durability::taurus::format::Flavor;
 use lazarus::durability::value::files::{self, EntryFormat};
 use lazarus::fuzzing::{self, Decoded, TARGETS};
-use lazarus::io::sim::SimDisk;
 use std::path::{Path, PathBuf};
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -120,17 +119,6 @@ impl Seeds {
     }
 }
 
-/// Runs `history` on a fresh simulated disk and returns the disk after close.
-fn written(history: &History) -> SimDisk {
-    let disk = SimDisk::new();
-    let db = open(history.setup, &disk).expect("open");
-    let steps = history.steps.len();
-    let run = run_history(&db, &disk, history, 0..steps, false);
-    assert_eq!(run.acked, steps, "{:?}", run.first_error);
-    db.close().expect("close");
-    disk
-}
-
 fn file_label(prefix: &str, path: &Path) -> String {
     format!("{prefix}.{}", path.strip_prefix("/db").unwrap_or(path).display())
 }
@@ -155,7 +143,7 @@ fn write_seed_corpus() {
         ("command-transfer", transfer_history(command, 24)),
         ("checkpoint-kv", kv_history(checkpoints, 24, 0)),
     ] {
-        let disk = written(&history);
+        let disk = run_to_end(&history);
         for path in disk.file_paths() {
             let bytes = disk.contents(&path).unwrap();
             let name = Path::new(path.file_name().unwrap());
@@ -183,7 +171,7 @@ fn write_seed_corpus() {
     for flavor in [Flavor::SerialData, Flavor::SerialCmd, Flavor::TaurusData, Flavor::TaurusCmd] {
         let setup = Setup { label: flavor.name(), scheme: SchemeKind::Stream(flavor), ..VALUE };
         for history in [kv_history(setup, 16, 4), transfer_history(setup, 16)] {
-            let disk = written(&history);
+            let disk = run_to_end(&history);
             for path in disk.file_paths() {
                 let bytes = disk.contents(&path).unwrap();
                 let label = file_label(&format!("{}-{}", flavor.name(), history.name), &path);

@@ -26,17 +26,7 @@ fn histories(flavor: Flavor) -> [History; 2] {
 fn stream_histories_match_their_models_and_recover() {
     for flavor in FLAVORS {
         for history in histories(flavor) {
-            let disk = SimDisk::new();
-            let db = open(history.setup, &disk).expect("open");
-            for p in 0..history.steps.len() {
-                let run = run_history(&db, &disk, &history, p..p + 1, false);
-                assert_eq!(run.acked, p + 1, "{} {}: step {p}: {:?}", flavor.name(), history.name, run.first_error);
-                assert_eq!(dump(&db).expect("dump"), history.states[p + 1], "{} after {} steps", history.name, p + 1);
-            }
-            drop(db);
-            let recovered = open(history.setup, &disk.crash(3)).expect("recover");
-            assert_eq!(dump(&recovered).expect("dump"), history.states[history.steps.len()], "{}", history.name);
-            let _ = recovered.close();
+            assert_history_matches_step_by_step(&history, 3);
         }
     }
 }

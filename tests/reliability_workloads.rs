@@ -8,7 +8,6 @@ mod common;
 
 use common::*;
 use lazarus::durability::value::files::EntryFormat;
-use lazarus::io::sim::SimDisk;
 
 const VALUE_SAMPLED: Setup = Setup { ci_crash_stride: 8, ..VALUE };
 const COMMAND_SAMPLED: Setup = Setup { label: "command", entry_format: EntryFormat::Command, ..VALUE_SAMPLED };
@@ -24,17 +23,7 @@ fn workload_histories_match_their_reference_runs() {
     for setup in [VALUE_SAMPLED, COMMAND_SAMPLED] {
         for history in histories(setup) {
             assert!(history.steps.len() >= 14, "{}: {} steps", history.name, history.steps.len());
-            let disk = SimDisk::new();
-            let db = open(setup, &disk).expect("open");
-            for p in 0..history.steps.len() {
-                let run = run_history(&db, &disk, &history, p..p + 1, false);
-                assert_eq!(run.acked, p + 1, "{}: step {p}: {:?}", history.name, run.first_error);
-                assert_eq!(dump(&db).expect("dump"), history.states[p + 1], "{} after {} steps", history.name, p + 1);
-            }
-            drop(db);
-            let recovered = open(setup, &disk.crash(5)).expect("recover");
-            assert_eq!(dump(&recovered).expect("dump"), history.states[history.steps.len()], "{}", history.name);
-            let _ = recovered.close();
+            assert_history_matches_step_by_step(&history, 5);
             let distinct = history.states.windows(2).filter(|w| w[0] != w[1]).count();
             assert!(distinct * 2 >= history.steps.len(), "{}: most steps change nothing", history.name);
         }

@@ -304,3 +304,32 @@ fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
     }
     out
 }
+
+/// Runs all of `history` on a fresh simulated disk, every step acknowledged, and closes it.
+pub fn run_to_end(history: &History) -> lazarus::io::sim::SimDisk {
+    let disk = lazarus::io::sim::SimDisk::new();
+    let db = super::open(history.setup, &disk).expect("open");
+    let steps = history.steps.len();
+    let run = super::run_history(&db, &disk, history, 0..steps, false);
+    assert_eq!(run.acked, steps, "{}: {:?}", history.name, run.first_error);
+    db.close().expect("close");
+    disk
+}
+
+/// Runs `history` one step at a time under its setup, checking the state after each against the
+/// model, then crashes the disk (`seed`) without closing and requires recovery to give the last
+/// state.
+pub fn assert_history_matches_step_by_step(history: &History, seed: u64) {
+    let disk = lazarus::io::sim::SimDisk::new();
+    let db = super::open(history.setup, &disk).expect("open");
+    for p in 0..history.steps.len() {
+        let run = super::run_history(&db, &disk, history, p..p + 1, false);
+        let what = format!("{}/{}", history.setup.label, history.name);
+        assert_eq!(run.acked, p + 1, "{what}: step {p}: {:?}", run.first_error);
+        assert_eq!(dump(&db).expect("dump"), history.states[p + 1], "{what} after {} steps", p + 1);
+    }
+    drop(db);
+    let recovered = super::open(history.setup, &disk.crash(seed)).expect("recover");
+    assert_eq!(dump(&recovered).expect("dump"), history.states[history.steps.len()], "{}", history.name);
+    let _ = recovered.close();
+}

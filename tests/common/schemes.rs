@@ -65,14 +65,9 @@ pub fn stream_synced_point(image: &SimDisk, log: &std::path::Path, bytes: &[u8])
 /// `tail_cuts`. Any other state is a silent divergence. Returns the tally, the images tried and
 /// the tail cuts.
 pub fn stream_damage_sweep(history: &super::History, stride: usize) -> (super::Tally, u64, u64) {
-    use super::{DbError, DurabilityError, Tally, damages, dump, open, run_history};
-    let disk = SimDisk::new();
-    let db = open(history.setup, &disk).expect("open");
+    use super::{DbError, DurabilityError, Tally, damages, dump, open};
     let steps = history.steps.len();
-    let run = run_history(&db, &disk, history, 0..steps, false);
-    assert_eq!(run.acked, steps, "{:?}", run.first_error);
-    db.close().expect("close");
-    let image = disk.crash(0);
+    let image = super::run_to_end(history).crash(0);
     let expected = &history.states[steps];
     let clean = open(history.setup, &image.fork()).expect("the undamaged image recovers");
     assert_eq!(&dump(&clean).expect("dump"), expected);
