@@ -15,11 +15,13 @@
 //! - [`crash`]: `lazarus crash-test`: SIGKILL trials against the value scheme, recovery, verification.
 //! - [`report`]: `lazarus report`: charts and tables of bench output files as one HTML page.
 //! - [`server`]: `lazarus serve`: the Redis-protocol server.
+//! - [`fuzzing`]: the decoders and parsers as the fuzz targets in `fuzz/` call them.
 
 pub mod bench;
 pub mod crash;
 pub mod db;
 pub mod durability;
+pub mod fuzzing;
 pub mod io;
 pub mod pacman;
 pub mod proc;

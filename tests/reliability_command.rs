@@ -8,7 +8,6 @@ mod common;
 
 use common::*;
 use lazarus::durability::value::files::EntryFormat;
-use lazarus::io::sim::SimDisk;
 
 const COMMAND: Setup = Setup {
     label: "command",
@@ -84,16 +83,6 @@ fn io_errors_command_transfer_stop_acknowledging_and_recover_every_acknowledged_
 fn command_histories_match_their_models_and_replay() {
     for history in [transfer(), kv()] {
         assert!(history.steps.iter().any(|s| matches!(s, Step::Put { .. })) || history.name == "transfer");
-        let disk = SimDisk::new();
-        let db = open(COMMAND, &disk).expect("open");
-        for p in 0..history.steps.len() {
-            let run = run_history(&db, &disk, &history, p..p + 1, false);
-            assert_eq!(run.acked, p + 1, "{}: step {p}: {:?}", history.name, run.first_error);
-            assert_eq!(dump(&db).expect("dump"), history.states[p + 1], "{} after {} steps", history.name, p + 1);
-        }
-        drop(db);
-        let recovered = open(COMMAND, &disk.crash(3)).expect("recover");
-        assert_eq!(dump(&recovered).expect("dump"), history.states[history.steps.len()], "{}", history.name);
-        let _ = recovered.close();
+        assert_history_matches_step_by_step(&history, 3);
     }
 }

@@ -186,8 +186,9 @@ pub fn dump(db: &Database) -> Result<Dump, String> {
         }
         out.extend(primary);
     }
-    let procedures = db.procedures();
-    out.extend(PROCEDURES.iter().filter(|p| procedures.id_of(p).is_some()).map(|p| format!("procedure {p}")));
+    // Every registered procedure, whatever the history: a recovered catalog must hold exactly the
+    // acknowledged modules.
+    out.extend(db.procedures().all().iter().map(|p| format!("procedure {}", p.name().to_ascii_lowercase())));
     out.sort();
     Ok(out)
 }

@@ -33,6 +33,14 @@ use std::sync::Arc;
 pub use lazarus::crash::model::*;
 pub use lazarus::crash::power_loss::*;
 
+pub mod histories;
+pub mod schemes;
+
+#[allow(unused_imports)]
+pub use histories::*;
+#[allow(unused_imports)]
+pub use schemes::*;
+
 // ---------------------------------------------------------------------------------------------
 // Knobs, opening a database on a simulated disk
 
@@ -340,7 +348,9 @@ pub fn io_error_sweep(history: &History) -> Tally {
     let mut tally = Tally::default();
     for kind in FAULT_KINDS {
         let total = kind.map_or(probe.ops(), |k| probe.ops_of(k));
-        let stride = if kind.is_none() { knobs.fault_stride * 4 } else { knobs.fault_stride };
+        // Setups sampled in CI (`ci_crash_stride` > 1) sample their fault points as sparsely.
+        let sampled = if knobs.full { 1 } else { history.setup.ci_crash_stride };
+        let stride = sampled * if kind.is_none() { knobs.fault_stride * 4 } else { knobs.fault_stride };
         for nth in (1..=total).step_by(stride) {
             for (error, sticky) in [(FaultError::Eio, false), (FaultError::Enospc, true)] {
                 let fault = Fault { kind, nth, error, sticky };

@@ -353,7 +353,8 @@ fn encode_progress(progress: &Progress) -> Vec<u8> {
     out
 }
 
-fn decode_progress(bytes: &[u8]) -> Result<Progress, DecodeError> {
+/// Decodes the progress record (`meta` table).
+pub fn decode_progress(bytes: &[u8]) -> Result<Progress, DecodeError> {
     let mut r = Reader::new(bytes);
     let indexed_epoch = r.u64()?;
     let count = r.u32()? as usize;
