@@ -9,16 +9,7 @@ mod common;
 use common::*;
 use lazarus::durability::value::files::EntryFormat;
 
-const COMMAND: Setup = Setup {
-    label: "command",
-    entry_format: EntryFormat::Command,
-    checkpoint_interval_ms: 0,
-    step_pause_ms: 0,
-    value_pad_bytes: 0,
-    ci_crash_stride: 1,
-    epoch_interval_ms: 10_000,
-    scheme: SchemeKind::Value,
-};
+const COMMAND: Setup = Setup { label: "command", entry_format: EntryFormat::Command, ..VALUE };
 
 /// Every 5th set of the kv history is an ad-hoc transaction (logged as its write set).
 const ADHOC_EVERY: usize = 5;
