@@ -41,6 +41,7 @@
 //! A transactionally consistent checkpoint (PACMAN §2.2; SiloR's fuzzy one cannot have commands
 //! replayed over it), so the command log is never truncated: recovery replays it from the start.
 
+pub mod parallel;
 pub mod recovery;
 
 use super::codec::{self, DecodeError, Reader};
@@ -58,16 +59,81 @@ const ARG_ARRAY: u8 = 1;
 /// The most arguments one logged call may carry.
 pub const ARGS_MAX: usize = 1024;
 
+/// How a command log is replayed (`lazarus recover --command-replay`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommandReplay {
+    /// Serial re-execution in commit order (PACMAN's baseline CLR).
+    #[default]
+    Clr,
+    /// PACMAN: static analysis, intra-batch key spaces and inter-batch pipelining.
+    ClrP,
+    /// PACMAN with the static analysis only (Figure 19's first bar).
+    ClrPStatic,
+    /// PACMAN with static analysis and intra-batch parallelism, batches one at a time.
+    ClrPIntra,
+    /// Latch-free parallel replay of write sets shuffled by table and key (every entry data).
+    LlrP,
+}
+
+impl CommandReplay {
+    /// Every engine, as the command line spells them.
+    pub const NAMES: &'static str = "clr, clr-p, clr-p-static, clr-p-intra, llr-p";
+}
+
+impl std::str::FromStr for CommandReplay {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<CommandReplay, String> {
+        match s {
+            "clr" => Ok(CommandReplay::Clr),
+            "clr-p" => Ok(CommandReplay::ClrP),
+            "clr-p-static" => Ok(CommandReplay::ClrPStatic),
+            "clr-p-intra" => Ok(CommandReplay::ClrPIntra),
+            "llr-p" => Ok(CommandReplay::LlrP),
+            _ => Err(format!("command replay must be one of {}, got {s:?}", CommandReplay::NAMES)),
+        }
+    }
+}
+
+impl std::fmt::Display for CommandReplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CommandReplay::Clr => "clr",
+            CommandReplay::ClrP => "clr-p",
+            CommandReplay::ClrPStatic => "clr-p-static",
+            CommandReplay::ClrPIntra => "clr-p-intra",
+            CommandReplay::LlrP => "llr-p",
+        })
+    }
+}
+
+/// Options of scheme `command`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommandOptions {
+    /// The replay engine recovery uses.
+    pub replay: CommandReplay,
+    /// Log every transaction as its write set, procedure calls too (for `llr-p`, and PACMAN
+    /// §6.2.4's all-ad-hoc end of the range).
+    pub log_calls_as_data: bool,
+}
+
 /// A worker's log for the command scheme: SiloR's buffers with command entries.
 pub struct CommandWorkerLog {
     inner: ValueWorkerLog,
     commit_seq: Arc<AtomicU64>,
+    calls_as_data: bool,
 }
 
 impl CommandWorkerLog {
     /// Wraps the buffers of a value-scheme worker; `commit_seq` is the scheme's global counter.
     pub fn new(inner: ValueWorkerLog, commit_seq: Arc<AtomicU64>) -> CommandWorkerLog {
-        CommandWorkerLog { inner, commit_seq }
+        CommandWorkerLog { inner, commit_seq, calls_as_data: false }
+    }
+
+    /// Logs procedure calls as their write sets too.
+    pub fn with_calls_as_data(mut self, calls_as_data: bool) -> CommandWorkerLog {
+        self.calls_as_data = calls_as_data;
+        self
     }
 }
 
@@ -92,7 +158,14 @@ impl WorkerLog for CommandWorkerLog {
             // A read-only transaction changes nothing to replay.
             self.inner.check_failed()
         } else {
-            self.inner.append_with(epoch, |out| encode(view, out))
+            let as_data = self.calls_as_data;
+            self.inner.append_with(epoch, |out| {
+                if as_data {
+                    encode(&CommitView { invocation: None, ..*view }, out)
+                } else {
+                    encode(view, out)
+                }
+            })
         };
         self.inner.set_idle();
         result?;

@@ -8,7 +8,8 @@
 //! A logged call that fails on replay means the replayed state diverged from the logged
 //! execution; recovery stops with an error naming the entry's file and offset.
 
-use super::{CommandEntry, decode};
+use super::parallel::{self, ReplayBreakdown};
+use super::{CommandEntry, CommandReplay, decode};
 use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::codec::Reader;
@@ -52,7 +53,25 @@ pub fn recover(
     let start = Instant::now();
     let (mut entries, max_epoch, max_seq) = read_entries(options, &replay, &pepoch, &mut report)?;
     entries.sort_unstable_by_key(|e| (e.epoch, e.seq));
-    execute(db, &replay, &entries)?;
+    let engine = options.command.replay;
+    let mut breakdown = ReplayBreakdown {
+        engine: engine.to_string(),
+        loading_ms: start.elapsed().as_secs_f64() * 1e3,
+        ..ReplayBreakdown::default()
+    };
+    let threads = options.recovery_threads;
+    let sorted: Vec<&CommandEntry> = entries.iter().map(|l| &l.entry).collect();
+    match engine {
+        CommandReplay::Clr => {
+            let executing = Instant::now();
+            execute(db, &replay, &entries)?;
+            breakdown.execution_ms = executing.elapsed().as_secs_f64() * 1e3;
+            breakdown.threads = 1;
+        }
+        CommandReplay::LlrP => parallel::replay_llr_p(db, &sorted, threads, &mut breakdown)?,
+        _ => parallel::replay_clr_p(db, &sorted, engine, threads, &mut breakdown)?,
+    }
+    report.command_breakdown = Some(breakdown);
     report.entries = entries.len() as u64;
     report.files = replay.len();
     report.replay_ms = start.elapsed().as_secs_f64() * 1e3;

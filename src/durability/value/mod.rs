@@ -83,6 +83,8 @@ pub struct ValueOptions {
     /// How recovery applies the log's writes: directly (the default) or through compiled plans
     /// ([`crate::replay`]); both give the same tables and indexes.
     pub replay_mode: crate::replay::ReplayMode,
+    /// Scheme `command` only: its replay engine and whether calls are logged as write sets.
+    pub command: crate::durability::command::CommandOptions,
 }
 
 impl ValueOptions {
@@ -98,6 +100,7 @@ impl ValueOptions {
             checkpoint: CheckpointOptions::new(log_dirs.len()),
             entry_format: files::EntryFormat::Value,
             replay_mode: crate::replay::ReplayMode::Direct,
+            command: Default::default(),
             log_dirs,
         }
     }
@@ -413,7 +416,8 @@ impl LogScheme for ValueLogging {
         match options.entry_format {
             files::EntryFormat::Value => Box::new(log),
             files::EntryFormat::Command => {
-                Box::new(super::command::CommandWorkerLog::new(log, Arc::clone(&self.shared.commit_seq)))
+                let log = super::command::CommandWorkerLog::new(log, Arc::clone(&self.shared.commit_seq));
+                Box::new(log.with_calls_as_data(options.command.log_calls_as_data))
             }
         }
     }

@@ -83,6 +83,8 @@ pub struct RecoveryReport {
     pub holes: Vec<(u64, u64)>,
     /// The pepoch file's [`Pepoch::checkpoint_e_l`], carried on by the recovered scheme.
     pub checkpoint_e_l: u64,
+    /// Scheme `command` replayed by `clr-p` or `llr-p`: where the time went.
+    pub command_breakdown: Option<crate::durability::command::parallel::ReplayBreakdown>,
 }
 
 impl RecoveryReport {
