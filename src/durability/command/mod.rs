@@ -115,6 +115,8 @@ pub struct CommandOptions {
     /// Log every transaction as its write set, procedure calls too (for `llr-p`, and PACMAN
     /// §6.2.4's all-ad-hoc end of the range).
     pub log_calls_as_data: bool,
+    /// `clr-p`: most transactions per log batch; 0 means [`parallel::BATCH_TXNS_MAX`].
+    pub batch_txns: usize,
 }
 
 /// A worker's log for the command scheme: SiloR's buffers with command entries.

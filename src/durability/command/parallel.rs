@@ -209,10 +209,14 @@ fn build_plans(db: &Database) -> Result<Plans, DurabilityError> {
     Ok(Plans { procedures, block_of_slice, block_of_table, block_writes, parents, children, blocks })
 }
 
-/// The threads each block gets: its share of `threads` by load, at least one (§4.4).
+/// The threads each block's piece-sets are split over (§4.4): in proportion to the block's
+/// measured load, the heaviest block getting all `threads`, every block at least one. The threads
+/// are one pool that takes whatever piece-set partition is ready, so the shares bound each block's
+/// parallelism rather than pinning cores; normalizing by the heaviest block (not the sum) keeps
+/// intra-batch parallelism when there are fewer threads than blocks.
 fn threads_per_block(load: &[u64], threads: usize) -> Vec<usize> {
-    let total: u64 = load.iter().sum::<u64>().max(1);
-    load.iter().map(|&l| ((threads as f64 * l as f64 / total as f64).round() as usize).clamp(1, threads)).collect()
+    let heaviest = load.iter().copied().max().unwrap_or(0).max(1);
+    load.iter().map(|&l| ((threads as f64 * l as f64 / heaviest as f64).round() as usize).clamp(1, threads)).collect()
 }
 
 /// The partition a key value falls in, out of `k`. Integral floats hash as ints, so a float
@@ -303,7 +307,7 @@ impl Variant {
 
 /// The pieces of each block of each batch, in commit order. Returns the batches (first, len,
 /// serial) and per batch per block the pieces.
-fn cut_batches(plans: &Plans, entries: &[&CommandEntry]) -> Vec<(usize, usize, bool, Vec<Vec<Piece>>)> {
+fn cut_batches(plans: &Plans, entries: &[&CommandEntry], batch_txns: usize) -> Vec<(usize, usize, bool, Vec<Vec<Piece>>)> {
     let mut out = Vec::new();
     let mut first = 0;
     let mut sets: Vec<Vec<Piece>> = vec![Vec::new(); plans.blocks];
@@ -346,7 +350,7 @@ fn cut_batches(plans: &Plans, entries: &[&CommandEntry]) -> Vec<(usize, usize, b
                 }
             }
         }
-        if i + 1 - first >= BATCH_TXNS_MAX {
+        if i + 1 - first >= batch_txns {
             flush(&mut out, &mut first, i + 1, &mut sets);
         }
     }
@@ -407,6 +411,7 @@ pub fn replay_clr_p(
     entries: &[&CommandEntry],
     engine: CommandReplay,
     threads: usize,
+    batch_txns: usize,
     breakdown: &mut ReplayBreakdown,
 ) -> Result<(), DurabilityError> {
     let threads = threads.clamp(1, THREADS_MAX);
@@ -416,7 +421,8 @@ pub fn replay_clr_p(
     breakdown.analysis_ms += analysis_start.elapsed().as_secs_f64() * 1e3;
 
     let schedule_start = Instant::now();
-    let cut = cut_batches(&plans, entries);
+    let batch_txns = if batch_txns == 0 { BATCH_TXNS_MAX } else { batch_txns.min(BATCH_TXNS_MAX) };
+    let cut = cut_batches(&plans, entries, batch_txns);
     let mut load = vec![0u64; plans.blocks];
     for (_, _, _, sets) in &cut {
         for (b, s) in sets.iter().enumerate() {

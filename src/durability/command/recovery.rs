@@ -69,7 +69,7 @@ pub fn recover(
             breakdown.threads = 1;
         }
         CommandReplay::LlrP => parallel::replay_llr_p(db, &sorted, threads, &mut breakdown)?,
-        _ => parallel::replay_clr_p(db, &sorted, engine, threads, &mut breakdown)?,
+        _ => parallel::replay_clr_p(db, &sorted, engine, threads, options.command.batch_txns, &mut breakdown)?,
     }
     report.command_breakdown = Some(breakdown);
     report.entries = entries.len() as u64;
