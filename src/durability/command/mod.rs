@@ -119,17 +119,114 @@ pub struct CommandOptions {
     pub batch_txns: usize,
 }
 
+/// The epochs whose calls are logged as write sets because a checkpoint is being taken (module
+/// docs, "Checkpoints"): `from ..= to`; none while `from` is `u64::MAX`.
+#[derive(Debug)]
+pub struct DataWindow {
+    from: AtomicU64,
+    to: AtomicU64,
+}
+
+impl Default for DataWindow {
+    fn default() -> DataWindow {
+        DataWindow { from: AtomicU64::new(u64::MAX), to: AtomicU64::new(u64::MAX) }
+    }
+}
+
+impl DataWindow {
+    /// Whether a transaction of `epoch` logs its write set.
+    pub fn covers(&self, epoch: u64) -> bool {
+        epoch >= self.from.load(Ordering::SeqCst) && epoch <= self.to.load(Ordering::SeqCst)
+    }
+
+    /// Opens the window from the epoch after `current` on, with no end yet. `to` goes first: a
+    /// transaction that reads the two between the stores logs data it need not, never the reverse.
+    pub fn open_after(&self, current: u64) {
+        self.to.store(u64::MAX, Ordering::SeqCst);
+        self.from.store(current + 1, Ordering::SeqCst);
+    }
+
+    /// Closes the window after epoch `last` (≥ the checkpoint's `e_h`).
+    pub fn close_after(&self, last: u64) {
+        self.to.store(last, Ordering::SeqCst);
+    }
+}
+
+/// Most milliseconds a checkpoint waits for the epoch after the one it opened its data window in.
+const WINDOW_OPEN_WAIT_MS_MAX: u64 = 10_000;
+
+/// The command scheme seen by SiloR's checkpoint manager: the value scheme's host, plus the data
+/// window opened before each checkpoint and closed once it is installed (module docs).
+pub struct CommandHost {
+    inner: super::value::host::ValueHost,
+    window: Arc<DataWindow>,
+    epochs: Arc<crate::txn::epoch::EpochManager>,
+}
+
+impl CommandHost {
+    /// The host over the value scheme's `inner`.
+    pub fn new(
+        inner: super::value::host::ValueHost,
+        window: Arc<DataWindow>,
+        epochs: Arc<crate::txn::epoch::EpochManager>,
+    ) -> CommandHost {
+        CommandHost { inner, window, epochs }
+    }
+}
+
+impl super::checkpoint::CheckpointHost for CommandHost {
+    fn fs(&self) -> &dyn crate::io::FileSystem {
+        self.inner.fs()
+    }
+
+    fn dirs(&self) -> &[std::path::PathBuf] {
+        self.inner.dirs()
+    }
+
+    fn wait_persistent(&self, epoch: u64) -> bool {
+        self.inner.wait_persistent(epoch)
+    }
+
+    /// The checkpoint is installed: calls of later epochs are logged as calls again.
+    fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
+        self.window.close_after(self.epochs.current());
+        self.inner.truncate_log(e_l)
+    }
+
+    /// Opens the window after the current epoch and waits (without stopping any transaction)
+    /// until the epoch has moved past it, so that the checkpoint's `e_l` is in the window.
+    fn before_checkpoint(&self) -> bool {
+        let current = self.epochs.current();
+        self.window.open_after(current);
+        let started = std::time::Instant::now();
+        while self.epochs.current() <= current {
+            if started.elapsed().as_millis() as u64 > WINDOW_OPEN_WAIT_MS_MAX {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
+    }
+}
+
 /// A worker's log for the command scheme: SiloR's buffers with command entries.
 pub struct CommandWorkerLog {
     inner: ValueWorkerLog,
     commit_seq: Arc<AtomicU64>,
     calls_as_data: bool,
+    window: Arc<DataWindow>,
 }
 
 impl CommandWorkerLog {
     /// Wraps the buffers of a value-scheme worker; `commit_seq` is the scheme's global counter.
     pub fn new(inner: ValueWorkerLog, commit_seq: Arc<AtomicU64>) -> CommandWorkerLog {
-        CommandWorkerLog { inner, commit_seq, calls_as_data: false }
+        CommandWorkerLog { inner, commit_seq, calls_as_data: false, window: Arc::default() }
+    }
+
+    /// Logs write sets in the epochs of `window` (checkpoints).
+    pub fn with_window(mut self, window: Arc<DataWindow>) -> CommandWorkerLog {
+        self.window = window;
+        self
     }
 
     /// Logs procedure calls as their write sets too.
@@ -160,7 +257,7 @@ impl WorkerLog for CommandWorkerLog {
             // A read-only transaction changes nothing to replay.
             self.inner.check_failed()
         } else {
-            let as_data = self.calls_as_data;
+            let as_data = self.calls_as_data || self.window.covers(epoch);
             self.inner.append_with(epoch, |out| {
                 if as_data {
                     encode(&CommitView { invocation: None, ..*view }, out)
