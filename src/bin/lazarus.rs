@@ -417,8 +417,6 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<BenchScheme> {
             options.checkpoint.interval_ms = (args.checkpoint_interval_s * 1e3).round() as u64;
             if args.durability.starts_with("command") {
                 options.command.log_calls_as_data = args.durability == "command-data";
-                // Not yet: a transactionally consistent checkpoint (see durability::command).
-                options.checkpoint.interval_ms = 0;
                 options.entry_format = lazarus::durability::value::files::EntryFormat::Command;
             }
             Ok((Arc::new(ValueLogging::new(options)?), None))

@@ -36,10 +36,30 @@
 //!
 //! Rows are the codec's row encoding. `docs/FORMAT.md` has the same table.
 //!
-//! # Not yet
+//! # Checkpoints (PACMAN §2.2: commands need a transactionally consistent state to replay on)
 //!
-//! A transactionally consistent checkpoint (PACMAN §2.2; SiloR's fuzzy one cannot have commands
-//! replayed over it), so the command log is never truncated: recovery replays it from the start.
+//! SiloR's checkpoint is fuzzy: a record overwritten while the checkpointers walk the tables may
+//! be written as of any epoch up to `e_h`, or not at all (a version of epoch ≥ `e_l` is skipped).
+//! Scheme `command` makes it transactionally consistent **as of the epoch boundary after `e_h`**,
+//! without stopping transactions, by logging write sets while it runs:
+//!
+//! 1. Before the manager reads `e_l` ([`CommandHost::before_checkpoint`]), the [`DataWindow`] is
+//!    opened from the epoch after the current one, and the manager waits (transactions do not)
+//!    until the epoch has advanced into it. A transaction decides how to log by its own epoch,
+//!    read at its serialization point: every transaction of an epoch ≥ `e_l` serialized after the
+//!    window opened, so it logs its write set (kind 2) instead of its call.
+//! 2. SiloR's checkpoint runs unchanged (same files and manifest, `src/durability/checkpoint/`).
+//! 3. Once the manifest is installed ([`CommandHost::truncate_log`]) the window is closed after the
+//!    current epoch (≥ `e_h`), and log files holding only epochs < `e_l` are removed as SiloR
+//!    removes them: the command log is truncated.
+//!
+//! Recovery loads the checkpoint, installs the write sets of epochs `[e_l, e_h]` with their logged
+//! TIDs (largest TID wins, any order), which gives exactly the state after the last transaction of
+//! epoch `e_h` — every key's newest version of an epoch ≤ `e_h` is either in the checkpoint (if
+//! older than `e_l`) or in the window — and then replays the entries of later epochs with the
+//! chosen engine. The price is a value-sized log during the checkpoint's epochs only. A checkpoint
+//! that fails after the window opened leaves it open (write sets are always replayable); the next
+//! installed checkpoint closes it.
 
 pub mod parallel;
 pub mod recovery;

@@ -756,16 +756,40 @@ pub fn replay_llr_p(
     breakdown: &mut ReplayBreakdown,
 ) -> Result<(), DurabilityError> {
     let threads = threads.clamp(1, THREADS_MAX);
+    if let Some(call) = entries.iter().find(|e| matches!(e, CommandEntry::Call { .. })) {
+        return Err(failed(format!(
+            "llr-p replays write sets only, and commit {} is a procedure call: use clr or clr-p",
+            call.seq()
+        )));
+    }
+    let execution_start = Instant::now();
+    let (installed, busy_ns, shuffle_ms) = install_shuffled(db, entries, threads)?;
+    breakdown.scheduling_ms += shuffle_ms;
+    breakdown.pieces += installed;
+    breakdown.busy_ms += busy_ns as f64 / 1e6;
+    for table in db.catalog().tables() {
+        table.finish_recovery();
+    }
+    breakdown.execution_ms += execution_start.elapsed().as_secs_f64() * 1e3 - shuffle_ms;
+    breakdown.threads = threads;
+    Ok(())
+}
+
+/// Installs the writes of the write-set entries among `entries` with their logged TIDs (largest
+/// TID wins, SiloR §5.2), shuffled by (table, key) over `threads` threads: no two threads touch
+/// one key, so no latch is needed. Secondary indexes and tombstones are left to the caller.
+/// Returns (writes, nanoseconds inside installs summed over threads, shuffle milliseconds).
+pub fn install_shuffled(
+    db: &Database,
+    entries: &[&CommandEntry],
+    threads: usize,
+) -> Result<(u64, u64, f64), DurabilityError> {
+    let threads = threads.clamp(1, THREADS_MAX);
     let catalog = db.catalog();
-    let schedule_start = Instant::now();
+    let shuffle_start = Instant::now();
     let mut shards: Vec<Vec<(u32, u32)>> = vec![Vec::new(); threads];
     for (i, e) in entries.iter().enumerate() {
-        let CommandEntry::Data { entry, .. } = e else {
-            return Err(failed(format!(
-                "llr-p replays write sets only, and commit {} is a procedure call: use clr or clr-p",
-                e.seq()
-            )));
-        };
+        let CommandEntry::Data { entry, .. } = e else { continue };
         for (w, write) in entry.writes.iter().enumerate() {
             let mut h = foldhash::fast::FixedState::with_seed(0x5eed).build_hasher();
             std::hash::Hasher::write_u32(&mut h, write.table);
@@ -774,8 +798,7 @@ pub fn replay_llr_p(
             shards[shard].push((i as u32, w as u32));
         }
     }
-    breakdown.scheduling_ms += schedule_start.elapsed().as_secs_f64() * 1e3;
-    let execution_start = Instant::now();
+    let shuffle_ms = shuffle_start.elapsed().as_secs_f64() * 1e3;
     let results: Vec<Result<(u64, u64), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shards
             .iter()
@@ -797,18 +820,13 @@ pub fn replay_llr_p(
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("an llr-p thread panicked".into()))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("an install thread panicked".into()))).collect()
     });
+    let (mut installed, mut busy_ns) = (0, 0);
     for r in results {
         let (n, ns) = r.map_err(failed)?;
-        breakdown.pieces += n;
-        breakdown.busy_ms += ns as f64 / 1e6;
+        installed += n;
+        busy_ns += ns;
     }
-    for table in catalog.tables() {
-        table.finish_recovery();
-    }
-    breakdown.execution_ms += execution_start.elapsed().as_secs_f64() * 1e3;
-    breakdown.threads = threads;
-    Ok(())
+    Ok((installed, busy_ns, shuffle_ms))
 }
-

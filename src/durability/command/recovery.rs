@@ -48,10 +48,15 @@ pub fn recover(
 ) -> Result<(RecoveryReport, u64), DurabilityError> {
     let fs = options.fs.as_ref();
     let (mut report, pepoch) = begin(options, db, modules)?;
-    let (replay, discard, next_file_seq) = plan(fs, options, &pepoch)?;
+    let manifest = value_recovery::load_checkpoint(options, db, &pepoch, &mut report)?;
+    let (e_l, e_h) = manifest.as_ref().map_or((0, 0), |m| (m.e_l, m.e_h));
+    let (replay, mut discard, next_file_seq) = plan(fs, options, &pepoch)?;
+    let (replay, skipped) = value_recovery::skip_before_checkpoint(replay, e_l);
+    report.files_before_checkpoint = skipped.len();
+    discard.extend(skipped.into_iter().filter(|f| !f.durable).map(|f| f.path));
     report.next_file_seq = next_file_seq;
     let start = Instant::now();
-    let (mut entries, max_epoch, max_seq) = read_entries(options, &replay, &pepoch, &mut report)?;
+    let (mut entries, max_epoch, max_seq) = read_entries(options, &replay, &pepoch, e_l, &mut report)?;
     entries.sort_unstable_by_key(|e| (e.epoch, e.seq));
     let engine = options.command.replay;
     let mut breakdown = ReplayBreakdown {
@@ -60,11 +65,26 @@ pub fn recover(
         ..ReplayBreakdown::default()
     };
     let threads = options.recovery_threads;
-    let sorted: Vec<&CommandEntry> = entries.iter().map(|l| &l.entry).collect();
+    // The checkpoint is fuzzy; the write sets logged in its window [e_l, e_h] make it the state as
+    // of e_h (module docs of `super`, "Checkpoints"). Commands replay from there.
+    let window_end = if manifest.is_some() { entries.partition_point(|e| e.epoch <= e_h) } else { 0 };
+    if let Some(call) = entries[..window_end].iter().find(|l| matches!(l.entry, CommandEntry::Call { .. })) {
+        let reason = format!("commit {} of epoch {} in checkpoint window [{e_l}, {e_h}] is not a write set", call.seq, call.epoch);
+        return Err(corrupt(&replay[call.file].path, call.offset, reason));
+    }
+    if window_end > 0 {
+        let window: Vec<&CommandEntry> = entries[..window_end].iter().map(|l| &l.entry).collect();
+        parallel::install_shuffled(db, &window, threads)?;
+    }
+    if manifest.is_some() {
+        value_recovery::rebuild_indexes(db, threads);
+    }
+    let commands = &entries[window_end..];
+    let sorted: Vec<&CommandEntry> = commands.iter().map(|l| &l.entry).collect();
     match engine {
         CommandReplay::Clr => {
             let executing = Instant::now();
-            execute(db, &replay, &entries)?;
+            execute(db, &replay, commands)?;
             breakdown.execution_ms = executing.elapsed().as_secs_f64() * 1e3;
             breakdown.threads = 1;
         }
@@ -79,6 +99,9 @@ pub fn recover(
     // Replay ran transactions and advanced the epoch: restart above those too.
     report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
+    for dir in &options.log_dirs {
+        crate::durability::checkpoint::writer::remove_other_checkpoints(fs, dir, manifest.as_ref().map(|m| m.checkpoint_id))?;
+    }
     Ok((report, max_seq + 1))
 }
 
@@ -88,11 +111,12 @@ fn read_entries(
     options: &ValueOptions,
     files: &[LogFile],
     pepoch: &Pepoch,
+    e_l: u64,
     report: &mut RecoveryReport,
 ) -> Result<(Vec<Located>, u64, u64), DurabilityError> {
     let (mut kept, mut max_epoch, mut max_seq) = (Vec::new(), 0u64, 0u64);
-    // No checkpoint yet: every persistent, non-void epoch is replayed.
-    let window = Window { pepoch, e_l: 0 };
+    // Every persistent, non-void epoch from the checkpoint's e_l on is replayed.
+    let window = Window { pepoch, e_l };
     for (index, file) in files.iter().enumerate() {
         let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
         let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
