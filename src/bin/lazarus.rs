@@ -84,6 +84,12 @@ enum Command {
         /// `--durability command-data`). See docs/pacman.md.
         #[arg(long, default_value = "clr")]
         command_replay: lazarus::durability::command::CommandReplay,
+        /// Command logs: write the replay's phases to this JSON file (`lazarus report` draws them).
+        #[arg(long)]
+        result_json: Option<std::path::PathBuf>,
+        /// Label of this recovery in reports [default: engine and threads].
+        #[arg(long)]
+        label: Option<String>,
     },
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
@@ -118,8 +124,9 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => demo(&args),
-        Some(Command::Recover { log_dir, threads, cold, compare_read, replay, command_replay }) => {
-            recover(log_dir, threads, cold, compare_read, replay, command_replay)
+        Some(Command::Recover { log_dir, threads, cold, compare_read, replay, command_replay, result_json, label }) => {
+            let output = RecoveryOutput { result_json, label };
+            recover(log_dir, threads, cold, compare_read, replay, command_replay, output)
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
         Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
@@ -500,6 +507,35 @@ fn log_format(dir: &std::path::Path) -> anyhow::Result<lazarus::durability::valu
     Ok(files::EntryFormat::Value)
 }
 
+/// Where `lazarus recover` writes its result, if anywhere.
+struct RecoveryOutput {
+    result_json: Option<std::path::PathBuf>,
+    label: Option<String>,
+}
+
+/// Writes a command-log replay's phases for `lazarus report` (`report::input::RecoveryRun`).
+fn write_recovery_result(
+    path: &std::path::Path,
+    label: Option<&str>,
+    b: &lazarus::durability::command::parallel::ReplayBreakdown,
+) -> anyhow::Result<()> {
+    let run = lazarus::report::input::RecoveryRun {
+        label: label.map_or_else(|| format!("{} {}t", b.engine, b.threads), str::to_string),
+        engine: b.engine.clone(),
+        threads: b.threads,
+        loading_ms: b.loading_ms,
+        analysis_ms: b.analysis_ms,
+        scheduling_ms: b.scheduling_ms,
+        execution_ms: b.execution_ms,
+    };
+    let mut value = serde_json::to_value(&run)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("kind".into(), lazarus::report::input::RECOVERY_KIND.into());
+        object.insert("format_version".into(), 1.into());
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&value)?).with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// Prints where a command-log replay's time went (PACMAN Figure 20) and the thread model.
 fn print_command_breakdown(b: &lazarus::durability::command::parallel::ReplayBreakdown) {
     println!(
@@ -609,6 +645,7 @@ fn recover(
     compare_read: bool,
     replay: lazarus::replay::ReplayMode,
     command_replay: lazarus::durability::command::CommandReplay,
+    output: RecoveryOutput,
 ) -> anyhow::Result<ExitCode> {
     for dir in &log_dirs {
         if !dir.is_dir() {
@@ -692,6 +729,9 @@ fn recover(
     }
     if let Some(b) = &report.command_breakdown {
         print_command_breakdown(b);
+        if let Some(path) = &output.result_json {
+            write_recovery_result(path, output.label.as_deref(), b)?;
+        }
     }
     println!("index rebuild   {:>10.1} ms", report.rebuild_ms);
     println!("total           {:>10.1} ms", total_s * 1e3);

@@ -3,7 +3,7 @@
 //! Text is measured (and, in PNGs, drawn) with DejaVu Sans, embedded in the binary and registered
 //! with plotters' `ab_glyph` font table as `sans-serif`, so nothing depends on system fonts.
 
-use super::input::{Inputs, ResultFile, Timeline};
+use super::input::{Inputs, RecoveryRun, ResultFile, Timeline};
 use super::{PlotSet, ReportError, bars, timeline};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -30,6 +30,8 @@ pub(super) enum Chart<'a> {
     ThroughputBars(&'a [ResultFile]),
     /// Latency to durability p50/p99 per result label.
     LatencyBars(&'a [ResultFile]),
+    /// Command-log replay time per run, stacked by phase.
+    RecoveryBars(&'a [RecoveryRun]),
 }
 
 impl Chart<'_> {
@@ -40,6 +42,7 @@ impl Chart<'_> {
             Chart::Latency(n, t) => format!("latency-{n}-{}", sanitize(&t.name)),
             Chart::ThroughputBars(_) => "bars-throughput".to_string(),
             Chart::LatencyBars(_) => "bars-latency".to_string(),
+            Chart::RecoveryBars(_) => "bars-recovery".to_string(),
         }
     }
 
@@ -48,6 +51,7 @@ impl Chart<'_> {
             Chart::Throughput(_) => (900, 400),
             Chart::Latency(..) => (900, 340),
             Chart::ThroughputBars(_) | Chart::LatencyBars(_) => (520, 400),
+            Chart::RecoveryBars(r) => (180 + 90 * r.len() as u32, 420),
         }
     }
 
@@ -61,6 +65,7 @@ impl Chart<'_> {
             Chart::Latency(_, t) => timeline::draw_latency(root, t),
             Chart::ThroughputBars(r) => bars::draw_throughput(root, r),
             Chart::LatencyBars(r) => bars::draw_latency(root, r),
+            Chart::RecoveryBars(r) => bars::draw_recovery(root, r),
         }?;
         root.present()?;
         Ok(())
@@ -79,6 +84,9 @@ pub(super) fn charts(inputs: &Inputs, plots: PlotSet) -> Vec<Chart<'_>> {
     if plots.bars && !inputs.results.is_empty() {
         charts.push(Chart::ThroughputBars(&inputs.results));
         charts.push(Chart::LatencyBars(&inputs.results));
+    }
+    if plots.bars && !inputs.recoveries.is_empty() {
+        charts.push(Chart::RecoveryBars(&inputs.recoveries));
     }
     charts
 }
