@@ -3,10 +3,10 @@
 //! flow dependencies, the fallback errors, and properties over generated procedures.
 
 mod pacman_gen;
-use pacman_gen::{Gen, TABLES};
 use lazarus::pacman::{self, AnalysisError, BlockId, GlobalDependencyGraph, OpId, ProcedureAnalysis, StaticAnalysis};
 use lazarus::proc::{Module, check_source};
 use lazarus::storage::Catalog;
+use pacman_gen::Gen;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 

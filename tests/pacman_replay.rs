@@ -192,7 +192,6 @@ fn every_engine_and_llr_p_recover_tpcc_logged_as_write_sets() {
     run_workload("tpcc", true, &tpcc_threads());
 }
 
-
 /// Runs the generated procedures `source` with random arguments on two threads under command
 /// logging (or write-set logging), then checks every engine against the state before.
 fn run_generated(source: &str, seed: u64, hot: bool, as_data: bool) {

@@ -400,7 +400,8 @@ fn open_load_run_volume(
 type BenchScheme = (Arc<dyn LogScheme>, Option<Arc<StreamLogging>>);
 
 /// The durability schemes `lazarus bench --durability` accepts today.
-const SCHEMES: &[&str] = &["none", "value", "command", "command-data", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
+const SCHEMES: &[&str] =
+    &["none", "value", "command", "command-data", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
 
 /// Builds the durability scheme `--durability` names, over fresh log directories; a serial or
 /// Taurus scheme is also returned as itself (the bench reports its log volume).
@@ -533,7 +534,8 @@ fn write_recovery_result(
         object.insert("kind".into(), lazarus::report::input::RECOVERY_KIND.into());
         object.insert("format_version".into(), 1.into());
     }
-    std::fs::write(path, serde_json::to_string_pretty(&value)?).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, serde_json::to_string_pretty(&value)?)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Prints where a command-log replay's time went (PACMAN Figure 20) and the thread model.
@@ -541,7 +543,15 @@ fn print_command_breakdown(b: &lazarus::durability::command::parallel::ReplayBre
     println!(
         "  {} on {} thread(s): loading {:.1} ms, analysis {:.1} ms, scheduling {:.1} ms, execution {:.1} ms \
          ({:.1} ms inside pieces, {} pieces, {} batches)",
-        b.engine, b.threads, b.loading_ms, b.analysis_ms, b.scheduling_ms, b.execution_ms, b.busy_ms, b.pieces, b.batches
+        b.engine,
+        b.threads,
+        b.loading_ms,
+        b.analysis_ms,
+        b.scheduling_ms,
+        b.execution_ms,
+        b.busy_ms,
+        b.pieces,
+        b.batches
     );
     if !b.per_block.is_empty() {
         let blocks: Vec<String> = b

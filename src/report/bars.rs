@@ -153,7 +153,8 @@ where
         let bars = runs.iter().enumerate().map(move |(i, r)| {
             let phases = r.phases();
             let below: f64 = phases[..phase].iter().map(|p| p.1).sum();
-            let mut bar = Rectangle::new([(edge(i, n), below), (edge(i + 1, n), below + phases[phase].1)], color.filled());
+            let mut bar =
+                Rectangle::new([(edge(i, n), below), (edge(i + 1, n), below + phases[phase].1)], color.filled());
             bar.set_margin(0, 0, pad, pad);
             bar
         });

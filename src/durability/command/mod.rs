@@ -279,11 +279,7 @@ impl WorkerLog for CommandWorkerLog {
         } else {
             let as_data = self.calls_as_data || self.window.covers(epoch);
             self.inner.append_with(epoch, |out| {
-                if as_data {
-                    encode(&CommitView { invocation: None, ..*view }, out)
-                } else {
-                    encode(view, out)
-                }
+                if as_data { encode(&CommitView { invocation: None, ..*view }, out) } else { encode(view, out) }
             })
         };
         self.inner.set_idle();

@@ -48,8 +48,8 @@ use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::pacman::piece::{ProcedurePlan, Recording};
 use crate::pacman::{self, SliceId};
-use crate::storage::key::{decode_key, encode_value};
 use crate::storage::Value;
+use crate::storage::key::{decode_key, encode_value};
 use parking_lot::{Condvar, Mutex};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -307,7 +307,11 @@ impl Variant {
 
 /// The pieces of each block of each batch, in commit order. Returns the batches (first, len,
 /// serial) and per batch per block the pieces.
-fn cut_batches(plans: &Plans, entries: &[&CommandEntry], batch_txns: usize) -> Vec<(usize, usize, bool, Vec<Vec<Piece>>)> {
+fn cut_batches(
+    plans: &Plans,
+    entries: &[&CommandEntry],
+    batch_txns: usize,
+) -> Vec<(usize, usize, bool, Vec<Vec<Piece>>)> {
     let mut out = Vec::new();
     let mut first = 0;
     let mut sets: Vec<Vec<Piece>> = vec![Vec::new(); plans.blocks];
@@ -809,8 +813,7 @@ pub fn install_shuffled(
                     for &(i, w) in shard {
                         let CommandEntry::Data { entry, .. } = entries[i as usize] else { continue };
                         let write = &entry.writes[w as usize];
-                        let table =
-                            catalog.table(write.table).ok_or_else(|| format!("no table #{}", write.table))?;
+                        let table = catalog.table(write.table).ok_or_else(|| format!("no table #{}", write.table))?;
                         if let Some(row) = &write.row {
                             table.schema.check_row(row).map_err(|e| e.to_string())?;
                         }

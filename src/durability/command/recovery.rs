@@ -69,7 +69,10 @@ pub fn recover(
     // of e_h (module docs of `super`, "Checkpoints"). Commands replay from there.
     let window_end = if manifest.is_some() { entries.partition_point(|e| e.epoch <= e_h) } else { 0 };
     if let Some(call) = entries[..window_end].iter().find(|l| matches!(l.entry, CommandEntry::Call { .. })) {
-        let reason = format!("commit {} of epoch {} in checkpoint window [{e_l}, {e_h}] is not a write set", call.seq, call.epoch);
+        let reason = format!(
+            "commit {} of epoch {} in checkpoint window [{e_l}, {e_h}] is not a write set",
+            call.seq, call.epoch
+        );
         return Err(corrupt(&replay[call.file].path, call.offset, reason));
     }
     if window_end > 0 {
@@ -100,7 +103,11 @@ pub fn recover(
     report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
     for dir in &options.log_dirs {
-        crate::durability::checkpoint::writer::remove_other_checkpoints(fs, dir, manifest.as_ref().map(|m| m.checkpoint_id))?;
+        crate::durability::checkpoint::writer::remove_other_checkpoints(
+            fs,
+            dir,
+            manifest.as_ref().map(|m| m.checkpoint_id),
+        )?;
     }
     Ok((report, max_seq + 1))
 }
