@@ -717,7 +717,10 @@ fn recover(
     }
     let how = match format {
         lazarus::durability::value::files::EntryFormat::Value => format!("{replay} replay"),
-        lazarus::durability::value::files::EntryFormat::Command => format!("command replay {command_replay}"),
+        lazarus::durability::value::files::EntryFormat::Command => match command_replay {
+            lazarus::durability::command::CommandReplay::Clr => "serial re-execution (clr)".to_string(),
+            other => format!("command replay {other}"),
+        },
     };
     println!(
         "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s, {how}",
