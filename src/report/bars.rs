@@ -148,7 +148,10 @@ where
 type CountChart<'a, DB> = ChartContext<
     'a,
     DB,
-    Cartesian2d<plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordusize>, RangedCoordf64>,
+    Cartesian2d<
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordusize>,
+        plotters::coord::types::RangedCoordf64,
+    >,
 >;
 
 /// A chart with one segment per label on x and counts from 0 to `y_max` (plus headroom) on y.
