@@ -310,6 +310,7 @@ fn command_checkpoints_truncate_the_log_and_every_engine_recovers_on_them() {
     for (engine, threads) in [(CommandReplay::Clr, 1), (CommandReplay::ClrP, 2), (CommandReplay::ClrPStatic, 2)] {
         let copy = tempfile::tempdir().unwrap();
         copy_dir(dir.path(), copy.path());
+        eprintln!("recovering with {engine} on {threads} thread(s)");
         let (db, scheme) = open(options(copy.path(), engine, false, threads));
         let report = scheme.recovery.lock().clone().unwrap();
         assert!(report.checkpoint.as_ref().is_some_and(|c| c.records > 0), "{engine}: no checkpoint loaded");

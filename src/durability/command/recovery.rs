@@ -81,6 +81,9 @@ pub fn recover(
     }
     if manifest.is_some() {
         value_recovery::rebuild_indexes(db, threads);
+        // The checkpoint and the window hold TIDs of logged epochs: replayed transactions run in
+        // epochs above every one of them.
+        db.epochs().advance_to(max_epoch.max(pepoch.epoch) + 1);
     }
     let commands = &entries[window_end..];
     let sorted: Vec<&CommandEntry> = commands.iter().map(|l| &l.entry).collect();
