@@ -260,4 +260,15 @@ fn lazarus_recover_detects_and_replays_a_command_log() {
     assert!(text.contains("log format      Command"), "{text}");
     assert!(text.contains("serial re-execution (clr)"), "{text}");
     assert!(text.contains("(1 tables, 500 rows)"), "{text}");
+    // PACMAN's engine on the same log, its phases written for `lazarus report`.
+    let result = dir.path().join("clr-p.json");
+    let result_arg = result.to_str().unwrap();
+    let args = ["recover", "--log-dir", log_arg, "--command-replay", "clr-p", "--threads", "2", "--result-json"];
+    let text = run(&[&args[..], &[result_arg]].concat());
+    assert!(text.contains("command replay clr-p") && text.contains("(1 tables, 500 rows)"), "{text}");
+    assert!(text.contains("clr-p on 2 thread(s): loading"), "{text}");
+    let out = dir.path().join("report");
+    run(&["report", result_arg, "--out", out.to_str().unwrap()]);
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("Command-log replay time by phase"), "no recovery chart in the report");
 }

@@ -77,6 +77,19 @@ enum Command {
         /// `compiled` (through cached, compiled plans of the procedure language).
         #[arg(long, default_value = "direct")]
         replay: lazarus::replay::ReplayMode,
+        /// How a command log is replayed: `clr` (serial re-execution in commit order), `clr-p`
+        /// (PACMAN: static analysis + intra-batch key spaces + pipelined batches), `clr-p-static`
+        /// (static analysis only), `clr-p-intra` (static + intra-batch, batches one at a time),
+        /// `llr-p` (latch-free parallel install of write sets; needs a log written with
+        /// `--durability command-data`). See docs/pacman.md.
+        #[arg(long, default_value = "clr")]
+        command_replay: lazarus::durability::command::CommandReplay,
+        /// Command logs: write the replay's phases to this JSON file (`lazarus report` draws them).
+        #[arg(long)]
+        result_json: Option<std::path::PathBuf>,
+        /// Label of this recovery in reports [default: engine and threads].
+        #[arg(long)]
+        label: Option<String>,
     },
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
@@ -111,8 +124,9 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => demo(&args),
-        Some(Command::Recover { log_dir, threads, cold, compare_read, replay }) => {
-            recover(log_dir, threads, cold, compare_read, replay)
+        Some(Command::Recover { log_dir, threads, cold, compare_read, replay, command_replay, result_json, label }) => {
+            let output = RecoveryOutput { result_json, label };
+            recover(log_dir, threads, cold, compare_read, replay, command_replay, output)
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
         Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
@@ -386,14 +400,15 @@ fn open_load_run_volume(
 type BenchScheme = (Arc<dyn LogScheme>, Option<Arc<StreamLogging>>);
 
 /// The durability schemes `lazarus bench --durability` accepts today.
-const SCHEMES: &[&str] = &["none", "value", "command", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
+const SCHEMES: &[&str] =
+    &["none", "value", "command", "command-data", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
 
 /// Builds the durability scheme `--durability` names, over fresh log directories; a serial or
 /// Taurus scheme is also returned as itself (the bench reports its log volume).
 fn build_scheme(args: &BenchArgs) -> anyhow::Result<BenchScheme> {
     match args.durability.as_str() {
         "none" => Ok((Arc::new(NoLogging), None)),
-        "value" | "command" => {
+        "value" | "command" | "command-data" => {
             if args.log_dir.is_empty() {
                 bail!("--durability {} needs at least one --log-dir DIR", args.durability);
             }
@@ -408,9 +423,8 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<BenchScheme> {
                 bail!("--checkpoint-interval-s must be in [0, 86400], got {}", args.checkpoint_interval_s);
             }
             options.checkpoint.interval_ms = (args.checkpoint_interval_s * 1e3).round() as u64;
-            if args.durability == "command" {
-                // Not yet: a transactionally consistent checkpoint (see durability::command).
-                options.checkpoint.interval_ms = 0;
+            if args.durability.starts_with("command") {
+                options.command.log_calls_as_data = args.durability == "command-data";
                 options.entry_format = lazarus::durability::value::files::EntryFormat::Command;
             }
             Ok((Arc::new(ValueLogging::new(options)?), None))
@@ -492,6 +506,68 @@ fn log_format(dir: &std::path::Path) -> anyhow::Result<lazarus::durability::valu
         }
     }
     Ok(files::EntryFormat::Value)
+}
+
+/// Where `lazarus recover` writes its result, if anywhere.
+struct RecoveryOutput {
+    result_json: Option<std::path::PathBuf>,
+    label: Option<String>,
+}
+
+/// Writes a command-log replay's phases for `lazarus report` (`report::input::RecoveryRun`).
+fn write_recovery_result(
+    path: &std::path::Path,
+    label: Option<&str>,
+    b: &lazarus::durability::command::parallel::ReplayBreakdown,
+) -> anyhow::Result<()> {
+    let run = lazarus::report::input::RecoveryRun {
+        label: label.map_or_else(|| format!("{} {}t", b.engine, b.threads), str::to_string),
+        engine: b.engine.clone(),
+        threads: b.threads,
+        loading_ms: b.loading_ms,
+        analysis_ms: b.analysis_ms,
+        scheduling_ms: b.scheduling_ms,
+        execution_ms: b.execution_ms,
+    };
+    let mut value = serde_json::to_value(&run)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("kind".into(), lazarus::report::input::RECOVERY_KIND.into());
+        object.insert("format_version".into(), 1.into());
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&value)?)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Prints where a command-log replay's time went (PACMAN Figure 20) and the thread model.
+fn print_command_breakdown(b: &lazarus::durability::command::parallel::ReplayBreakdown) {
+    println!(
+        "  {} on {} thread(s): loading {:.1} ms, analysis {:.1} ms, scheduling {:.1} ms, execution {:.1} ms \
+         ({:.1} ms inside pieces, {} pieces, {} batches)",
+        b.engine,
+        b.threads,
+        b.loading_ms,
+        b.analysis_ms,
+        b.scheduling_ms,
+        b.execution_ms,
+        b.busy_ms,
+        b.pieces,
+        b.batches
+    );
+    if !b.per_block.is_empty() {
+        let blocks: Vec<String> = b
+            .per_block
+            .iter()
+            .enumerate()
+            .map(|(i, (n, ns))| {
+                let k = b.threads_per_block.get(i).copied().unwrap_or(1);
+                format!("B{i} {n}x{:.2}us/{k}t", *ns as f64 / (*n).max(1) as f64 / 1e3)
+            })
+            .collect();
+        println!("  per block (pieces x mean cost / threads): {}", blocks.join(", "));
+    }
+    for (n, ms) in &b.model {
+        println!("  model: {n:>3} threads -> execution {ms:.1} ms");
+    }
 }
 
 /// Opens (recovers) a database over `scheme`; returns it and the seconds recovery took.
@@ -578,6 +654,8 @@ fn recover(
     cold: bool,
     compare_read: bool,
     replay: lazarus::replay::ReplayMode,
+    command_replay: lazarus::durability::command::CommandReplay,
+    output: RecoveryOutput,
 ) -> anyhow::Result<ExitCode> {
     for dir in &log_dirs {
         if !dir.is_dir() {
@@ -612,6 +690,7 @@ fn recover(
         options.recovery_threads = threads;
     }
     options.replay_mode = replay;
+    options.command.replay = command_replay;
     options.entry_format = format;
     // Recovery only: no checkpoint is started while the report is printed.
     options.checkpoint.interval_ms = 0;
@@ -638,7 +717,10 @@ fn recover(
     }
     let how = match format {
         lazarus::durability::value::files::EntryFormat::Value => format!("{replay} replay"),
-        lazarus::durability::value::files::EntryFormat::Command => "serial re-execution (clr)".to_string(),
+        lazarus::durability::value::files::EntryFormat::Command => match command_replay {
+            lazarus::durability::command::CommandReplay::Clr => "serial re-execution (clr)".to_string(),
+            other => format!("command replay {other}"),
+        },
     };
     println!(
         "log replay      {:>10.1} ms  {} files, {} bytes, {} entries ({} skipped), {:.3} GB/s, {how}",
@@ -657,6 +739,12 @@ fn recover(
     }
     if report.replay_plans_compiled > 0 {
         println!("                            {} replay plans compiled", report.replay_plans_compiled);
+    }
+    if let Some(b) = &report.command_breakdown {
+        print_command_breakdown(b);
+        if let Some(path) = &output.result_json {
+            write_recovery_result(path, output.label.as_deref(), b)?;
+        }
     }
     println!("index rebuild   {:>10.1} ms", report.rebuild_ms);
     println!("total           {:>10.1} ms", total_s * 1e3);

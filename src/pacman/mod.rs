@@ -83,6 +83,7 @@ pub mod data;
 pub mod dot;
 pub mod flow;
 pub mod graph;
+pub mod piece;
 pub mod slice;
 pub mod text;
 

@@ -121,6 +121,17 @@ pub trait Storage {
     ) -> Result<bool, TxnError>;
     /// Deletes the row with primary key `pk`; whether there was one.
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError>;
+
+    /// Names the statement whose database operation comes next (PACMAN piece replay,
+    /// `crate::pacman::piece`, decides per statement whether to run, feed back or skip it).
+    fn enter_op(&mut self, _stmt: u32) {}
+
+    /// Whether this storage replays one PACMAN piece: `return` then ends the run at once, and a
+    /// statement that fails is skipped instead of failing the run (`crate::pacman::piece` shows
+    /// why only statements reached through skipped operations can fail there).
+    fn replays_piece(&self) -> bool {
+        false
+    }
 }
 
 impl Storage for Transaction<'_> {

@@ -2,7 +2,7 @@
 //! run label (grouped bars, log scale); and a figure file's bars (grouped or stacked, linear).
 
 use super::figure::Figure;
-use super::input::ResultFile;
+use super::input::{RecoveryRun, ResultFile};
 use super::plot::{DrawResult, LOG_LABELS, format_count, format_log_us, log_range, series_color, text};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -14,22 +14,7 @@ where
 {
     let y_max = results.iter().map(|r| r.summary.throughput_per_s).fold(0.0, f64::max);
     let labels: Vec<&str> = results.iter().map(|r| r.summary.label.as_str()).collect();
-    let mut chart = ChartBuilder::on(root)
-        .caption("Throughput per run", text(20.0))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(segments(results.len()), 0.0..(y_max * 1.15).max(1.0))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(results.len())
-        .x_label_formatter(&|v| segment_label(&labels, v))
-        .y_desc("committed txn/s")
-        .y_label_formatter(&|v| format_count(*v))
-        .label_style(text(12.0))
-        .axis_desc_style(text(14.0))
-        .draw()?;
+    let mut chart = count_chart(root, "Throughput per run", &labels, y_max, "committed txn/s")?;
     let n = results.len();
     let pad = segment_px(&chart, n) / 6;
     let bars = results.iter().enumerate().map(|(i, r)| {
@@ -184,4 +169,80 @@ fn segment_px<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
 ) -> u32 {
     let width = chart.plotting_area().dim_in_pixel().0;
     width / u32::try_from(segments.max(1)).unwrap_or(u32::MAX)
+}
+
+/// One bar per command-log replay: its time, stacked by phase (PACMAN Figures 19 and 20).
+pub(super) fn draw_recovery<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[RecoveryRun]) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let y_max = runs.iter().map(RecoveryRun::total_ms).fold(0.0, f64::max);
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let mut chart = count_chart(root, "Command-log replay time by phase", &labels, y_max, "milliseconds")?;
+    let n = runs.len();
+    let pad = segment_px(&chart, n) / 6;
+    for phase in 0..4 {
+        let color = series_color(phase);
+        let bars = runs.iter().enumerate().map(move |(i, r)| {
+            let phases = r.phases();
+            let below: f64 = phases[..phase].iter().map(|p| p.1).sum();
+            let mut bar =
+                Rectangle::new([(edge(i, n), below), (edge(i + 1, n), below + phases[phase].1)], color.filled());
+            bar.set_margin(0, 0, pad, pad);
+            bar
+        });
+        let name = RecoveryRun::phase_name(phase);
+        chart
+            .draw_series(bars)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 20, y + 6)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(text(12.0))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()?;
+    Ok(())
+}
+
+/// The chart type of [`count_chart`].
+type CountChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordusize>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+/// A chart with one segment per label on x and counts from 0 to `y_max` (plus headroom) on y.
+fn count_chart<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    labels: &[&str],
+    y_max: f64,
+    y_desc: &str,
+) -> Result<CountChart<'a, DB>, Box<dyn std::error::Error + Send + Sync>>
+where
+    DB::ErrorType: 'static,
+{
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, text(20.0))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(segments(labels.len()), 0.0..(y_max * 1.15).max(1.0))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(labels.len())
+        .x_label_formatter(&|v| segment_label(labels, v))
+        .y_desc(y_desc)
+        .y_label_formatter(&|v| format_count(*v))
+        .label_style(text(12.0))
+        .axis_desc_style(text(14.0))
+        .draw()?;
+    Ok(chart)
 }

@@ -34,7 +34,7 @@ pub(super) fn page(title: &str, inputs: &Inputs, plots: PlotSet, figures: &[Figu
         body += &timeline_table(&inputs.timelines);
     }
     if plots.bars {
-        body += &section("Runs", figures, "bars-", inputs.results.is_empty(), "result");
+        body += &section("Runs", figures, "bars-", inputs.results.is_empty() && inputs.recoveries.is_empty(), "result");
     }
     if !inputs.results.is_empty() {
         body += &result_table(&inputs.results);

@@ -75,6 +75,51 @@ pub struct ResultFile {
     pub summary: RunSummary,
 }
 
+/// What `lazarus recover --result-json` writes for a command-log replay (`"kind":
+/// "command-recovery"`, `format_version` 1): the replay's time by phase (PACMAN Figure 20).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct RecoveryRun {
+    /// The run's label (default: engine and threads).
+    pub label: String,
+    /// `clr`, `clr-p`, `clr-p-static`, `clr-p-intra` or `llr-p`.
+    pub engine: String,
+    /// Replay threads.
+    pub threads: usize,
+    /// Reading and decoding the log, ms.
+    pub loading_ms: f64,
+    /// Static and dynamic analysis, ms.
+    pub analysis_ms: f64,
+    /// Building the schedules, ms.
+    pub scheduling_ms: f64,
+    /// Running them, ms.
+    pub execution_ms: f64,
+}
+
+impl RecoveryRun {
+    /// The four phases, in order, with their names.
+    pub fn phases(&self) -> [(&'static str, f64); 4] {
+        [
+            ("loading", self.loading_ms),
+            ("analysis", self.analysis_ms),
+            ("scheduling", self.scheduling_ms),
+            ("execution", self.execution_ms),
+        ]
+    }
+
+    /// The name of phase `i` of [`RecoveryRun::phases`].
+    pub fn phase_name(i: usize) -> &'static str {
+        ["loading", "analysis", "scheduling", "execution"].get(i).copied().unwrap_or("")
+    }
+
+    /// The replay's total, ms.
+    pub fn total_ms(&self) -> f64 {
+        self.phases().iter().map(|p| p.1).sum()
+    }
+}
+
+/// The `kind` of a command-recovery result file.
+pub const RECOVERY_KIND: &str = "command-recovery";
+
 /// All inputs of a report, each kind in the order given.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
@@ -84,6 +129,8 @@ pub struct Inputs {
     pub results: Vec<ResultFile>,
     /// Figure files (JSON with `figure_format_version`).
     pub figures: Vec<FigureFile>,
+    /// Command-recovery result files.
+    pub recoveries: Vec<RecoveryRun>,
 }
 
 /// Reads every file: `.csv` as a timeline, `.json` as a figure file if it has
@@ -97,9 +144,12 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
         match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
             Some("csv") => inputs.timelines.push(parse_timeline(path, &read(path)?)?),
             Some("json") => {
-                let value = parse_json(path, &read(path)?)?;
+                let text = read(path)?;
+                let value = parse_json(path, &text)?;
                 if figure::is_figure(&value) {
                     inputs.figures.push(FigureFile { path: path.clone(), figure: figure::parse_figure(path, value)? });
+                } else if value.get("kind").and_then(serde_json::Value::as_str) == Some(RECOVERY_KIND) {
+                    inputs.recoveries.push(parse_recovery(path, &text)?);
                 } else {
                     inputs.results.push(ResultFile { path: path.clone(), summary: result_from_json(path, value)? });
                 }
@@ -193,6 +243,18 @@ fn result_from_json(path: &Path, value: serde_json::Value) -> Result<RunSummary,
     })
 }
 
+/// Parses a command-recovery result (see [`RecoveryRun`]).
+pub fn parse_recovery(path: &Path, text: &str) -> Result<RecoveryRun, ReportError> {
+    let error = |message: String| ReportError::Parse { path: path.to_path_buf(), line: 1, message };
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
+    if value.get("kind").and_then(serde_json::Value::as_str) != Some(RECOVERY_KIND)
+        || value.get("format_version").and_then(serde_json::Value::as_u64) != Some(1)
+    {
+        return Err(error(format!("not a {RECOVERY_KIND} result of format_version 1")));
+    }
+    serde_json::from_value(value).map_err(|e| error(format!("not a recovery result: {e}")))
+}
+
 fn file_stem(path: &Path) -> String {
     path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned())
 }
@@ -200,6 +262,18 @@ fn file_stem(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recovery_result_parses_and_other_json_is_refused() {
+        let text = r#"{"kind": "command-recovery", "format_version": 1, "label": "clr-p 2t", "engine": "clr-p",
+            "threads": 2, "loading_ms": 1.5, "analysis_ms": 2.0, "scheduling_ms": 0.5, "execution_ms": 10.0}"#;
+        let run = parse_recovery(Path::new("r.json"), text).unwrap();
+        assert_eq!((run.threads, run.total_ms()), (2, 14.0));
+        assert_eq!(RecoveryRun::phase_name(3), "execution");
+        let wrong = text.replace("\"format_version\": 1", "\"format_version\": 2");
+        assert!(parse_recovery(Path::new("r.json"), &wrong).is_err());
+        assert!(parse_recovery(Path::new("r.json"), "{\"kind\": \"command-recovery\"}").is_err());
+    }
 
     fn csv(rows: &[&str]) -> String {
         let mut text = format!("{TIMELINE_HEADER}\n");

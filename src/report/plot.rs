@@ -4,7 +4,7 @@
 //! with plotters' `ab_glyph` font table as `sans-serif`, so nothing depends on system fonts.
 
 use super::figure::FigureFile;
-use super::input::{Inputs, ResultFile, Timeline};
+use super::input::{Inputs, RecoveryRun, ResultFile, Timeline};
 use super::{PlotSet, ReportError, bars, timeline};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -33,6 +33,8 @@ pub(super) enum Chart<'a> {
     LatencyBars(&'a [ResultFile]),
     /// A figure file's bars.
     Figure(&'a FigureFile),
+    /// Command-log replay time per run, stacked by phase.
+    RecoveryBars(&'a [RecoveryRun]),
 }
 
 impl Chart<'_> {
@@ -44,6 +46,7 @@ impl Chart<'_> {
             Chart::ThroughputBars(_) => "bars-throughput".to_string(),
             Chart::LatencyBars(_) => "bars-latency".to_string(),
             Chart::Figure(f) => format!("figure-{}", f.figure.id),
+            Chart::RecoveryBars(_) => "bars-recovery".to_string(),
         }
     }
 
@@ -53,6 +56,7 @@ impl Chart<'_> {
             Chart::Latency(..) => (900, 340),
             Chart::ThroughputBars(_) | Chart::LatencyBars(_) => (520, 400),
             Chart::Figure(f) => (figure_width(&f.figure), 420),
+            Chart::RecoveryBars(r) => (180 + 90 * r.len() as u32, 420),
         }
     }
 
@@ -67,6 +71,7 @@ impl Chart<'_> {
             Chart::ThroughputBars(r) => bars::draw_throughput(root, r),
             Chart::LatencyBars(r) => bars::draw_latency(root, r),
             Chart::Figure(f) => bars::draw_figure(root, &f.figure),
+            Chart::RecoveryBars(r) => bars::draw_recovery(root, r),
         }?;
         root.present()?;
         Ok(())
@@ -85,6 +90,9 @@ pub(super) fn charts(inputs: &Inputs, plots: PlotSet) -> Vec<Chart<'_>> {
     if plots.bars && !inputs.results.is_empty() {
         charts.push(Chart::ThroughputBars(&inputs.results));
         charts.push(Chart::LatencyBars(&inputs.results));
+    }
+    if plots.bars && !inputs.recoveries.is_empty() {
+        charts.push(Chart::RecoveryBars(&inputs.recoveries));
     }
     if plots.figures {
         charts.extend(inputs.figures.iter().map(Chart::Figure));

@@ -104,6 +104,12 @@ pub trait CheckpointHost: Send + Sync {
     /// Removes the log files that hold only records of epochs < `e_l`; returns how many. Called
     /// after a checkpoint started at `e_l` is installed.
     fn truncate_log(&self, e_l: u64) -> std::io::Result<usize>;
+
+    /// Called before a checkpoint reads its `e_l`; `false` abandons this checkpoint. Command
+    /// logging uses it to log write sets from `e_l` on (see `crate::durability::command`).
+    fn before_checkpoint(&self) -> bool {
+        true
+    }
 }
 
 /// One installed checkpoint, for reports.
@@ -225,6 +231,9 @@ fn take_checkpoint(
     id: u64,
 ) -> Result<Option<CheckpointSummary>, String> {
     let began = Instant::now();
+    if !host.before_checkpoint() {
+        return Ok(None);
+    }
     let e_l = start.epochs.current();
     // One catalog for the walk and the manifest: a table created meanwhile is all in the log.
     let catalog = start.catalog.load_full();

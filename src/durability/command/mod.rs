@@ -36,11 +36,32 @@
 //!
 //! Rows are the codec's row encoding. `docs/FORMAT.md` has the same table.
 //!
-//! # Not yet
+//! # Checkpoints (PACMAN §2.2: commands need a transactionally consistent state to replay on)
 //!
-//! A transactionally consistent checkpoint (PACMAN §2.2; SiloR's fuzzy one cannot have commands
-//! replayed over it), so the command log is never truncated: recovery replays it from the start.
+//! SiloR's checkpoint is fuzzy: a record overwritten while the checkpointers walk the tables may
+//! be written as of any epoch up to `e_h`, or not at all (a version of epoch ≥ `e_l` is skipped).
+//! Scheme `command` makes it transactionally consistent **as of the epoch boundary after `e_h`**,
+//! without stopping transactions, by logging write sets while it runs:
+//!
+//! 1. Before the manager reads `e_l` ([`CommandHost::before_checkpoint`]), the [`DataWindow`] is
+//!    opened from the epoch after the current one, and the manager waits (transactions do not)
+//!    until the epoch has advanced into it. A transaction decides how to log by its own epoch,
+//!    read at its serialization point: every transaction of an epoch ≥ `e_l` serialized after the
+//!    window opened, so it logs its write set (kind 2) instead of its call.
+//! 2. SiloR's checkpoint runs unchanged (same files and manifest, `src/durability/checkpoint/`).
+//! 3. Once the manifest is installed ([`CommandHost::truncate_log`]) the window is closed after the
+//!    current epoch (≥ `e_h`), and log files holding only epochs < `e_l` are removed as SiloR
+//!    removes them: the command log is truncated.
+//!
+//! Recovery loads the checkpoint, installs the write sets of epochs `[e_l, e_h]` with their logged
+//! TIDs (largest TID wins, any order), which gives exactly the state after the last transaction of
+//! epoch `e_h` — every key's newest version of an epoch ≤ `e_h` is either in the checkpoint (if
+//! older than `e_l`) or in the window — and then replays the entries of later epochs with the
+//! chosen engine. The price is a value-sized log during the checkpoint's epochs only. A checkpoint
+//! that fails after the window opened leaves it open (write sets are always replayable); the next
+//! installed checkpoint closes it.
 
+pub mod parallel;
 pub mod recovery;
 
 use super::codec::{self, DecodeError, Reader};
@@ -58,16 +79,180 @@ const ARG_ARRAY: u8 = 1;
 /// The most arguments one logged call may carry.
 pub const ARGS_MAX: usize = 1024;
 
+/// How a command log is replayed (`lazarus recover --command-replay`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommandReplay {
+    /// Serial re-execution in commit order (PACMAN's baseline CLR).
+    #[default]
+    Clr,
+    /// PACMAN: static analysis, intra-batch key spaces and inter-batch pipelining.
+    ClrP,
+    /// PACMAN with the static analysis only (Figure 19's first bar).
+    ClrPStatic,
+    /// PACMAN with static analysis and intra-batch parallelism, batches one at a time.
+    ClrPIntra,
+    /// Latch-free parallel replay of write sets shuffled by table and key (every entry data).
+    LlrP,
+}
+
+impl CommandReplay {
+    /// Every engine, as the command line spells them.
+    pub const NAMES: &'static str = "clr, clr-p, clr-p-static, clr-p-intra, llr-p";
+}
+
+impl std::str::FromStr for CommandReplay {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<CommandReplay, String> {
+        match s {
+            "clr" => Ok(CommandReplay::Clr),
+            "clr-p" => Ok(CommandReplay::ClrP),
+            "clr-p-static" => Ok(CommandReplay::ClrPStatic),
+            "clr-p-intra" => Ok(CommandReplay::ClrPIntra),
+            "llr-p" => Ok(CommandReplay::LlrP),
+            _ => Err(format!("command replay must be one of {}, got {s:?}", CommandReplay::NAMES)),
+        }
+    }
+}
+
+impl std::fmt::Display for CommandReplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CommandReplay::Clr => "clr",
+            CommandReplay::ClrP => "clr-p",
+            CommandReplay::ClrPStatic => "clr-p-static",
+            CommandReplay::ClrPIntra => "clr-p-intra",
+            CommandReplay::LlrP => "llr-p",
+        })
+    }
+}
+
+/// Options of scheme `command`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommandOptions {
+    /// The replay engine recovery uses.
+    pub replay: CommandReplay,
+    /// Log every transaction as its write set, procedure calls too (for `llr-p`, and PACMAN
+    /// §6.2.4's all-ad-hoc end of the range).
+    pub log_calls_as_data: bool,
+    /// `clr-p`: most transactions per log batch; 0 means [`parallel::BATCH_TXNS_MAX`].
+    pub batch_txns: usize,
+}
+
+/// The epochs whose calls are logged as write sets because a checkpoint is being taken (module
+/// docs, "Checkpoints"): `from ..= to`; none while `from` is `u64::MAX`.
+#[derive(Debug)]
+pub struct DataWindow {
+    from: AtomicU64,
+    to: AtomicU64,
+}
+
+impl Default for DataWindow {
+    fn default() -> DataWindow {
+        DataWindow { from: AtomicU64::new(u64::MAX), to: AtomicU64::new(u64::MAX) }
+    }
+}
+
+impl DataWindow {
+    /// Whether a transaction of `epoch` logs its write set.
+    pub fn covers(&self, epoch: u64) -> bool {
+        epoch >= self.from.load(Ordering::SeqCst) && epoch <= self.to.load(Ordering::SeqCst)
+    }
+
+    /// Opens the window from the epoch after `current` on, with no end yet. `to` goes first: a
+    /// transaction that reads the two between the stores logs data it need not, never the reverse.
+    pub fn open_after(&self, current: u64) {
+        self.to.store(u64::MAX, Ordering::SeqCst);
+        self.from.store(current + 1, Ordering::SeqCst);
+    }
+
+    /// Closes the window after epoch `last` (≥ the checkpoint's `e_h`).
+    pub fn close_after(&self, last: u64) {
+        self.to.store(last, Ordering::SeqCst);
+    }
+}
+
+/// Most milliseconds a checkpoint waits for the epoch after the one it opened its data window in.
+const WINDOW_OPEN_WAIT_MS_MAX: u64 = 10_000;
+
+/// The command scheme seen by SiloR's checkpoint manager: the value scheme's host, plus the data
+/// window opened before each checkpoint and closed once it is installed (module docs).
+pub struct CommandHost {
+    inner: super::value::host::ValueHost,
+    window: Arc<DataWindow>,
+    epochs: Arc<crate::txn::epoch::EpochManager>,
+}
+
+impl CommandHost {
+    /// The host over the value scheme's `inner`.
+    pub fn new(
+        inner: super::value::host::ValueHost,
+        window: Arc<DataWindow>,
+        epochs: Arc<crate::txn::epoch::EpochManager>,
+    ) -> CommandHost {
+        CommandHost { inner, window, epochs }
+    }
+}
+
+impl super::checkpoint::CheckpointHost for CommandHost {
+    fn fs(&self) -> &dyn crate::io::FileSystem {
+        self.inner.fs()
+    }
+
+    fn dirs(&self) -> &[std::path::PathBuf] {
+        self.inner.dirs()
+    }
+
+    fn wait_persistent(&self, epoch: u64) -> bool {
+        self.inner.wait_persistent(epoch)
+    }
+
+    /// The checkpoint is installed: calls of later epochs are logged as calls again.
+    fn truncate_log(&self, e_l: u64) -> std::io::Result<usize> {
+        self.window.close_after(self.epochs.current());
+        self.inner.truncate_log(e_l)
+    }
+
+    /// Opens the window after the current epoch and waits (without stopping any transaction)
+    /// until the epoch has moved past it, so that the checkpoint's `e_l` is in the window.
+    fn before_checkpoint(&self) -> bool {
+        let current = self.epochs.current();
+        self.window.open_after(current);
+        let started = std::time::Instant::now();
+        while self.epochs.current() <= current {
+            if started.elapsed().as_millis() as u64 > WINDOW_OPEN_WAIT_MS_MAX {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
+    }
+}
+
 /// A worker's log for the command scheme: SiloR's buffers with command entries.
 pub struct CommandWorkerLog {
     inner: ValueWorkerLog,
     commit_seq: Arc<AtomicU64>,
+    calls_as_data: bool,
+    window: Arc<DataWindow>,
 }
 
 impl CommandWorkerLog {
     /// Wraps the buffers of a value-scheme worker; `commit_seq` is the scheme's global counter.
     pub fn new(inner: ValueWorkerLog, commit_seq: Arc<AtomicU64>) -> CommandWorkerLog {
-        CommandWorkerLog { inner, commit_seq }
+        CommandWorkerLog { inner, commit_seq, calls_as_data: false, window: Arc::default() }
+    }
+
+    /// Logs write sets in the epochs of `window` (checkpoints).
+    pub fn with_window(mut self, window: Arc<DataWindow>) -> CommandWorkerLog {
+        self.window = window;
+        self
+    }
+
+    /// Logs procedure calls as their write sets too.
+    pub fn with_calls_as_data(mut self, calls_as_data: bool) -> CommandWorkerLog {
+        self.calls_as_data = calls_as_data;
+        self
     }
 }
 
@@ -92,7 +277,10 @@ impl WorkerLog for CommandWorkerLog {
             // A read-only transaction changes nothing to replay.
             self.inner.check_failed()
         } else {
-            self.inner.append_with(epoch, |out| encode(view, out))
+            let as_data = self.calls_as_data || self.window.covers(epoch);
+            self.inner.append_with(epoch, |out| {
+                if as_data { encode(&CommitView { invocation: None, ..*view }, out) } else { encode(view, out) }
+            })
         };
         self.inner.set_idle();
         result?;

@@ -8,7 +8,8 @@
 //! A logged call that fails on replay means the replayed state diverged from the logged
 //! execution; recovery stops with an error naming the entry's file and offset.
 
-use super::{CommandEntry, decode};
+use super::parallel::{self, ReplayBreakdown};
+use super::{CommandEntry, CommandReplay, decode};
 use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::codec::Reader;
@@ -47,12 +48,56 @@ pub fn recover(
 ) -> Result<(RecoveryReport, u64), DurabilityError> {
     let fs = options.fs.as_ref();
     let (mut report, pepoch) = begin(options, db, modules)?;
-    let (replay, discard, next_file_seq) = plan(fs, options, &pepoch)?;
+    let manifest = value_recovery::load_checkpoint(options, db, &pepoch, &mut report)?;
+    let (e_l, e_h) = manifest.as_ref().map_or((0, 0), |m| (m.e_l, m.e_h));
+    let (replay, mut discard, next_file_seq) = plan(fs, options, &pepoch)?;
+    let (replay, skipped) = value_recovery::skip_before_checkpoint(replay, e_l);
+    report.files_before_checkpoint = skipped.len();
+    discard.extend(skipped.into_iter().filter(|f| !f.durable).map(|f| f.path));
     report.next_file_seq = next_file_seq;
     let start = Instant::now();
-    let (mut entries, max_epoch, max_seq) = read_entries(options, &replay, &pepoch, &mut report)?;
+    let (mut entries, max_epoch, max_seq) = read_entries(options, &replay, &pepoch, e_l, &mut report)?;
     entries.sort_unstable_by_key(|e| (e.epoch, e.seq));
-    execute(db, &replay, &entries)?;
+    let engine = options.command.replay;
+    let mut breakdown = ReplayBreakdown {
+        engine: engine.to_string(),
+        loading_ms: start.elapsed().as_secs_f64() * 1e3,
+        ..ReplayBreakdown::default()
+    };
+    let threads = options.recovery_threads;
+    // The checkpoint is fuzzy; the write sets logged in its window [e_l, e_h] make it the state as
+    // of e_h (module docs of `super`, "Checkpoints"). Commands replay from there.
+    let window_end = if manifest.is_some() { entries.partition_point(|e| e.epoch <= e_h) } else { 0 };
+    if let Some(call) = entries[..window_end].iter().find(|l| matches!(l.entry, CommandEntry::Call { .. })) {
+        let reason = format!(
+            "commit {} of epoch {} in checkpoint window [{e_l}, {e_h}] is not a write set",
+            call.seq, call.epoch
+        );
+        return Err(corrupt(&replay[call.file].path, call.offset, reason));
+    }
+    if window_end > 0 {
+        let window: Vec<&CommandEntry> = entries[..window_end].iter().map(|l| &l.entry).collect();
+        parallel::install_shuffled(db, &window, threads)?;
+    }
+    if manifest.is_some() {
+        value_recovery::rebuild_indexes(db, threads);
+        // The checkpoint and the window hold TIDs of logged epochs: replayed transactions run in
+        // epochs above every one of them.
+        db.epochs().advance_to(max_epoch.max(pepoch.epoch) + 1);
+    }
+    let commands = &entries[window_end..];
+    let sorted: Vec<&CommandEntry> = commands.iter().map(|l| &l.entry).collect();
+    match engine {
+        CommandReplay::Clr => {
+            let executing = Instant::now();
+            execute(db, &replay, commands)?;
+            breakdown.execution_ms = executing.elapsed().as_secs_f64() * 1e3;
+            breakdown.threads = 1;
+        }
+        CommandReplay::LlrP => parallel::replay_llr_p(db, &sorted, threads, &mut breakdown)?,
+        _ => parallel::replay_clr_p(db, &sorted, engine, threads, options.command.batch_txns, &mut breakdown)?,
+    }
+    report.command_breakdown = Some(breakdown);
     report.entries = entries.len() as u64;
     report.files = replay.len();
     report.replay_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -60,6 +105,13 @@ pub fn recover(
     // Replay ran transactions and advanced the epoch: restart above those too.
     report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
+    for dir in &options.log_dirs {
+        crate::durability::checkpoint::writer::remove_other_checkpoints(
+            fs,
+            dir,
+            manifest.as_ref().map(|m| m.checkpoint_id),
+        )?;
+    }
     Ok((report, max_seq + 1))
 }
 
@@ -69,11 +121,12 @@ fn read_entries(
     options: &ValueOptions,
     files: &[LogFile],
     pepoch: &Pepoch,
+    e_l: u64,
     report: &mut RecoveryReport,
 ) -> Result<(Vec<Located>, u64, u64), DurabilityError> {
     let (mut kept, mut max_epoch, mut max_seq) = (Vec::new(), 0u64, 0u64);
-    // No checkpoint yet: every persistent, non-void epoch is replayed.
-    let window = Window { pepoch, e_l: 0 };
+    // Every persistent, non-void epoch from the checkpoint's e_l on is replayed.
+    let window = Window { pepoch, e_l };
     for (index, file) in files.iter().enumerate() {
         let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
         let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];

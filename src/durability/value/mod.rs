@@ -83,6 +83,8 @@ pub struct ValueOptions {
     /// How recovery applies the log's writes: directly (the default) or through compiled plans
     /// ([`crate::replay`]); both give the same tables and indexes.
     pub replay_mode: crate::replay::ReplayMode,
+    /// Scheme `command` only: its replay engine and whether calls are logged as write sets.
+    pub command: crate::durability::command::CommandOptions,
 }
 
 impl ValueOptions {
@@ -98,6 +100,7 @@ impl ValueOptions {
             checkpoint: CheckpointOptions::new(log_dirs.len()),
             entry_format: files::EntryFormat::Value,
             replay_mode: crate::replay::ReplayMode::Direct,
+            command: Default::default(),
             log_dirs,
         }
     }
@@ -215,6 +218,8 @@ pub struct SchemeShared {
     checkpoint: Arc<CheckpointStatus>,
     /// Command logging: the next commit sequence number (PACMAN's global order).
     pub(crate) commit_seq: Arc<AtomicU64>,
+    /// Command logging: the epochs whose calls are logged as write sets (checkpoints).
+    pub(crate) data_window: Arc<crate::durability::command::DataWindow>,
     /// Bytes the loggers appended to log files.
     pub(crate) log_bytes: AtomicU64,
 }
@@ -338,6 +343,7 @@ impl ValueLogging {
             written_checkpoint_e_l: AtomicU64::new(0),
             checkpoint: Arc::new(CheckpointStatus::default()),
             commit_seq: Arc::new(AtomicU64::new(1)),
+            data_window: Arc::default(),
             log_bytes: AtomicU64::new(0),
         };
         Ok(ValueLogging {
@@ -413,7 +419,9 @@ impl LogScheme for ValueLogging {
         match options.entry_format {
             files::EntryFormat::Value => Box::new(log),
             files::EntryFormat::Command => {
-                Box::new(super::command::CommandWorkerLog::new(log, Arc::clone(&self.shared.commit_seq)))
+                let log = super::command::CommandWorkerLog::new(log, Arc::clone(&self.shared.commit_seq));
+                let log = log.with_window(Arc::clone(&self.shared.data_window));
+                Box::new(log.with_calls_as_data(options.command.log_calls_as_data))
             }
         }
     }
@@ -538,10 +546,18 @@ impl LogScheme for ValueLogging {
         let scheme = Arc::clone(&self.shared);
         self.spawn("lazarus-pepoch".into(), move || logger::run_pepoch(scheme))?;
         let options = self.shared.options.checkpoint.clone();
-        // A fuzzy checkpoint cannot be replayed with commands over it (PACMAN §2.2): command
-        // logging keeps its whole log until it has a transactionally consistent checkpoint.
-        if options.interval_ms > 0 && self.shared.options.entry_format == files::EntryFormat::Value {
-            let host: Arc<dyn checkpoint::CheckpointHost> = Arc::new(host::ValueHost::new(Arc::clone(&self.shared)));
+        if options.interval_ms > 0 {
+            let value_host = host::ValueHost::new(Arc::clone(&self.shared));
+            let host: Arc<dyn checkpoint::CheckpointHost> = match self.shared.options.entry_format {
+                files::EntryFormat::Value => Arc::new(value_host),
+                // A fuzzy checkpoint made transactionally consistent by write sets logged while
+                // it runs (PACMAN §2.2; see `durability::command`).
+                files::EntryFormat::Command => Arc::new(crate::durability::command::CommandHost::new(
+                    value_host,
+                    Arc::clone(&self.shared.data_window),
+                    Arc::clone(&epochs),
+                )),
+            };
             let status = Arc::clone(&self.shared.checkpoint);
             let first_id = self.recovery.lock().as_ref().map_or(1, |r| r.next_checkpoint_id);
             self.spawn("lazarus-checkpoint".into(), move || {

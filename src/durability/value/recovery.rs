@@ -83,6 +83,8 @@ pub struct RecoveryReport {
     pub holes: Vec<(u64, u64)>,
     /// The pepoch file's [`Pepoch::checkpoint_e_l`], carried on by the recovered scheme.
     pub checkpoint_e_l: u64,
+    /// Scheme `command` replayed by `clr-p` or `llr-p`: where the time went.
+    pub command_breakdown: Option<crate::durability::command::parallel::ReplayBreakdown>,
 }
 
 impl RecoveryReport {
@@ -181,7 +183,7 @@ impl replay::EpochWindow for Window<'_> {
 }
 
 /// Loads the installed checkpoint, if any; returns its manifest.
-fn load_checkpoint(
+pub(crate) fn load_checkpoint(
     options: &ValueOptions,
     db: &Database,
     pepoch: &Pepoch,
@@ -220,7 +222,7 @@ fn load_checkpoint(
 }
 
 /// Splits off the rotated files whose names say they hold only epochs < `e_l`.
-fn skip_before_checkpoint(replay: Vec<LogFile>, e_l: u64) -> (Vec<LogFile>, Vec<LogFile>) {
+pub(crate) fn skip_before_checkpoint(replay: Vec<LogFile>, e_l: u64) -> (Vec<LogFile>, Vec<LogFile>) {
     replay.into_iter().partition(|f| {
         let name = f.path.file_name().map(Path::new);
         name.and_then(files::parse_old_log_name).is_none_or(|(max_epoch, _)| max_epoch >= e_l)
@@ -370,7 +372,7 @@ fn replay_files(
 /// Sweeps tombstones and builds every table's secondary indexes: each table split into one key
 /// range per thread, all ranges of all tables in one work queue (one large table still uses
 /// every core).
-fn rebuild_indexes(db: &Database, threads: usize) {
+pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
     let catalog = db.catalog();
     let tasks: Vec<(&Arc<Table>, KeyRange)> = catalog
         .tables()

@@ -66,8 +66,12 @@ impl Loc {
 /// Runs a compiled block.
 pub(crate) fn run_block(stmts: &[StmtFn], f: &mut Frame, tx: &mut dyn Storage) -> Result<Flow, TxnError> {
     for s in stmts {
-        if let Flow::Return(v) = s(f, tx)? {
-            return Ok(Flow::Return(v));
+        match s(f, tx) {
+            Ok(Flow::Return(v)) => return Ok(Flow::Return(v)),
+            Ok(Flow::Next) => {}
+            // A piece replay skips a statement that fails (see `Storage::replays_piece`).
+            Err(_) if tx.replays_piece() => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(Flow::Next)
@@ -167,6 +171,19 @@ impl Ctx<'_> {
     }
 
     fn stmt(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
+        let compiled = self.stmt_inner(s)?;
+        if s.db_op().is_none() {
+            return Ok(compiled);
+        }
+        // A database operation names itself to the storage first (PACMAN piece replay).
+        let id = s.id.0;
+        Ok(Box::new(move |f, tx| {
+            tx.enter_op(id);
+            compiled(f, tx)
+        }))
+    }
+
+    fn stmt_inner(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
         let loc = Loc { name: Arc::clone(&self.name), line: s.line, col: s.col };
         match &s.kind {
             StmtKind::Assign { var, value } => {
@@ -219,7 +236,13 @@ impl Ctx<'_> {
             }
             StmtKind::Return(values) => {
                 let values = exprs(values);
-                Ok(Box::new(move |f, _| Ok(Flow::Return(eval_all(&values, f).map_err(|m| loc.err(m))?))))
+                Ok(Box::new(move |f, tx| {
+                    if tx.replays_piece() {
+                        // A piece's result is its writes; the values may come from skipped operations.
+                        return Ok(Flow::Return(Vec::new()));
+                    }
+                    Ok(Flow::Return(eval_all(&values, f).map_err(|m| loc.err(m))?))
+                }))
             }
             StmtKind::Abort(msg) => {
                 let msg = expr(msg);
