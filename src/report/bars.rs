@@ -171,40 +171,19 @@ fn segment_px<DB: DrawingBackend, CT: plotters::coord::CoordTranslate>(
     width / u32::try_from(segments.max(1)).unwrap_or(u32::MAX)
 }
 
-/// One bar per command-log replay: its time, stacked by phase (PACMAN Figures 19 and 20).
+/// One bar per command-log replay: its time, stacked by phase (PACMAN Figures 19 and 20); drawn
+/// as a stacked figure.
 pub(super) fn draw_recovery<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[RecoveryRun]) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
-    let y_max = runs.iter().map(RecoveryRun::total_ms).fold(0.0, f64::max);
-    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
-    let mut chart = count_chart(root, "Command-log replay time by phase", &labels, y_max, "milliseconds")?;
-    let n = runs.len();
-    let pad = segment_px(&chart, n) / 6;
-    for phase in 0..4 {
-        let color = series_color(phase);
-        let bars = runs.iter().enumerate().map(move |(i, r)| {
-            let phases = r.phases();
-            let below: f64 = phases[..phase].iter().map(|p| p.1).sum();
-            let mut bar =
-                Rectangle::new([(edge(i, n), below), (edge(i + 1, n), below + phases[phase].1)], color.filled());
-            bar.set_margin(0, 0, pad, pad);
-            bar
-        });
-        let name = RecoveryRun::phase_name(phase);
-        chart
-            .draw_series(bars)?
-            .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 20, y + 6)], color.filled()));
+    let phases: Vec<&str> = (0..4).map(RecoveryRun::phase_name).collect();
+    let mut figure = Figure::new("recovery", "Command-log replay time by phase", "run", "milliseconds", &phases);
+    figure.stacked = true;
+    for r in runs {
+        figure.push(&r.label, r.phases().iter().map(|p| p.1).collect());
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(text(12.0))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()?;
-    Ok(())
+    draw_figure(root, &figure)
 }
 
 /// The chart type of [`count_chart`].
