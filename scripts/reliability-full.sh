@@ -63,10 +63,10 @@ power_loss_one() { # workload durability
 export -f power_loss_one
 export lazarus trials out
 started=$SECONDS
-for durability in value command value-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
+for durability in value command value-checkpoint command-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
   for workload in kv transfer; do echo "$workload $durability"; done
 done | xargs -P "${PARALLEL:-4}" -L 1 bash -c 'power_loss_one "$0" "$1"'
-for durability in value command value-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
+for durability in value command value-checkpoint command-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
   for workload in kv transfer; do
     name="power-loss-$workload-$durability"
     status=$(cat "$out/$name.status" 2>/dev/null || echo "FAILED $name (no status)")

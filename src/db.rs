@@ -92,6 +92,10 @@ pub enum DbError {
 pub struct ProcedureRegistry {
     procedures: Vec<Arc<CompiledProcedure>>,
     by_name: HashMap<String, u32>,
+    /// By id: PACMAN's static analysis rejected the procedure ([`crate::pacman::StaticAnalysis`]'s
+    /// `fallback`), so command logging logs its calls as write sets ([`Invocation::log_as_data`]).
+    /// Decided once, at registration.
+    log_as_data: Vec<bool>,
 }
 
 impl ProcedureRegistry {
@@ -108,6 +112,12 @@ impl ProcedureRegistry {
     /// All procedures, in id order.
     pub fn all(&self) -> &[Arc<CompiledProcedure>] {
         &self.procedures
+    }
+
+    /// Whether command logging logs the calls of procedure `id` as write sets (PACMAN's analysis
+    /// cannot slice it; see [`Invocation::log_as_data`]).
+    pub fn logs_calls_as_data(&self, id: u32) -> bool {
+        self.log_as_data.get(id as usize).copied().unwrap_or(false)
     }
 }
 
@@ -232,15 +242,17 @@ impl Database {
         }
         let mut procedures = registry.procedures.clone();
         let mut by_name = registry.by_name.clone();
+        let mut log_as_data = registry.log_as_data.clone();
         let mut ids = Vec::new();
         for c in compiled {
             let id = procedures.len() as u32;
             by_name.insert(c.name().to_ascii_lowercase(), id);
+            log_as_data.push(crate::pacman::ProcedureAnalysis::of(c.ir()).is_err());
             procedures.push(Arc::new(c));
             ids.push(id);
         }
         self.inner.ctx.catalog.store(Arc::new(catalog));
-        self.inner.procedures.store(Arc::new(ProcedureRegistry { procedures, by_name }));
+        self.inner.procedures.store(Arc::new(ProcedureRegistry { procedures, by_name, log_as_data }));
         Ok(ids)
     }
 
@@ -357,7 +369,8 @@ impl Worker {
     ) -> Result<CallOutcome, TxnError> {
         let procedure = Arc::clone(registry.get(id).ok_or_else(|| TxnError::NoSuchProcedure(format!("#{id}")))?);
         let mut tx = self.inner.ctx.begin(&mut self.state);
-        tx.set_invocation(Invocation { procedure_id: id, args: Arc::from(args) });
+        let log_as_data = registry.logs_calls_as_data(id);
+        tx.set_invocation(Invocation { procedure_id: id, args: Arc::from(args), log_as_data });
         let values = match procedure.run(&mut tx, args) {
             Ok(values) => values,
             Err(e) => return Err(tx.settle_error(e)),

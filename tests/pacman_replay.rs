@@ -319,3 +319,49 @@ fn command_checkpoints_truncate_the_log_and_every_engine_recovers_on_them() {
         db.close().unwrap();
     }
 }
+
+/// A procedure PACMAN's static analysis cannot slice (more operations than
+/// `pacman::limits::OPS_PER_PROCEDURE_MAX`) is the analysis's `fallback`: command logging logs its
+/// calls as write sets, which `clr-p` replays as data pieces inside ordinary log batches. Logged as
+/// calls instead, each would be a batch of its own, run whole and serially (and the 100 of them
+/// would cut the log into ~200 batches).
+#[test]
+fn calls_of_a_procedure_the_analysis_cannot_slice_are_logged_as_write_sets() {
+    let ops = lazarus::pacman::limits::OPS_PER_PROCEDURE_MAX + 1;
+    let big_body = "update t set v = v + x where k = 1;\n".repeat(ops);
+    let source = format!(
+        "table t (k int not null, v int, primary key (k));
+         procedure big(x int) {{ {big_body} }}
+         procedure small(k0 int, x int) {{
+             update t set v = v + x where k = k0;
+             if not found {{ insert into t values (k0, x); }}
+         }}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = open(options(dir.path(), CommandReplay::Clr, false, 2));
+    db.load_module("fallback.proc", &source).unwrap();
+    let (calls_big, calls_small) = (100, 200);
+    let mut w = db.worker();
+    for i in 0..calls_small {
+        w.call("small", &[ParamValue::Scalar(Value::Int(i % 10)), ParamValue::Scalar(Value::Int(i))]).unwrap();
+        if i % 2 == 0 {
+            w.call("big", &[ParamValue::Scalar(Value::Int(i))]).unwrap();
+        }
+    }
+    drop(w);
+    settle(&db);
+    let before = dump(&db);
+    db.close().unwrap();
+    drop(db);
+    let runs = check_engines(dir.path(), &before, false, &[1, 2], "fallback");
+    // Every transaction (the calls, the marker table's insert) fits in the ordinary batches.
+    let txns = (calls_big + calls_small + 1) as usize;
+    let batches_max = txns.div_ceil(BATCH_TXNS);
+    for (engine, threads, breakdown) in runs {
+        assert!(
+            breakdown.batches <= batches_max,
+            "{engine} on {threads}: {} batches for {txns} transactions: the fallback calls were logged as calls",
+            breakdown.batches,
+        );
+    }
+}

@@ -102,6 +102,13 @@ pub fn setup_of(durability: &str) -> Option<Setup> {
         "value-checkpoint" => {
             Some(Setup { label: "value-checkpoint", checkpoint_interval_ms: 5, step_pause_ms: 2, ..VALUE })
         }
+        "command-checkpoint" => Some(Setup {
+            label: "command-checkpoint",
+            entry_format: EntryFormat::Command,
+            checkpoint_interval_ms: 5,
+            step_pause_ms: 2,
+            ..VALUE
+        }),
         name => Flavor::from_name(name).map(|flavor| Setup {
             label: flavor.name(),
             scheme: SchemeKind::Stream(flavor),
@@ -688,8 +695,16 @@ pub fn power_loss_sweep_with(history: &History, knobs: SweepKnobs) -> Tally {
 /// The histories `crash-test --power-loss` runs.
 pub const POWER_LOSS_WORKLOADS: &[&str] = &["kv", "transfer"];
 /// The schemes `crash-test --power-loss` runs (see [`setup_of`]).
-pub const POWER_LOSS_SCHEMES: &[&str] =
-    &["value", "command", "value-checkpoint", "serial-data", "serial-cmd", "taurus-data", "taurus-cmd"];
+pub const POWER_LOSS_SCHEMES: &[&str] = &[
+    "value",
+    "command",
+    "value-checkpoint",
+    "command-checkpoint",
+    "serial-data",
+    "serial-cmd",
+    "taurus-data",
+    "taurus-cmd",
+];
 /// The longest history `crash-test --power-loss` runs (its model holds a state per prefix).
 pub const POWER_LOSS_STEPS_MAX: usize = 1000;
 

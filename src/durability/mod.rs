@@ -59,6 +59,11 @@ pub struct Invocation {
     pub procedure_id: u32,
     /// The arguments it was called with.
     pub args: Arc<[ParamValue]>,
+    /// PACMAN's static analysis could not slice the procedure (its `fallback`, e.g. more than
+    /// `pacman::limits::OPS_PER_PROCEDURE_MAX` operations): command logging logs this call as its
+    /// write set, which `clr-p` replays as a data piece, instead of as a call it could only re-run
+    /// whole and serially.
+    pub log_as_data: bool,
 }
 
 /// What a scheme sees of a committing transaction.

@@ -277,7 +277,8 @@ impl WorkerLog for CommandWorkerLog {
             // A read-only transaction changes nothing to replay.
             self.inner.check_failed()
         } else {
-            let as_data = self.calls_as_data || self.window.covers(epoch);
+            let as_data =
+                self.calls_as_data || self.window.covers(epoch) || view.invocation.is_some_and(|call| call.log_as_data);
             self.inner.append_with(epoch, |out| {
                 if as_data { encode(&CommitView { invocation: None, ..*view }, out) } else { encode(view, out) }
             })
@@ -406,7 +407,7 @@ mod tests {
             ParamValue::Scalar(Value::Int(7)),
             ParamValue::Array(Arc::from(vec![Value::text("a"), Value::Null])),
         ]);
-        let call = Invocation { procedure_id: 3, args: Arc::clone(&args) };
+        let call = Invocation { procedure_id: 3, args: Arc::clone(&args), log_as_data: false };
         let view = CommitView {
             tid: Tid::new(5, 2),
             commit_seq: 42,
