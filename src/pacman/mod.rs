@@ -85,6 +85,7 @@ pub mod flow;
 pub mod graph;
 pub mod piece;
 pub mod slice;
+pub mod sliced;
 pub mod text;
 
 pub use graph::{Block, BlockId, GlobalDependencyGraph, PieceSet, ProcId, ProcedureSlicing, SliceRef};

@@ -124,7 +124,11 @@ pub trait Storage {
 
     /// Names the statement whose database operation comes next (PACMAN piece replay,
     /// `crate::pacman::piece`, decides per statement whether to run, feed back or skip it).
-    fn enter_op(&mut self, _stmt: u32) {}
+    /// `false`: skip the whole statement — its expressions are not evaluated and it assigns
+    /// nothing, so a piece pays nothing for the other slices' operations.
+    fn enter_op(&mut self, _stmt: u32) -> bool {
+        true
+    }
 
     /// Whether this storage replays one PACMAN piece: `return` then ends the run at once, and a
     /// statement that fails is skipped instead of failing the run (`crate::pacman::piece` shows

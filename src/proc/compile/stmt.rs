@@ -175,12 +175,12 @@ impl Ctx<'_> {
         if s.db_op().is_none() {
             return Ok(compiled);
         }
-        // A database operation names itself to the storage first (PACMAN piece replay).
+        // A database operation names itself to the storage first (PACMAN piece replay), which
+        // may skip it whole: an operation of another slice, whose results (and `found`) reach
+        // only statements of other slices, or statements that fail harmlessly
+        // (`crate::pacman::piece`).
         let id = s.id.0;
-        Ok(Box::new(move |f, tx| {
-            tx.enter_op(id);
-            compiled(f, tx)
-        }))
+        Ok(Box::new(move |f, tx| if tx.enter_op(id) { compiled(f, tx) } else { Ok(Flow::Next) }))
     }
 
     fn stmt_inner(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
