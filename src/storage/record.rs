@@ -128,6 +128,18 @@ impl Record {
         self.unlock_with(word);
     }
 
+    /// [`Record::install`] for a writer that owns the record without its lock: a PACMAN replay
+    /// piece, whose schedule lets no other thread touch the records it writes
+    /// ([`crate::txn::Transaction::commit_replay`]). The row goes first, then the word, as in
+    /// `install`.
+    pub fn install_unlatched(&self, row: Row, word: TidWord, last_writer: u64) {
+        debug_assert!(!word.is_locked());
+        debug_assert!(!self.word().is_locked(), "a replay piece writes a record someone has locked");
+        self.last_writer.store(last_writer, Ordering::Release);
+        self.row.store(row);
+        self.word.store(word.0, Ordering::Release);
+    }
+
     /// Releases the lock, setting the word to `word` (which must not have the lock bit).
     pub fn unlock_with(&self, word: TidWord) {
         debug_assert!(!word.is_locked());

@@ -600,13 +600,49 @@ impl<'w> Transaction<'w> {
                 return Err(e);
             }
         };
-        self.install(tid, &order, &ticket);
+        self.install(tid, &order, &ticket, Latched::Yes);
         self.worker.last_tid = tid;
         let durability = match ticket.durability {
             DurabilityTicket::Epoch(e) if order.is_empty() => DurabilityTicket::Epoch(self.observed_epoch().min(e)),
             other => other,
         };
         Ok(Committed { tid, durability })
+    }
+
+    /// Commits a PACMAN replay piece (`crate::durability::command::parallel`) **without latches**:
+    /// no record is locked and nothing is validated, because the piece's execution schedule lets
+    /// no other thread read or write a record this piece writes while it runs (pieces of one
+    /// piece-set run in commit order; blocks that share a written table are one block), and the
+    /// replay worker logs nothing. What stays is the engine's own write path: records found or
+    /// linked in the point index, secondary entries added and removed, the row and a TID (above
+    /// every TID read or overwritten) installed, deletes unlinked.
+    pub fn commit_replay(mut self) -> Result<Committed, TxnError> {
+        let order: Vec<usize> = (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
+        let mut undo = Undo::default();
+        for &i in &order {
+            let t = table_in(&self.catalog, self.writes[i].table)?;
+            let w = &mut self.writes[i];
+            let record = match (w.op, &w.record) {
+                (WriteOp::Update | WriteOp::Delete, Some(record)) => Arc::clone(record),
+                _ => find_or_link(t, &w.key)?,
+            };
+            let word = record.word();
+            debug_assert!(!word.is_locked(), "a replay piece met a locked record");
+            if w.op == WriteOp::Insert && !word.is_absent() {
+                return Err(TxnError::Conflict(ConflictReason::InsertRace));
+            }
+            if let Some(row) = &w.row {
+                add_secondary_entries(t, &w.key, row, &record, word, &mut undo)?;
+            }
+            w.record = Some(record);
+            w.locked_word = Some(word);
+        }
+        let epoch = self.ctx.epochs.current();
+        let tid = self.choose_tid(epoch)?;
+        let ticket = CommitTicket { last_writer: 0, durability: DurabilityTicket::Epoch(epoch) };
+        self.install(tid, &order, &ticket, Latched::No);
+        self.worker.last_tid = tid;
+        Ok(Committed { tid, durability: ticket.durability })
     }
 
     /// A read-only transaction changed nothing, so it may be acknowledged once what it observed
@@ -788,7 +824,11 @@ impl<'w> Transaction<'w> {
         Ok(self.worker.log.log_commit(&view)?)
     }
 
-    fn install(&self, tid: Tid, order: &[usize], ticket: &CommitTicket) {
+    fn install(&self, tid: Tid, order: &[usize], ticket: &CommitTicket, latched: Latched) {
+        let put = |record: &Record, row: Row, word: TidWord| match latched {
+            Latched::Yes => record.install(row, word, ticket.last_writer),
+            Latched::No => record.install_unlatched(row, word, ticket.last_writer),
+        };
         for &i in order {
             let w = &self.writes[i];
             let (Some(record), Ok(t)) = (&w.record, table_in(&self.catalog, w.table)) else {
@@ -801,7 +841,7 @@ impl<'w> Transaction<'w> {
                     if old_present {
                         remove_stale_secondary(t, &w.key, &old, Some(row), record);
                     }
-                    record.install(Arc::clone(row), TidWord::new(tid, true, false), ticket.last_writer);
+                    put(record, Arc::clone(row), TidWord::new(tid, true, false));
                 }
                 None => {
                     if old_present {
@@ -810,7 +850,7 @@ impl<'w> Transaction<'w> {
                     t.note_delete(tid);
                     t.unlink(&w.key, record);
                     let empty: Row = Arc::from(Vec::<Value>::new());
-                    record.install(empty, TidWord::new(tid, false, true), ticket.last_writer);
+                    put(record, empty, TidWord::new(tid, false, true));
                 }
             }
         }
@@ -842,6 +882,29 @@ impl<'w> Transaction<'w> {
 /// The table with id `id` in `catalog`, borrowed (see `lock_phase` for why not an `Arc` clone).
 fn table_in(catalog: &Catalog, id: TableId) -> Result<&Table, TxnError> {
     catalog.table(id).map(|t| &**t).ok_or_else(|| TxnError::NoSuchTable(format!("#{id}")))
+}
+
+/// Whether a commit holds the locks of the records it installs.
+#[derive(Clone, Copy)]
+enum Latched {
+    /// Silo's commit: locked in the lock phase, released by the install.
+    Yes,
+    /// A replay piece ([`Transaction::commit_replay`]): owned by the schedule, never locked.
+    No,
+}
+
+/// The record of `key` in `t`, or a new absent one linked for it (a replay piece's insert or
+/// upsert; no lock, see [`Transaction::commit_replay`]).
+fn find_or_link(t: &Table, key: &Key) -> Result<Arc<Record>, TxnError> {
+    if let Some(record) = t.get(key) {
+        return Ok(record);
+    }
+    let fresh = Arc::new(Record::tombstone(Tid::ZERO));
+    match t.link(key, &fresh) {
+        Ok(()) => Ok(fresh),
+        Err(existing) if Arc::ptr_eq(&existing, &fresh) => Err(TxnError::Conflict(ConflictReason::InsertRace)),
+        Err(existing) => Ok(existing),
+    }
 }
 
 /// What an aborting commit must undo.

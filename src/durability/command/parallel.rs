@@ -28,11 +28,10 @@
 //!
 //! Pieces of different blocks never touch a table one of them writes (blocks hold every slice
 //! touching a written table), so the only orders to keep are those above. A piece runs as its own
-//! transaction on an unlogged replay worker ([`crate::db::Database::replay_worker`]): the schedule
-//! never lets two conflicting pieces run at once, so its validation never fails and its record
-//! locks are never contended (no replay-specific latches are taken; the engine's commit still sets
-//! and clears the write set's lock bits, which keeps secondary indexes maintained through the
-//! engine's own code). The values a piece needs from an earlier slice of its call are the ones
+//! transaction on an unlogged replay worker ([`crate::db::Database::replay_worker`]) and commits
+//! **without latches** ([`crate::txn::Transaction::commit_replay`]): the schedule never lets two
+//! conflicting pieces run at once, so no record is locked and nothing is validated; the writes go
+//! through the engine's own write path (point index, secondary indexes, install). The values a piece needs from an earlier slice of its call are the ones
 //! that slice's piece recorded ([`crate::pacman::piece::Recording`]), kept per batch until the
 //! batch is done.
 //!
@@ -720,7 +719,7 @@ impl Shared<'_> {
                 let recording = plan
                     .run_piece(SliceId(slice), args, &inputs, &mut tx)
                     .map_err(|e| diverged(format!("slice {slice}: {e}")))?;
-                tx.commit().map_err(|e| diverged(format!("slice {slice}: {e}")))?;
+                tx.commit_replay().map_err(|e| diverged(format!("slice {slice}: {e}")))?;
                 if slice_plan.records {
                     let _ = records[offset + slice as usize].set(recording);
                 }
@@ -747,7 +746,7 @@ impl Shared<'_> {
                 }
             }
         }
-        txn.commit().map(|_| ()).map_err(|e| e.to_string())
+        txn.commit_replay().map(|_| ()).map_err(|e| e.to_string())
     }
 }
 
