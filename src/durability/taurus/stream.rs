@@ -294,7 +294,9 @@ pub fn run_persistent_vector_writer(
         if synced != published {
             if let Err(e) = file.write_round(&synced) {
                 durable.fail(format!("cannot make the persistent vector durable in {}: {e}", file.path.display()));
-                streams.iter().for_each(|s| s.space.notify_all());
+                for stream in streams {
+                    stream.space.notify_all();
+                }
                 return;
             }
             let guard = durable.lock.lock();
