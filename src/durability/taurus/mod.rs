@@ -3,7 +3,7 @@
 //! ([`crate::durability::serial`]). Design and contracts: `docs/taurus.md`; formats: [`format`].
 //!
 //! - [`stream`]: one log stream per logger — buffer, group commit, persistent point — and the
-//!   persistent vector writer, which makes every logger's synced length durable in one file
+//!   persistent vector file, in which the loggers make every logger's synced length durable
 //!   before it is published (see there: exactly when a commit is durable).
 //! - [`cdt`]: the commit dependency table (§4.1.3).
 //! - [`recovery`]: reading the logs in parallel, the recovery dependency graph (§4.4.2,
@@ -127,7 +127,7 @@ pub struct Shared {
     /// The loggers' streams, set once when the scheme starts.
     pub(crate) streams: OnceLock<Vec<Arc<Stream>>>,
     pub(crate) durable: Arc<Durable>,
-    /// Wakes the persistent vector writer.
+    /// The persistent vector file, written by the loggers after their syncs.
     writer: PersistentVectorWriter,
     pub(crate) cdt: CommitDependencyTable,
     /// The global LSN (serial) or commit timestamp (taurus-cmd).
@@ -182,7 +182,6 @@ pub struct StreamLogging {
     shared: Arc<Shared>,
     /// The loggers.
     threads: Mutex<Vec<JoinHandle<()>>>,
-    writer_thread: Mutex<Option<JoinHandle<()>>>,
     generation: AtomicU64,
     /// What recovery found and did.
     pub recovery: Mutex<Option<recovery::StreamRecoveryReport>>,
@@ -216,7 +215,6 @@ impl StreamLogging {
         Ok(StreamLogging {
             shared: Arc::new(shared),
             threads: Mutex::new(Vec::new()),
-            writer_thread: Mutex::new(None),
             generation: AtomicU64::new(0),
             recovery: Mutex::new(None),
             shut_down: AtomicBool::new(false),
@@ -294,11 +292,6 @@ impl LogScheme for StreamLogging {
             for handle in self.threads.lock().drain(..) {
                 let _ = handle.join();
             }
-            // Then the writer records the loggers' last flushes and stops.
-            self.shared.writer.request_stop();
-            if let Some(handle) = self.writer_thread.lock().take() {
-                let _ = handle.join();
-            }
             self.stopped.store(true, Ordering::SeqCst);
             let _guard = self.shared.durable.lock.lock();
             self.shared.durable.cv.notify_all();
@@ -342,12 +335,13 @@ impl LogScheme for StreamLogging {
         let pv_path = options.log_dirs[0].join(format::persistent_vector_name(options.flavor));
         let pv = PersistentVector { sequence: 0, generation, durable_len_bytes: vec![0; options.loggers] };
         options.fs.write_atomic(&pv_path, &format::encode_persistent_vector_file(options.flavor, &pv))?;
-        let pv_file = PersistentVectorFile {
+        let mut pv_file = PersistentVectorFile {
             file: options.fs.open(&pv_path, OpenMode::ReadWrite)?,
             path: pv_path,
             flavor: options.flavor,
             generation,
             sequence: 0,
+            published: Vec::new(),
         };
         let mut streams = Vec::new();
         let mut files = Vec::new();
@@ -369,25 +363,22 @@ impl LogScheme for StreamLogging {
         for dir in &options.log_dirs {
             options.fs.sync_dir(dir)?;
         }
+        pv_file.published = streams.iter().map(|s| s.persistent()).collect();
+        self.shared.writer.set_file(pv_file);
         if self.shared.streams.set(streams.clone()).is_err() {
             return Err(DurabilityError::Failed(format!("scheme {} was started twice", options.flavor.name())));
         }
         let interval = Duration::from_millis(options.flush_interval_ms);
-        for (stream, file) in streams.iter().cloned().zip(files) {
+        for (stream, file) in streams.into_iter().zip(files) {
             let shared = Arc::clone(&self.shared);
             let name = format!("lazarus-{}-logger-{}", options.flavor.name(), stream.id);
             let handle = std::thread::Builder::new().name(name).spawn(move || {
-                stream::run_logger(&stream, file, interval, &shared.durable, &shared.writer);
+                let collect = || shared.cdt.collect(&shared.persistent_vector());
+                let round = || shared.writer.record_round(shared.streams(), &shared.durable, &collect);
+                stream::run_logger(&stream, file, interval, &shared.durable, &round);
             })?;
             self.threads.lock().push(handle);
         }
-        let shared = Arc::clone(&self.shared);
-        let name = format!("lazarus-{}-persistent-vector", options.flavor.name());
-        let handle = std::thread::Builder::new().name(name).spawn(move || {
-            let collect = || shared.cdt.collect(&shared.persistent_vector());
-            stream::run_persistent_vector_writer(&shared.writer, &streams, pv_file, interval, &shared.durable, &collect);
-        })?;
-        *self.writer_thread.lock() = Some(handle);
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! One log stream: an in-memory buffer that workers append framed records to, and a logger
 //! thread that flushes it with group commit (Taurus §6.1: "flushed every 5 ms or if the buffer is
 //! half full, whichever happens first"; workers keep appending to a second buffer while one is
-//! being written). And the scheme's persistent vector writer, which makes the loggers' synced
+//! being written). And the scheme's persistent vector file, which makes the loggers' synced
 //! lengths durable before anything they cover is acknowledged.
 //!
 //! # When a commit is durable
@@ -9,12 +9,17 @@
 //! A logger writes a batch and `fdatasync`s it: its *synced length* grows. That alone does not
 //! make the batch's transactions acknowledgeable: a lost or misdirected write of that batch
 //! would later look like a torn tail, and recovery would return a shorter prefix without an
-//! error. So the persistent vector writer (one thread per scheme) records every logger's synced
-//! length in the persistent vector file ([`super::format`]) with one in-place write and one
-//! `fdatasync`, and only then publishes those lengths as the loggers' *persistent points*,
-//! which tickets are checked against. Recovery requires every log to be whole up to the length
-//! the file records. Cost: one more `fdatasync` per group-commit round for all loggers
-//! together; the writer runs while the loggers flush their next batches.
+//! error. So after its `fdatasync` the logger records every logger's synced length in the
+//! persistent vector file ([`super::format`]) with one in-place write and one `fdatasync` (a
+//! *round*, [`PersistentVectorWriter::record_round`]), and only then publishes those lengths as
+//! the loggers' *persistent points*, which tickets are checked against. Recovery requires every
+//! log to be whole up to the length the file records. Cost: one more `fdatasync` per
+//! group-commit round for all loggers together: one logger writes a round at a time, and the
+//! loggers that sync meanwhile leave theirs to it (it loops until no sync is left unrecorded).
+//! The round is written by the logger itself, right after its own sync, not by a separate
+//! thread: no hand-over, and on a shared disk the small `fdatasync` does not wait behind the
+//! next batch of log data (a first version with a writer thread doubled the latency to
+//! durability under load, `docs/PERFORMANCE.md`).
 //!
 //! Why not cheaper: acknowledging only what a later flush's sync mark covers would add no
 //! `fdatasync` under load, but the mark lies in the same file after the data it vouches for, so
@@ -167,14 +172,14 @@ impl Stream {
 }
 
 /// The logger thread of `stream`: flushes every `interval` or when woken, until stopped, and
-/// tells `writer` after each flush. Any write or sync error is fatal to the whole scheme
-/// (fsyncgate: nothing more is acknowledged).
+/// calls `after_sync` (the persistent vector round) after each flush. Any write or sync error is
+/// fatal to the whole scheme (fsyncgate: nothing more is acknowledged).
 pub fn run_logger(
     stream: &Stream,
     mut file: Box<dyn File>,
     interval: Duration,
     durable: &Durable,
-    writer: &PersistentVectorWriter,
+    after_sync: &dyn Fn(),
 ) {
     let mut spare = Vec::new();
     loop {
@@ -197,41 +202,12 @@ pub fn run_logger(
             }
             durable.bytes_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
             stream.synced.store(end, Ordering::Release);
-            writer.notify_synced();
+            after_sync();
             spare = batch;
         }
         if stop {
             return;
         }
-    }
-}
-
-/// Wakes the persistent vector writer when a logger synced more, or to stop it.
-#[derive(Default)]
-pub struct PersistentVectorWriter {
-    round: Mutex<Round>,
-    cv: Condvar,
-}
-
-#[derive(Default)]
-struct Round {
-    /// A logger synced since the writer last looked.
-    pending: bool,
-    stop: bool,
-}
-
-impl PersistentVectorWriter {
-    /// A logger's synced length grew.
-    pub fn notify_synced(&self) {
-        self.round.lock().pending = true;
-        self.cv.notify_one();
-    }
-
-    /// Asks the writer to record what the loggers synced and stop; call it after the loggers
-    /// stopped, so that their last flushes are recorded.
-    pub fn request_stop(&self) {
-        self.round.lock().stop = true;
-        self.cv.notify_one();
     }
 }
 
@@ -247,6 +223,8 @@ pub struct PersistentVectorFile {
     pub generation: u64,
     /// The sequence of the last record written (0: the start's).
     pub sequence: u64,
+    /// The lengths published as persistent points so far.
+    pub published: Vec<u64>,
 }
 
 impl PersistentVectorFile {
@@ -265,52 +243,62 @@ impl PersistentVectorFile {
     }
 }
 
-/// The persistent vector writer thread: once per group-commit round (woken by the loggers, or
-/// every `interval`), records every logger's synced length in `file`, syncs it, then publishes
-/// them as persistent points and calls `after_publish`. An error writing or syncing the file is
-/// fatal to the scheme, like a log's.
-pub fn run_persistent_vector_writer(
-    writer: &PersistentVectorWriter,
-    streams: &[Arc<Stream>],
-    mut file: PersistentVectorFile,
-    interval: Duration,
-    durable: &Durable,
-    after_publish: &dyn Fn(),
-) {
-    let mut published: Vec<u64> = streams.iter().map(|s| s.persistent()).collect();
-    loop {
-        let stop = {
-            let mut round = writer.round.lock();
-            if !round.pending && !round.stop {
-                writer.cv.wait_for(&mut round, interval);
-            }
-            round.pending = false;
-            round.stop
-        };
-        if durable.failed.get().is_some() {
-            return;
-        }
-        let synced: Vec<u64> = streams.iter().map(|s| s.synced()).collect();
-        if synced != published {
-            if let Err(e) = file.write_round(&synced) {
-                durable.fail(format!("cannot make the persistent vector durable in {}: {e}", file.path.display()));
-                for stream in streams {
-                    stream.space.notify_all();
+/// The scheme's persistent vector file and the rounds written to it, shared by the loggers.
+#[derive(Default)]
+pub struct PersistentVectorWriter {
+    /// Held by the logger writing a round; `None` before the scheme starts.
+    file: Mutex<Option<PersistentVectorFile>>,
+    /// A logger synced more since the last round read the synced lengths.
+    pending: AtomicBool,
+}
+
+impl PersistentVectorWriter {
+    /// Gives the writer the file of the generation that starts.
+    pub fn set_file(&self, file: PersistentVectorFile) {
+        *self.file.lock() = Some(file);
+    }
+
+    /// Called by a logger after it synced its log: records every logger's synced length in the
+    /// file, syncs it, then publishes them as persistent points and calls `after_publish`. If
+    /// another logger is writing a round, leaves this sync to it (that logger writes rounds until
+    /// none is pending). An error writing or syncing the file is fatal to the scheme, like a
+    /// log's.
+    pub fn record_round(&self, streams: &[Arc<Stream>], durable: &Durable, after_publish: &dyn Fn()) {
+        self.pending.store(true, Ordering::SeqCst);
+        loop {
+            let Some(mut guard) = self.file.try_lock() else { return };
+            while self.pending.swap(false, Ordering::SeqCst) {
+                let Some(file) = guard.as_mut() else { return };
+                if durable.failed.get().is_some() {
+                    return;
                 }
+                let synced: Vec<u64> = streams.iter().map(|s| s.synced()).collect();
+                if synced == file.published {
+                    continue;
+                }
+                if let Err(e) = file.write_round(&synced) {
+                    durable.fail(format!("cannot make the persistent vector durable in {}: {e}", file.path.display()));
+                    for stream in streams {
+                        stream.space.notify_all();
+                    }
+                    return;
+                }
+                let published = durable.lock.lock();
+                for (stream, &len) in streams.iter().zip(&synced) {
+                    debug_assert!(len >= stream.persistent(), "a persistent point went back");
+                    stream.persistent.store(len, Ordering::Release);
+                }
+                durable.cv.notify_all();
+                drop(published);
+                file.published = synced;
+                after_publish();
+            }
+            drop(guard);
+            // A logger that synced after the last swap but found the file locked left its round
+            // to this one: look again now that the lock is free.
+            if !self.pending.load(Ordering::SeqCst) {
                 return;
             }
-            let guard = durable.lock.lock();
-            for (stream, &len) in streams.iter().zip(&synced) {
-                debug_assert!(len >= stream.persistent(), "a persistent point went back");
-                stream.persistent.store(len, Ordering::Release);
-            }
-            durable.cv.notify_all();
-            drop(guard);
-            published = synced;
-            after_publish();
-        }
-        if stop {
-            return;
         }
     }
 }
