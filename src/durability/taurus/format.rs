@@ -211,18 +211,25 @@ pub fn encode_header(header: &StreamHeader) -> Vec<u8> {
     out
 }
 
-/// Decodes the header block at the start of a file; returns it and its size.
-pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
+/// The payload of the block at the start of `bytes`, past its `magic` and version (checked),
+/// and the block's size; `what` names the block in errors.
+fn versioned_block<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &str) -> Result<(Reader<'a>, usize), String> {
     let (payload, size) = frame::decode_block(bytes).map_err(|e| e.to_string())?;
     let mut r = Reader::new(payload);
-    let bad = |e: DecodeError| e.to_string();
-    if r.take(8).map_err(bad)? != MAGIC {
-        return Err("not a stream log file (wrong magic)".into());
+    if r.take(8).map_err(|e| e.to_string())? != magic {
+        return Err(format!("not a {what} (wrong magic)"));
     }
-    let version = r.u32().map_err(bad)?;
+    let version = r.u32().map_err(|e| e.to_string())?;
     if version != FORMAT_VERSION {
         return Err(format!("format version {version}, this build reads version {FORMAT_VERSION}"));
     }
+    Ok((r, size))
+}
+
+/// Decodes the header block at the start of a file; returns it and its size.
+pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
+    let (mut r, size) = versioned_block(bytes, MAGIC, "stream log file")?;
+    let bad = |e: DecodeError| e.to_string();
     let flavor = Flavor::from_code(r.u8().map_err(bad)?).ok_or("unknown flavor")?;
     let header = StreamHeader {
         flavor,
@@ -289,16 +296,8 @@ pub fn encode_persistent_vector_file(flavor: Flavor, pv: &PersistentVector) -> V
 
 /// Decodes the record of slot `slot` (its bytes start at the slot's offset).
 fn decode_persistent_vector_slot(slot: u64, bytes: &[u8]) -> Result<(Flavor, PersistentVector), String> {
-    let (payload, _) = frame::decode_block(bytes).map_err(|e| e.to_string())?;
-    let mut r = Reader::new(payload);
+    let (mut r, _) = versioned_block(bytes, PERSISTENT_VECTOR_MAGIC, "persistent vector record")?;
     let bad = |e: DecodeError| e.to_string();
-    if r.take(8).map_err(bad)? != PERSISTENT_VECTOR_MAGIC {
-        return Err("not a persistent vector record (wrong magic)".into());
-    }
-    let version = r.u32().map_err(bad)?;
-    if version != FORMAT_VERSION {
-        return Err(format!("format version {version}, this build reads version {FORMAT_VERSION}"));
-    }
     let flavor = Flavor::from_code(r.u8().map_err(bad)?).ok_or("unknown flavor")?;
     if u64::from(r.u8().map_err(bad)?) != slot {
         return Err(format!("a record of the other slot in slot {slot} (a misdirected write)"));
@@ -498,7 +497,8 @@ mod tests {
     #[test]
     fn the_persistent_vector_file_keeps_the_newest_valid_slot() {
         let slot = PERSISTENT_VECTOR_SLOT_BYTES as usize;
-        let pv = |sequence, lens: &[u64]| PersistentVector { sequence, generation: 3, durable_len_bytes: lens.to_vec() };
+        let pv =
+            |sequence, lens: &[u64]| PersistentVector { sequence, generation: 3, durable_len_bytes: lens.to_vec() };
         let mut file = encode_persistent_vector_file(Flavor::TaurusData, &pv(0, &[0, 0]));
         assert_eq!(file.len(), slot);
         assert_eq!(decode_persistent_vector_file(&file).unwrap(), (Flavor::TaurusData, pv(0, &[0, 0])));

@@ -17,9 +17,9 @@
 //! group-commit round for all loggers together: one logger writes a round at a time, and the
 //! loggers that sync meanwhile leave theirs to it (it loops until no sync is left unrecorded).
 //! The round is written by the logger itself, right after its own sync, not by a separate
-//! thread: no hand-over, and on a shared disk the small `fdatasync` does not wait behind the
-//! next batch of log data (a first version with a writer thread doubled the latency to
-//! durability under load, `docs/PERFORMANCE.md`).
+//! thread: no hand-over (a wake-up), and on a shared disk the small `fdatasync` does not queue
+//! behind the next batch of log data (a first version had a writer thread; on a loaded machine
+//! the two could not be told apart, `docs/PERFORMANCE.md`, "The persistent vector file").
 //!
 //! Why not cheaper: acknowledging only what a later flush's sync mark covers would add no
 //! `fdatasync` under load, but the mark lies in the same file after the data it vouches for, so
