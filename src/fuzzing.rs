@@ -185,9 +185,10 @@ pub fn decode_stream_record(payload: &[u8]) -> Decoded {
     one(stream_record(payload))
 }
 
-/// A stream's synced-length file (`*.log.synced`).
-pub fn decode_stream_synced(bytes: &[u8]) -> Decoded {
-    one(stream_format::decode_synced(bytes).ok_or("not a synced-length block"))
+/// A stream scheme's persistent vector file (`serial.persistent_vector`,
+/// `taurus.persistent_vector`): two slots, the valid one with the larger sequence current.
+pub fn decode_stream_persistent_vector(bytes: &[u8]) -> Decoded {
+    one(stream_format::decode_persistent_vector_file(bytes))
 }
 
 /// The indexed store's records: the input as an `images` value, as the progress record, and as
@@ -277,7 +278,7 @@ pub const TARGETS: [(&str, Entry); 15] = [
     ("checkpoint_block", decode_checkpoint_block),
     ("stream_log", decode_stream_log),
     ("stream_record", decode_stream_record),
-    ("stream_synced", decode_stream_synced),
+    ("stream_persistent_vector", decode_stream_persistent_vector),
     ("indexed_records", decode_indexed_records),
     ("procedure", check_procedures),
     ("resp", parse_resp),

@@ -63,13 +63,22 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Cuts a log file as a crash would that lost its unsynced tail: the synced-length file beside
-/// it is set back to the header (a cut below a recorded synced length is damage, not a crash).
+/// Cuts a log file as a crash would that lost its unsynced tail: the durable length the
+/// persistent vector file records for it is set back to the header (a cut below a recorded
+/// durable length is damage, not a crash).
 fn lose_tail(path: &Path, len: u64) {
+    let header = header_len(path);
+    let (_, logger, _) = format::parse_log_name(Path::new(path.file_name().unwrap())).unwrap();
     std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
-    let mut synced = path.as_os_str().to_owned();
-    synced.push(format::SYNCED_SUFFIX);
-    std::fs::write(synced, format::encode_synced(header_len(path).min(len))).unwrap();
+    let pv_path = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".persistent_vector"))
+        .expect("a persistent vector file");
+    let (flavor, mut pv) = format::decode_persistent_vector_file(&std::fs::read(&pv_path).unwrap()).unwrap();
+    pv.durable_len_bytes[logger] = pv.durable_len_bytes[logger].min(header.min(len));
+    pv.sequence = 0;
+    std::fs::write(&pv_path, format::encode_persistent_vector_file(flavor, &pv)).unwrap();
 }
 
 /// The logger a write transaction logged to: its own address is the only component of its
@@ -341,7 +350,7 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
             txn.put(t, Arc::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
             let committed = txn.commit().unwrap();
             if i % 10 == 0 {
-                // A flush between records, so a later sync mark vouches for the earlier ones.
+                // A flush between records.
                 scheme.wait_durable(&committed.durability).unwrap();
             }
             ends.push(own_end(&committed.durability, 0));
@@ -368,7 +377,8 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
             assert_eq!(rows(&db), expected, "{}: reopened after the cut at {cut}", flavor.name());
             db.close().unwrap();
         }
-        // Cut below the length the synced-length file records: acknowledged data is gone.
+        // Cut below the durable length the persistent vector file records: acknowledged data is
+        // gone.
         let dir = base.path().join("cut-synced");
         copy_dir(&logged, &dir);
         let cut_file = log_file(&dir, flavor, 0);
@@ -376,9 +386,9 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
         match open(options(&dir, flavor, 1)) {
             Err(lazarus::db::DbError::Durability(DurabilityError::Corrupt { file, .. })) => assert_eq!(file, cut_file),
             Err(other) => panic!("{}: expected corruption, got {other}", flavor.name()),
-            Ok(_) => panic!("{}: a log cut below its synced length was not detected", flavor.name()),
+            Ok(_) => panic!("{}: a log cut below its durable length was not detected", flavor.name()),
         }
-        // A bit flipped in the first transaction's record, which later sync marks say was synced.
+        // A bit flipped in the first transaction's record, below the durable length.
         let dir = base.path().join("flipped");
         copy_dir(&logged, &dir);
         let damaged = log_file(&dir, flavor, 0);
@@ -390,7 +400,7 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
                 assert_eq!((file, offset), (damaged.clone(), start));
             }
             Err(other) => panic!("{}: expected corruption, got {other}", flavor.name()),
-            Ok(_) => panic!("{}: damage before a synced point was not detected", flavor.name()),
+            Ok(_) => panic!("{}: damage below the durable length was not detected", flavor.name()),
         }
     }
 }

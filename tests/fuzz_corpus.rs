@@ -176,8 +176,8 @@ fn write_seed_corpus() {
                 let bytes = disk.contents(&path).unwrap();
                 let label = file_label(&format!("{}-{}", flavor.name(), history.name), &path);
                 let file = path.file_name().unwrap().to_string_lossy().to_string();
-                if file.ends_with(".synced") {
-                    seeds.put("stream_synced", &label, &bytes);
+                if file.ends_with(".persistent_vector") {
+                    seeds.put("stream_persistent_vector", &label, &bytes);
                 } else if file.ends_with(".log") {
                     seeds.put("stream_log", &label, &bytes);
                     if let Ok((_, at)) = lazarus::durability::taurus::format::decode_header(&bytes) {

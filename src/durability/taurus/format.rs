@@ -7,11 +7,11 @@
 //! past its block: a transaction's id is `logger << 56 | address` (Taurus §4.1.2: "the address of
 //! a transaction in a log file concatenated with the logger ID").
 //!
-//! Header block payload (version 1):
+//! Header block payload (version 2):
 //!
 //! ```text
 //! 8   magic        "LZSTREAM"
-//! u32 version      1
+//! u32 version      2 (1 had sync marks and `.synced` files; refused)
 //! u8  flavor       1 = serial-data, 2 = serial-cmd, 3 = taurus-data, 4 = taurus-cmd
 //! u32 logger       this file's logger
 //! u32 loggers      loggers of the generation
@@ -19,25 +19,12 @@
 //!                  appended to again
 //! ```
 //!
-//! **Synced-length file** `<log file name>.synced`, beside each log file: one framed block,
-//! rewritten in place (not synced) after every flush of the log:
-//!
-//! ```text
-//! 8   magic              "LZSYNCED"
-//! u32 version            1
-//! u64 synced_len_bytes   the log file was synced up to here
-//! ```
-//!
-//! It is a lower bound on the log's synced length (a lost or torn rewrite leaves an older
-//! value or none): a log shorter than it, or damaged before it, was cut or corrupted after it
-//! was synced, and recovery reports that instead of treating it as a torn tail.
-//!
 //! Record block payload:
 //!
 //! ```text
-//! u8 kind          1 = transaction, 2 = sync mark
-//! kind 2: u64 synced_len_bytes   every byte of the file before this offset was synced before
-//!                                this mark was written (tells corruption from a torn tail)
+//! u8 kind          1 = transaction, 3 = end of a settled file (2 was version 1's sync mark)
+//! kind 3: u64 len_bytes   the offset of this block: recovery settled the file to here and ended
+//!                         it (a settled file must end with this block: a cut one does not)
 //! kind 1: u8 deps  0 = none (serial), 1 = predecessor lists, 2 = predecessor vectors (§6.6)
 //!   deps 1: u32 raw_count, raw_count × u64 RAW predecessor ids,
 //!           u32 waw_count, waw_count × u64 WAW predecessor ids,
@@ -49,18 +36,48 @@
 //!   entry). Data flavors log every transaction as a write set. `commit_seq` is the global LSN
 //!   (serial), the commit timestamp (taurus-cmd) or 0 (taurus-data).
 //! ```
+//!
+//! **Persistent vector file** `<prefix>.persistent_vector` in the first log directory (Taurus's
+//! *persistent vector*, the vector of every logger's persistent point; "PLV" in later versions of
+//! the paper): the durable length of every log file of the current generation. Two slots of
+//! [`PERSISTENT_VECTOR_SLOT_BYTES`] each, at offsets 0 and 4096, each one framed block:
+//!
+//! ```text
+//! 8   magic              "LZPVECTR"
+//! u32 version            2
+//! u8  flavor             as in the header
+//! u8  slot               0 or 1: the slot this record was written to (a copy misdirected
+//!                        into the other slot does not match it)
+//! u64 sequence           rounds written; the valid slot with the larger one is current
+//! u64 generation         the generation whose log files it describes
+//! u32 loggers            1..=64
+//! loggers × u64 durable_len_bytes   logger l's file was synced up to here before this record
+//!                        was written (0: nothing of the generation is durable yet)
+//! ```
+//!
+//! Written whole at the start of each generation (temp file, sync, rename, directory sync;
+//! slot 0, sequence 0, every length 0) before the generation's log files are created; then, once
+//! per group-commit round, overwritten in place in slot `sequence % 2` and synced
+//! (`fdatasync`) *before* the lengths it records are published as persistent points, so before
+//! any transaction they cover is acknowledged. A write torn by power loss damages only its own
+//! slot; the other holds the previous round, which covers everything acknowledged. Recovery
+//! requires every log of that generation to be whole up to its recorded length (damage there is
+//! an error naming the file and offset); bytes after it may be a torn tail.
 
 use crate::durability::codec::{DecodeError, Reader};
 use crate::durability::command::{self, CommandEntry};
 use crate::durability::frame;
 use std::path::Path;
 
-/// Version of the header and record layouts.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the header, record and persistent vector layouts.
+pub const FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"LZSTREAM";
-const SYNCED_MAGIC: &[u8; 8] = b"LZSYNCED";
-/// Suffix of the synced-length file of a log file.
-pub const SYNCED_SUFFIX: &str = ".synced";
+const PERSISTENT_VECTOR_MAGIC: &[u8; 8] = b"LZPVECTR";
+/// Bytes of each slot of the persistent vector file: a write to one slot never shares a sector
+/// (512 B or 4 KiB) with the other, so tearing one leaves the other whole.
+pub const PERSISTENT_VECTOR_SLOT_BYTES: u64 = 4096;
+/// The largest persistent vector file recovery reads.
+pub const PERSISTENT_VECTOR_FILE_MAX_BYTES: u64 = 2 * PERSISTENT_VECTOR_SLOT_BYTES;
 /// Bits of a transaction id that hold the address; the logger is above them.
 pub const ADDRESS_BITS: u32 = 56;
 /// The most loggers a stream scheme may run.
@@ -69,7 +86,7 @@ pub const LOGGERS_MAX: usize = 64;
 pub const PREDECESSORS_MAX: usize = 1 << 20;
 
 const KIND_TXN: u8 = 1;
-const KIND_SYNC_MARK: u8 = 2;
+const KIND_END: u8 = 3;
 const DEPS_NONE: u8 = 0;
 const DEPS_LISTS: u8 = 1;
 const DEPS_VECTORS: u8 = 2;
@@ -194,18 +211,25 @@ pub fn encode_header(header: &StreamHeader) -> Vec<u8> {
     out
 }
 
-/// Decodes the header block at the start of a file; returns it and its size.
-pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
+/// The payload of the block at the start of `bytes`, past its `magic` and version (checked),
+/// and the block's size; `what` names the block in errors.
+fn versioned_block<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &str) -> Result<(Reader<'a>, usize), String> {
     let (payload, size) = frame::decode_block(bytes).map_err(|e| e.to_string())?;
     let mut r = Reader::new(payload);
-    let bad = |e: DecodeError| e.to_string();
-    if r.take(8).map_err(bad)? != MAGIC {
-        return Err("not a stream log file (wrong magic)".into());
+    if r.take(8).map_err(|e| e.to_string())? != magic {
+        return Err(format!("not a {what} (wrong magic)"));
     }
-    let version = r.u32().map_err(bad)?;
+    let version = r.u32().map_err(|e| e.to_string())?;
     if version != FORMAT_VERSION {
         return Err(format!("format version {version}, this build reads version {FORMAT_VERSION}"));
     }
+    Ok((r, size))
+}
+
+/// Decodes the header block at the start of a file; returns it and its size.
+pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
+    let (mut r, size) = versioned_block(bytes, MAGIC, "stream log file")?;
+    let bad = |e: DecodeError| e.to_string();
     let flavor = Flavor::from_code(r.u8().map_err(bad)?).ok_or("unknown flavor")?;
     let header = StreamHeader {
         flavor,
@@ -220,24 +244,93 @@ pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
     Ok((header, size))
 }
 
-/// Encodes a synced-length file.
-pub fn encode_synced(synced_len_bytes: u64) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(20);
-    payload.extend_from_slice(SYNCED_MAGIC);
+/// The name of a scheme's persistent vector file (in the first log directory).
+pub fn persistent_vector_name(flavor: Flavor) -> String {
+    format!("{}.persistent_vector", flavor.prefix())
+}
+
+/// One record of the persistent vector file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PersistentVector {
+    /// Rounds written; the valid slot with the larger one is current.
+    pub sequence: u64,
+    /// The generation whose log files it describes.
+    pub generation: u64,
+    /// Per logger, the length of its log file that was synced before this record was written.
+    pub durable_len_bytes: Vec<u64>,
+}
+
+impl PersistentVector {
+    /// The slot this record is written to.
+    pub fn slot(&self) -> u64 {
+        self.sequence % 2
+    }
+}
+
+/// Encodes `pv` as the framed block of its slot.
+pub fn encode_persistent_vector(flavor: Flavor, pv: &PersistentVector) -> Vec<u8> {
+    assert!((1..=LOGGERS_MAX).contains(&pv.durable_len_bytes.len()), "{} loggers", pv.durable_len_bytes.len());
+    let mut payload = Vec::with_capacity(34 + 8 * pv.durable_len_bytes.len());
+    payload.extend_from_slice(PERSISTENT_VECTOR_MAGIC);
     payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    payload.extend_from_slice(&synced_len_bytes.to_le_bytes());
+    payload.push(flavor.code());
+    payload.push(pv.slot() as u8);
+    payload.extend_from_slice(&pv.sequence.to_le_bytes());
+    payload.extend_from_slice(&pv.generation.to_le_bytes());
+    payload.extend_from_slice(&(pv.durable_len_bytes.len() as u32).to_le_bytes());
+    pv.durable_len_bytes.iter().for_each(|l| payload.extend_from_slice(&l.to_le_bytes()));
     let mut out = Vec::new();
     frame::encode_block(&payload, &mut out);
+    debug_assert!(out.len() as u64 <= PERSISTENT_VECTOR_SLOT_BYTES);
     out
 }
 
-/// The synced length a synced-length file records, `None` if it is not a whole, valid one.
-pub fn decode_synced(bytes: &[u8]) -> Option<u64> {
-    let (payload, _) = frame::decode_block(bytes).ok()?;
-    let mut r = Reader::new(payload);
-    (r.take(8).ok()? == SYNCED_MAGIC && r.u32().ok()? == FORMAT_VERSION).then_some(())?;
-    let len = r.u64().ok()?;
-    r.is_empty().then_some(len)
+/// The whole file a generation starts with: `pv` (sequence 0) in slot 0, the rest of the slot
+/// zeros, slot 1 empty.
+pub fn encode_persistent_vector_file(flavor: Flavor, pv: &PersistentVector) -> Vec<u8> {
+    assert_eq!(pv.slot(), 0, "a new persistent vector file starts in slot 0");
+    let mut out = encode_persistent_vector(flavor, pv);
+    out.resize(PERSISTENT_VECTOR_SLOT_BYTES as usize, 0);
+    out
+}
+
+/// Decodes the record of slot `slot` (its bytes start at the slot's offset).
+fn decode_persistent_vector_slot(slot: u64, bytes: &[u8]) -> Result<(Flavor, PersistentVector), String> {
+    let (mut r, _) = versioned_block(bytes, PERSISTENT_VECTOR_MAGIC, "persistent vector record")?;
+    let bad = |e: DecodeError| e.to_string();
+    let flavor = Flavor::from_code(r.u8().map_err(bad)?).ok_or("unknown flavor")?;
+    if u64::from(r.u8().map_err(bad)?) != slot {
+        return Err(format!("a record of the other slot in slot {slot} (a misdirected write)"));
+    }
+    let sequence = r.u64().map_err(bad)?;
+    let generation = r.u64().map_err(bad)?;
+    let loggers = r.u32().map_err(bad)? as usize;
+    if !(1..=LOGGERS_MAX).contains(&loggers) {
+        return Err(format!("{loggers} loggers"));
+    }
+    let durable_len_bytes = (0..loggers).map(|_| r.u64()).collect::<Result<Vec<_>, _>>().map_err(bad)?;
+    if !r.is_empty() || sequence % 2 != slot {
+        return Err("invalid persistent vector fields".into());
+    }
+    Ok((flavor, PersistentVector { sequence, generation, durable_len_bytes }))
+}
+
+/// The current record of a persistent vector file: the valid slot with the larger sequence. A
+/// slot that does not decode is a write torn by power loss (or damage); the file is an error
+/// only when neither slot is valid.
+pub fn decode_persistent_vector_file(bytes: &[u8]) -> Result<(Flavor, PersistentVector), String> {
+    let slot_bytes = PERSISTENT_VECTOR_SLOT_BYTES as usize;
+    let first = decode_persistent_vector_slot(0, bytes);
+    let second = match bytes.get(slot_bytes..) {
+        Some(rest) if !rest.is_empty() => decode_persistent_vector_slot(1, rest),
+        _ => Err("slot 1 was never written".into()),
+    };
+    match (first, second) {
+        (Ok(a), Ok(b)) => Ok(if b.1.sequence > a.1.sequence { b } else { a }),
+        (Ok(a), Err(_)) => Ok(a),
+        (Err(_), Ok(b)) => Ok(b),
+        (Err(a), Err(b)) => Err(format!("no valid slot (slot 0: {a}; slot 1: {b})")),
+    }
 }
 
 /// The dependency information of a logged transaction.
@@ -294,10 +387,11 @@ pub fn encode_txn(deps: &Deps, redo: &[u8], out: &mut Vec<u8>) -> usize {
     deps_len
 }
 
-/// Appends the payload of a sync mark.
-pub fn encode_sync_mark(synced_len_bytes: u64, out: &mut Vec<u8>) {
-    out.push(KIND_SYNC_MARK);
-    out.extend_from_slice(&synced_len_bytes.to_le_bytes());
+/// Appends the payload of an end record for a file settled to `len_bytes` (the end record's
+/// own offset).
+pub fn encode_end(len_bytes: u64, out: &mut Vec<u8>) {
+    out.push(KIND_END);
+    out.extend_from_slice(&len_bytes.to_le_bytes());
 }
 
 /// A decoded record payload.
@@ -310,15 +404,15 @@ pub enum Record {
         /// Its REDO data.
         entry: CommandEntry,
     },
-    /// A sync mark.
-    SyncMark(u64),
+    /// The end of a settled file, at this offset.
+    End(u64),
 }
 
 /// Decodes a record payload (the whole payload must be one record).
 pub fn decode_record(payload: &[u8]) -> Result<Record, DecodeError> {
     let mut r = Reader::new(payload);
     let record = match r.u8()? {
-        KIND_SYNC_MARK => Record::SyncMark(r.u64()?),
+        KIND_END => Record::End(r.u64()?),
         KIND_TXN => {
             let deps = match r.u8()? {
                 DEPS_NONE => Deps::None,
@@ -395,5 +489,37 @@ mod tests {
             }
         }
         assert_eq!(split_id(txn_id(5, 1234)), (5, 1234));
+        let mut end = Vec::new();
+        encode_end(4242, &mut end);
+        assert_eq!(decode_record(&end).unwrap(), Record::End(4242));
+    }
+
+    #[test]
+    fn the_persistent_vector_file_keeps_the_newest_valid_slot() {
+        let slot = PERSISTENT_VECTOR_SLOT_BYTES as usize;
+        let pv =
+            |sequence, lens: &[u64]| PersistentVector { sequence, generation: 3, durable_len_bytes: lens.to_vec() };
+        let mut file = encode_persistent_vector_file(Flavor::TaurusData, &pv(0, &[0, 0]));
+        assert_eq!(file.len(), slot);
+        assert_eq!(decode_persistent_vector_file(&file).unwrap(), (Flavor::TaurusData, pv(0, &[0, 0])));
+        // Round 1 goes to slot 1, round 2 back to slot 0.
+        file.extend_from_slice(&encode_persistent_vector(Flavor::TaurusData, &pv(1, &[100, 200])));
+        assert_eq!(decode_persistent_vector_file(&file).unwrap().1, pv(1, &[100, 200]));
+        let round_2 = encode_persistent_vector(Flavor::TaurusData, &pv(2, &[150, 200]));
+        file[..round_2.len()].copy_from_slice(&round_2);
+        assert_eq!(decode_persistent_vector_file(&file).unwrap().1, pv(2, &[150, 200]));
+        // A torn slot leaves the other one.
+        let mut torn = file.clone();
+        torn[20] ^= 1;
+        assert_eq!(decode_persistent_vector_file(&torn).unwrap().1, pv(1, &[100, 200]));
+        // A copy of slot 0 misdirected into slot 1 does not count as slot 1.
+        let mut misdirected = file.clone();
+        misdirected.copy_within(0..round_2.len(), slot);
+        assert!(decode_persistent_vector_slot(1, &misdirected[slot..]).is_err());
+        assert_eq!(decode_persistent_vector_file(&misdirected).unwrap().1, pv(2, &[150, 200]));
+        // Neither slot valid: an error.
+        torn[slot + 20] ^= 1;
+        assert!(decode_persistent_vector_file(&torn).is_err());
+        assert!(decode_persistent_vector_file(&[]).is_err());
     }
 }

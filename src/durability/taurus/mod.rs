@@ -2,7 +2,9 @@
 //! the log streams they share with the serial baselines `serial-data` and `serial-cmd`
 //! ([`crate::durability::serial`]). Design and contracts: `docs/taurus.md`; formats: [`format`].
 //!
-//! - [`stream`]: one log stream per logger — buffer, group commit, persistent point.
+//! - [`stream`]: one log stream per logger — buffer, group commit, persistent point — and the
+//!   persistent vector file, in which the loggers make every logger's synced length durable
+//!   before it is published (see there: exactly when a commit is durable).
 //! - [`cdt`]: the commit dependency table (§4.1.3).
 //! - [`recovery`]: reading the logs in parallel, the recovery dependency graph (§4.4.2,
 //!   Algorithms 3–5), and replay.
@@ -39,14 +41,14 @@ use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogSche
 use crate::io::real::RealFs;
 use crate::io::{FileSystem, OpenMode};
 use cdt::CommitDependencyTable;
-use format::{Deps, Flavor, StreamHeader};
+use format::{Deps, Flavor, PersistentVector, StreamHeader};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use stream::{Durable, Stream};
+use stream::{Durable, PersistentVectorFile, PersistentVectorWriter, Stream};
 
 /// Options of the stream schemes.
 #[derive(Clone)]
@@ -125,6 +127,8 @@ pub struct Shared {
     /// The loggers' streams, set once when the scheme starts.
     pub(crate) streams: OnceLock<Vec<Arc<Stream>>>,
     pub(crate) durable: Arc<Durable>,
+    /// The persistent vector file, written by the loggers after their syncs.
+    writer: PersistentVectorWriter,
     pub(crate) cdt: CommitDependencyTable,
     /// The global LSN (serial) or commit timestamp (taurus-cmd).
     pub(crate) lsn: AtomicU64,
@@ -176,11 +180,14 @@ impl Shared {
 /// A stream scheme: `serial-data`, `serial-cmd`, `taurus-data` or `taurus-cmd`.
 pub struct StreamLogging {
     shared: Arc<Shared>,
+    /// The loggers.
     threads: Mutex<Vec<JoinHandle<()>>>,
     generation: AtomicU64,
     /// What recovery found and did.
     pub recovery: Mutex<Option<recovery::StreamRecoveryReport>>,
     shut_down: AtomicBool,
+    /// Every thread has stopped after a shutdown.
+    stopped: AtomicBool,
 }
 
 impl StreamLogging {
@@ -196,6 +203,7 @@ impl StreamLogging {
             options,
             streams: OnceLock::new(),
             durable: Arc::new(Durable::default()),
+            writer: PersistentVectorWriter::default(),
             lsn: AtomicU64::new(1),
             delete_chain: Mutex::new(0),
             delete_head: AtomicU64::new(0),
@@ -210,6 +218,7 @@ impl StreamLogging {
             generation: AtomicU64::new(0),
             recovery: Mutex::new(None),
             shut_down: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
         })
     }
 
@@ -267,7 +276,7 @@ impl LogScheme for StreamLogging {
             if self.shared.is_durable(ticket) {
                 return Ok(());
             }
-            if self.shut_down.load(Ordering::SeqCst) && self.threads.lock().is_empty() {
+            if self.stopped.load(Ordering::SeqCst) {
                 return Err(DurabilityError::ShutDown);
             }
             durable.cv.wait_for(&mut guard, Duration::from_millis(20));
@@ -283,6 +292,9 @@ impl LogScheme for StreamLogging {
             for handle in self.threads.lock().drain(..) {
                 let _ = handle.join();
             }
+            self.stopped.store(true, Ordering::SeqCst);
+            let _guard = self.shared.durable.lock.lock();
+            self.shared.durable.cv.notify_all();
         }
         self.shared.durable.check()
     }
@@ -318,6 +330,19 @@ impl LogScheme for StreamLogging {
     fn start(&self, _start: SchemeStart) -> Result<(), DurabilityError> {
         let options = &self.shared.options;
         let generation = self.generation.load(Ordering::SeqCst);
+        // The persistent vector file of the generation is durable before its log files exist:
+        // recovery then knows which generation is current, and that none of it is durable yet.
+        let pv_path = options.log_dirs[0].join(format::persistent_vector_name(options.flavor));
+        let pv = PersistentVector { sequence: 0, generation, durable_len_bytes: vec![0; options.loggers] };
+        options.fs.write_atomic(&pv_path, &format::encode_persistent_vector_file(options.flavor, &pv))?;
+        let mut pv_file = PersistentVectorFile {
+            file: options.fs.open(&pv_path, OpenMode::ReadWrite)?,
+            path: pv_path,
+            flavor: options.flavor,
+            generation,
+            sequence: 0,
+            published: Vec::new(),
+        };
         let mut streams = Vec::new();
         let mut files = Vec::new();
         for logger in 0..options.loggers {
@@ -332,33 +357,25 @@ impl LogScheme for StreamLogging {
             let bytes = format::encode_header(&header);
             file.append(&bytes)?;
             file.sync_data()?;
-            let mut synced_path = path.into_os_string();
-            synced_path.push(format::SYNCED_SUFFIX);
-            let synced_path = std::path::Path::new(&synced_path);
-            // A synced-length file whose log's creation was lost at power loss (the two names are
-            // made durable by one sync_dir, and a crash may keep either): the log of this
-            // generation did not exist (CreateNew above succeeded), so the file is an orphan.
-            if options.fs.exists(synced_path)? {
-                options.fs.remove(synced_path)?;
-            }
-            let mut synced = options.fs.open(synced_path, OpenMode::CreateNew)?;
-            synced.write_at(0, &format::encode_synced(bytes.len() as u64))?;
             streams.push(Arc::new(Stream::new(logger, bytes.len() as u64, options.buffer_size_bytes)));
-            files.push((file, synced));
+            files.push(file);
         }
         for dir in &options.log_dirs {
             options.fs.sync_dir(dir)?;
         }
+        pv_file.published = streams.iter().map(|s| s.persistent()).collect();
+        self.shared.writer.set_file(pv_file);
         if self.shared.streams.set(streams.clone()).is_err() {
             return Err(DurabilityError::Failed(format!("scheme {} was started twice", options.flavor.name())));
         }
         let interval = Duration::from_millis(options.flush_interval_ms);
-        for (stream, (file, synced)) in streams.into_iter().zip(files) {
+        for (stream, file) in streams.into_iter().zip(files) {
             let shared = Arc::clone(&self.shared);
             let name = format!("lazarus-{}-logger-{}", options.flavor.name(), stream.id);
             let handle = std::thread::Builder::new().name(name).spawn(move || {
                 let collect = || shared.cdt.collect(&shared.persistent_vector());
-                stream::run_logger(&stream, file, synced, interval, &shared.durable, &collect);
+                let round = || shared.writer.record_round(shared.streams(), &shared.durable, &collect);
+                stream::run_logger(&stream, file, interval, &shared.durable, &round);
             })?;
             self.threads.lock().push(handle);
         }

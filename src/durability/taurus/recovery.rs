@@ -1,10 +1,15 @@
 //! Recovery of the stream schemes.
 //!
 //! 1. Rebuild the catalog from the `catalog` file (shared with the value scheme).
-//! 2. Group the log files by generation. Every generation but the last was settled by an
-//!    earlier recovery, so its files must be whole; the last one's files may end in a torn
-//!    tail, which is cut off — unless a sync mark after the damage says the damaged bytes had
-//!    been synced: that is corruption, reported with the file and offset.
+//! 2. Read the persistent vector file ([`format`]): the current generation and every logger's
+//!    durable length in it. Group the log files by generation. Every generation before the
+//!    current one was settled by an earlier recovery: its files must be whole and end with
+//!    their end record (a file cut at a record boundary lacks it). A current file must be whole
+//!    up to its durable length — every acknowledged transaction lies before it, so damage or a
+//!    cut there is corruption, reported with the file and offset, never a shorter prefix; after
+//!    it the file may end in a torn tail (never acknowledged), which is cut off. Log files
+//!    without a persistent vector file (a directory of format version 1, or a removed file) are
+//!    refused.
 //! 3. Per generation, one I/O thread per file reads and decodes it (Algorithm 3's I/O threads).
 //! 4. Serial: replay the records sorted by LSN on one thread. Taurus: build the recovery
 //!    dependency graph. A transaction is recoverable iff all its RAW predecessors are found and
@@ -18,15 +23,16 @@
 //! 5. Data flavors install after-images with the largest-TID-wins rule of SiloR
 //!    ([`crate::storage::Table::install_if_newer`]) and sweep tombstones and build secondary
 //!    indexes at the end; command flavors run transactions through a replay worker.
-//! 6. Cut the last generation's files to their valid length; the scheme starts the next
-//!    generation, so a dropped transaction can never become recoverable later.
+//! 6. Settle the current generation's files: cut each to its valid length and end it with an
+//!    end record, synced; the scheme then starts the next generation, so a dropped transaction
+//!    can never become recoverable later.
 //!
 //! The whole graph of a generation is built before replay (phases merged as in §4.4.2 would
 //! bound its memory; a generation's files are bounded by [`LOG_FILE_SIZE_MAX_BYTES`]).
 
 use super::StreamOptions;
 use super::cdt;
-use super::format::{self, Deps, Flavor, Record};
+use super::format::{self, Deps, Flavor, PersistentVector, Record};
 use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::command::CommandEntry;
@@ -134,6 +140,8 @@ struct ParsedLog {
     valid_len: u64,
     file_len: u64,
     header_ok: bool,
+    /// Whether it ends with its end record (settled by a recovery).
+    ended: bool,
     txns: Vec<Txn>,
 }
 
@@ -146,13 +154,14 @@ pub fn recover(
     let fs = options.fs.as_ref();
     *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
     let generations = list_generations(options)?;
+    let pv_path = options.log_dirs[0].join(format::persistent_vector_name(options.flavor));
+    let current = current_generation(options, &pv_path, &generations)?;
     let mut report = StreamRecoveryReport { threads: options.recovery_threads, next_lsn: 1, ..Default::default() };
-    let count = generations.len();
-    let mut last_logs = Vec::new();
-    for (i, (generation, paths)) in generations.into_iter().enumerate() {
-        let last = i + 1 == count;
+    let mut current_logs = Vec::new();
+    for (generation, paths) in generations {
+        let durable_len = current.as_ref().filter(|pv| pv.generation == generation).map(|pv| &pv.durable_len_bytes[..]);
         let start = Instant::now();
-        let logs = read_generation(options, generation, &paths, last)?;
+        let logs = read_generation(options, generation, &paths, durable_len, &pv_path)?;
         report.read_ms += start.elapsed().as_secs_f64() * 1e3;
         report.generations += 1;
         report.files += logs.len();
@@ -174,9 +183,14 @@ pub fn recover(
         report.replay_ms += one.replay_ms;
         report.per_generation.push(one);
         report.next_generation = generation + 1;
-        if last {
-            last_logs = logs;
+        if durable_len.is_some() {
+            current_logs = logs;
         }
+    }
+    // A current generation whose log files were never created (a crash right after its
+    // persistent vector file was written) is started again.
+    if let Some(pv) = &current {
+        report.next_generation = report.next_generation.max(pv.generation);
     }
     if !options.flavor.is_command() {
         let start = Instant::now();
@@ -186,8 +200,53 @@ pub fn recover(
         report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
     }
     report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
-    settle(options, &last_logs)?;
+    settle(options, &current_logs)?;
     Ok(report)
+}
+
+/// The persistent vector of the current generation, checked against the log files found;
+/// `None` for a directory without logs or persistent vector (a new database).
+fn current_generation(
+    options: &StreamOptions,
+    pv_path: &Path,
+    generations: &BTreeMap<u64, Vec<(usize, PathBuf)>>,
+) -> Result<Option<PersistentVector>, DurabilityError> {
+    let fs = options.fs.as_ref();
+    let newest_logs = generations.keys().next_back().copied();
+    if !fs.exists(pv_path)? {
+        return match newest_logs {
+            None => Ok(None),
+            Some(_) => Err(corrupt(
+                pv_path,
+                0,
+                format!(
+                    "missing, but {} log files exist: a directory written before stream format version {} (which \
+                     this build does not read), or the file was removed",
+                    options.flavor.name(),
+                    format::FORMAT_VERSION
+                ),
+            )),
+        };
+    }
+    let bytes = fs.read_all(pv_path, format::PERSISTENT_VECTOR_FILE_MAX_BYTES)?;
+    let (flavor, pv) = format::decode_persistent_vector_file(&bytes).map_err(|e| corrupt(pv_path, 0, e))?;
+    if flavor != options.flavor {
+        return Err(corrupt(pv_path, 0, format!("written by {}, opened as {}", flavor.name(), options.flavor.name())));
+    }
+    if let Some(newest) = newest_logs.filter(|&g| g > pv.generation) {
+        let reason = format!("records generation {}, but log files of generation {newest} exist", pv.generation);
+        return Err(corrupt(pv_path, 0, reason));
+    }
+    // Every logger with durable data must have its file (it is read, and its length checked).
+    let found = generations.get(&pv.generation).map_or(&[][..], Vec::as_slice);
+    for (logger, &len) in pv.durable_len_bytes.iter().enumerate() {
+        if len > 0 && !found.iter().any(|(l, _)| *l == logger) {
+            let log = options.dir_of(logger).join(format::log_name(options.flavor, logger, pv.generation));
+            let reason = format!("missing, but {} records {len} durable bytes of it", pv_path.display());
+            return Err(corrupt(&log, 0, reason));
+        }
+    }
+    Ok(Some(pv))
 }
 
 /// The stream log files of every directory, by generation: `(logger, path)`.
@@ -218,19 +277,23 @@ fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize,
     Ok(generations)
 }
 
-/// Reads a generation's files, one I/O thread each.
+/// Reads a generation's files, one I/O thread each. `durable_len` is the persistent vector's
+/// durable length per logger for the current generation, `None` for a settled one.
 fn read_generation(
     options: &StreamOptions,
     generation: u64,
     paths: &[(usize, PathBuf)],
-    last: bool,
+    durable_len: Option<&[u64]>,
+    pv_path: &Path,
 ) -> Result<Vec<ParsedLog>, DurabilityError> {
     let results: Vec<Result<ParsedLog, DurabilityError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = paths
             .iter()
             .enumerate()
             .map(|(index, (logger, path))| {
-                let file = LogToRead { generation, index, logger: *logger, path, last };
+                // A logger beyond the vector's is caught below (the headers disagree with it).
+                let durable_len = durable_len.map(|d| d.get(*logger).copied().unwrap_or(0));
+                let file = LogToRead { generation, index, logger: *logger, path, durable_len, pv_path };
                 scope.spawn(move || read_log(options, &file))
             })
             .collect();
@@ -246,6 +309,12 @@ fn read_generation(
     {
         return Err(corrupt(&logs[0].path, 0, "the files of one generation disagree on the number of loggers"));
     }
+    if let (Some(&n), Some(durable_len)) = (loggers.first(), durable_len)
+        && n != durable_len.len()
+    {
+        let reason = format!("records {} loggers for generation {generation}, its log files {n}", durable_len.len());
+        return Err(corrupt(pv_path, 0, reason));
+    }
     Ok(logs)
 }
 
@@ -256,42 +325,32 @@ struct LogToRead<'a> {
     index: usize,
     logger: usize,
     path: &'a Path,
-    /// Whether its generation is the last (may end in a torn tail).
-    last: bool,
+    /// In the current generation, the length the persistent vector file records as durable;
+    /// `None` in a settled generation (the file must be whole and end with its end record).
+    durable_len: Option<u64>,
+    /// The persistent vector file, for errors.
+    pv_path: &'a Path,
 }
 
 fn read_log(options: &StreamOptions, file: &LogToRead<'_>) -> Result<ParsedLog, DurabilityError> {
     let path = file.path;
     let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
-    let synced_path = synced_path(path);
-    let synced_len = if options.fs.exists(&synced_path)? {
-        format::decode_synced(&options.fs.read_all(&synced_path, 4096)?).unwrap_or(0)
-    } else {
-        0
-    };
-    let log = read_records(options, file, &bytes, synced_len)?;
-    if log.valid_len < synced_len {
-        let reason =
-            format!("the log ends before its synced length {synced_len} (cut short or damaged after the sync)");
+    let log = read_records(options, file, &bytes)?;
+    if let Some(durable) = file.durable_len
+        && log.valid_len < durable
+    {
+        let reason = format!(
+            "the log ends before its durable length {durable}, which {} records: acknowledged transactions are \
+             missing (a lost or misdirected write, or a cut)",
+            file.pv_path.display()
+        );
         return Err(corrupt(path, log.valid_len, reason));
     }
     Ok(log)
 }
 
-/// The synced-length file of a log file.
-fn synced_path(log: &Path) -> PathBuf {
-    let mut name = log.as_os_str().to_owned();
-    name.push(format::SYNCED_SUFFIX);
-    PathBuf::from(name)
-}
-
-fn read_records(
-    options: &StreamOptions,
-    file: &LogToRead<'_>,
-    bytes: &[u8],
-    synced_len: u64,
-) -> Result<ParsedLog, DurabilityError> {
-    let LogToRead { generation, index, logger, path, last } = *file;
+fn read_records(options: &StreamOptions, file: &LogToRead<'_>, bytes: &[u8]) -> Result<ParsedLog, DurabilityError> {
+    let LogToRead { generation, index, logger, path, durable_len, .. } = *file;
     let mut log = ParsedLog {
         path: path.to_path_buf(),
         logger,
@@ -299,12 +358,13 @@ fn read_records(
         valid_len: 0,
         file_len: bytes.len() as u64,
         header_ok: false,
+        ended: false,
         txns: Vec::new(),
     };
     let (header, mut at) = match format::decode_header(bytes) {
         Ok(h) => h,
         // A file created just before the crash whose header never reached the disk.
-        Err(_) if last && synced_len == 0 && !synced_beyond(bytes, 0) => return Ok(log),
+        Err(_) if durable_len == Some(0) => return Ok(log),
         Err(e) => return Err(corrupt(path, 0, e)),
     };
     if header.flavor != options.flavor || header.generation != generation || header.logger as usize != logger {
@@ -317,38 +377,41 @@ fn read_records(
     while at < bytes.len() {
         let (payload, size) = match frame::decode_block(&bytes[at..]) {
             Ok(block) => block,
-            Err(e) if !last => return Err(corrupt(path, at as u64, format!("{e} in a settled generation"))),
-            Err(e) if (at as u64) < synced_len || synced_beyond(bytes, at) => {
-                return Err(corrupt(path, at as u64, format!("{e} before a synced point (not a torn tail)")));
-            }
-            Err(_) => break,
+            Err(e) => match durable_len {
+                None => return Err(corrupt(path, at as u64, format!("{e} in a settled generation"))),
+                Some(durable) if (at as u64) < durable => {
+                    let reason = format!("{e} before the durable length {durable} (not a torn tail)");
+                    return Err(corrupt(path, at as u64, reason));
+                }
+                Some(_) => break,
+            },
         };
         let end = (at + size) as u64;
         match format::decode_record(payload).map_err(|e| corrupt(path, at as u64, e.to_string()))? {
-            Record::SyncMark(synced) if synced > at as u64 => {
-                return Err(corrupt(path, at as u64, "a sync mark claims bytes after itself"));
+            Record::End(len) if len != at as u64 => {
+                return Err(corrupt(path, at as u64, format!("an end record for length {len} at another offset")));
             }
-            Record::SyncMark(_) => {}
+            Record::End(_) => {
+                // Nothing is appended after it; bytes after it (in the current generation, a
+                // truncation lost at a crash during settling) are cut off.
+                log.ended = true;
+                at += size;
+                break;
+            }
             Record::Txn { deps, entry } => {
                 log.txns.push(Txn { id: format::txn_id(logger, end), offset: at as u64, file: index, deps, entry });
             }
         }
         at += size;
     }
+    if durable_len.is_none() && !log.ended {
+        return Err(corrupt(path, at as u64, "a file of a settled generation ends without its end record (cut short)"));
+    }
+    if durable_len.is_none() && at < bytes.len() {
+        return Err(corrupt(path, at as u64, "bytes after the end record of a file of a settled generation"));
+    }
     log.valid_len = at as u64;
     Ok(log)
-}
-
-/// Whether a whole sync mark after `at` says that bytes past `at` were synced.
-fn synced_beyond(bytes: &[u8], at: usize) -> bool {
-    let magic = frame::BLOCK_MAGIC.to_le_bytes();
-    (at + 1..bytes.len().saturating_sub(frame::HEADER_SIZE_BYTES)).any(|p| {
-        bytes[p..p + 4] == magic
-            && frame::decode_block(&bytes[p..])
-                .ok()
-                .and_then(|(payload, _)| format::decode_record(payload).ok())
-                .is_some_and(|r| matches!(r, Record::SyncMark(s) if s > at as u64))
-    })
 }
 
 /// Decides which transactions of a generation are recoverable and replays them.
@@ -683,20 +746,26 @@ fn run_dataflow(
     }
 }
 
-/// Cuts the last generation's files to their valid length (a file without a whole header is
-/// removed), so that what was recovered is exactly what any later recovery reads.
+/// Settles the current generation's files: cuts each to its valid length and ends it with an
+/// end record (a file without a whole header is removed), synced, so that what was recovered is
+/// exactly what any later recovery reads, and a later cut of the file is seen.
 fn settle(options: &StreamOptions, logs: &[ParsedLog]) -> Result<(), DurabilityError> {
     let fs = options.fs.as_ref();
     for log in logs {
         if !log.header_ok {
             fs.remove(&log.path)?;
-            let synced = synced_path(&log.path);
-            if fs.exists(&synced)? {
-                fs.remove(&synced)?;
-            }
-        } else if log.file_len > log.valid_len {
+        } else if log.file_len > log.valid_len || !log.ended {
             let mut file = fs.open(&log.path, OpenMode::ReadWrite)?;
-            file.truncate(log.valid_len)?;
+            if log.file_len > log.valid_len {
+                file.truncate(log.valid_len)?;
+            }
+            if !log.ended {
+                let mut payload = Vec::with_capacity(9);
+                format::encode_end(log.valid_len, &mut payload);
+                let mut block = Vec::with_capacity(frame::HEADER_SIZE_BYTES + payload.len());
+                frame::encode_block(&payload, &mut block);
+                file.write_at(log.valid_len, &block)?;
+            }
             file.sync_data()?;
         }
     }

@@ -1,19 +1,41 @@
 //! One log stream: an in-memory buffer that workers append framed records to, and a logger
 //! thread that flushes it with group commit (Taurus §6.1: "flushed every 5 ms or if the buffer is
 //! half full, whichever happens first"; workers keep appending to a second buffer while one is
-//! being written). The stream's *persistent point* is the file offset up to which everything is
-//! synced; it only grows.
+//! being written). And the scheme's persistent vector file, which makes the loggers' synced
+//! lengths durable before anything they cover is acknowledged.
 //!
-//! At each flush the logger first appends a sync mark recording the previous persistent point,
-//! so that recovery can tell damage before a synced point (corruption: an error) from a torn
-//! tail (cut off).
+//! # When a commit is durable
+//!
+//! A logger writes a batch and `fdatasync`s it: its *synced length* grows. That alone does not
+//! make the batch's transactions acknowledgeable: a lost or misdirected write of that batch
+//! would later look like a torn tail, and recovery would return a shorter prefix without an
+//! error. So after its `fdatasync` the logger records every logger's synced length in the
+//! persistent vector file ([`super::format`]) with one in-place write and one `fdatasync` (a
+//! *round*, [`PersistentVectorWriter::record_round`]), and only then publishes those lengths as
+//! the loggers' *persistent points*, which tickets are checked against. Recovery requires every
+//! log to be whole up to the length the file records. Cost: one more `fdatasync` per
+//! group-commit round for all loggers together: one logger writes a round at a time, and the
+//! loggers that sync meanwhile leave theirs to it (it loops until no sync is left unrecorded).
+//! The round is written by the logger itself, right after its own sync, not by a separate
+//! thread: no hand-over (a wake-up), and on a shared disk the small `fdatasync` does not queue
+//! behind the next batch of log data (a first version had a writer thread; on a loaded machine
+//! the two could not be told apart, `docs/PERFORMANCE.md`, "The persistent vector file").
+//!
+//! Why not cheaper: acknowledging only what a later flush's sync mark covers would add no
+//! `fdatasync` under load, but the mark lies in the same file after the data it vouches for, so
+//! a log cut at a record boundary loses the data and the mark together; only a record outside
+//! the log can tell a cut from a torn tail. Why in place rather than temp file + rename: a
+//! rename costs a second `fdatasync` (the directory) and file creation per round; two slots,
+//! each in its own 4 KiB, written alternately, keep the previous round whole when a write is
+//! torn.
 
-use super::format;
-use crate::durability::{DurabilityError, frame};
+use super::format::{self, Flavor, PersistentVector};
+use crate::durability::DurabilityError;
 use crate::io::File;
 use parking_lot::{Condvar, Mutex};
-use std::sync::OnceLock;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 struct Buffer {
@@ -29,6 +51,9 @@ pub struct Stream {
     buffer: Mutex<Buffer>,
     space: Condvar,
     capacity_bytes: usize,
+    /// The file offset up to which the logger has synced the file (not yet acknowledgeable).
+    synced: AtomicU64,
+    /// The persistent point: synced, and recorded in the durable persistent vector file.
     persistent: AtomicU64,
     wake: Mutex<bool>,
     wake_cv: Condvar,
@@ -42,7 +67,7 @@ pub struct Durable {
     pub failed: OnceLock<String>,
     /// Held while a persistent point is published (waiters re-check under it).
     pub lock: Mutex<()>,
-    /// Notified after every flush.
+    /// Notified whenever persistent points are published, and on failure.
     pub cv: Condvar,
     /// Bytes written to log files.
     pub bytes_written: AtomicU64,
@@ -73,6 +98,7 @@ impl Stream {
             buffer: Mutex::new(Buffer { data: Vec::with_capacity(capacity_bytes), end: start }),
             space: Condvar::new(),
             capacity_bytes,
+            synced: AtomicU64::new(start),
             persistent: AtomicU64::new(start),
             wake: Mutex::new(false),
             wake_cv: Condvar::new(),
@@ -111,6 +137,11 @@ impl Stream {
         self.persistent.load(Ordering::Acquire)
     }
 
+    /// The length of the file the logger has synced.
+    pub fn synced(&self) -> u64 {
+        self.synced.load(Ordering::Acquire)
+    }
+
     /// Asks the logger to flush now.
     pub fn wake(&self) {
         *self.wake.lock() = true;
@@ -123,20 +154,13 @@ impl Stream {
         self.wake();
     }
 
-    /// Takes the buffer for a flush, ended by a sync mark that records the persistent point
-    /// before this flush; `None` if there is nothing to write. Returns the batch and the
-    /// address just past it.
+    /// Takes the buffer for a flush; `None` if there is nothing to write. Returns the batch and
+    /// the address just past it.
     fn take(&self, spare: Vec<u8>) -> Option<(Vec<u8>, u64)> {
-        let mut mark = Vec::with_capacity(9);
-        format::encode_sync_mark(self.persistent(), &mut mark);
-        let mut framed = Vec::with_capacity(frame::HEADER_SIZE_BYTES + mark.len());
-        frame::encode_block(&mark, &mut framed);
         let mut buffer = self.buffer.lock();
         if buffer.data.is_empty() {
             return None;
         }
-        buffer.data.extend_from_slice(&framed);
-        buffer.end += framed.len() as u64;
         let mut batch = spare;
         batch.clear();
         std::mem::swap(&mut batch, &mut buffer.data);
@@ -148,16 +172,14 @@ impl Stream {
 }
 
 /// The logger thread of `stream`: flushes every `interval` or when woken, until stopped, and
-/// calls `after_flush` after each flush. After each flush it rewrites the log's synced-length
-/// file (see [`format`]). Any
-/// write or sync error is fatal to the whole scheme (fsyncgate: nothing more is acknowledged).
+/// calls `after_sync` (the persistent vector round) after each flush. Any write or sync error is
+/// fatal to the whole scheme (fsyncgate: nothing more is acknowledged).
 pub fn run_logger(
     stream: &Stream,
     mut file: Box<dyn File>,
-    mut synced: Box<dyn File>,
     interval: Duration,
     durable: &Durable,
-    after_flush: &dyn Fn(),
+    after_sync: &dyn Fn(),
 ) {
     let mut spare = Vec::new();
     loop {
@@ -173,15 +195,15 @@ pub fn run_logger(
             return;
         }
         if let Some((batch, end)) = stream.take(std::mem::take(&mut spare)) {
-            if let Err(e) = flush(&mut file, &batch, end, stream, durable)
-                .and_then(|()| synced.write_at(0, &format::encode_synced(end)))
-            {
+            if let Err(e) = file.append(&batch).and_then(|()| file.sync_data()) {
                 durable.fail(format!("log stream {}: {e}", stream.id));
                 stream.space.notify_all();
                 return;
             }
+            durable.bytes_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            stream.synced.store(end, Ordering::Release);
+            after_sync();
             spare = batch;
-            after_flush();
         }
         if stop {
             return;
@@ -189,12 +211,94 @@ pub fn run_logger(
     }
 }
 
-fn flush(file: &mut Box<dyn File>, batch: &[u8], end: u64, stream: &Stream, durable: &Durable) -> std::io::Result<()> {
-    file.append(batch)?;
-    file.sync_data()?;
-    durable.bytes_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    let _guard = durable.lock.lock();
-    stream.persistent.store(end, Ordering::Release);
-    durable.cv.notify_all();
-    Ok(())
+/// The persistent vector file of a generation, open for in-place rounds.
+pub struct PersistentVectorFile {
+    /// Its path, for errors.
+    pub path: PathBuf,
+    /// The open file (its slot 0 written and synced by the generation's start).
+    pub file: Box<dyn File>,
+    /// The scheme.
+    pub flavor: Flavor,
+    /// The generation.
+    pub generation: u64,
+    /// The sequence of the last record written (0: the start's).
+    pub sequence: u64,
+    /// The lengths published as persistent points so far.
+    pub published: Vec<u64>,
+}
+
+impl PersistentVectorFile {
+    /// Writes `durable_len_bytes` as the next round, in place in its slot, and syncs it.
+    fn write_round(&mut self, durable_len_bytes: &[u64]) -> std::io::Result<()> {
+        let pv = PersistentVector {
+            sequence: self.sequence + 1,
+            generation: self.generation,
+            durable_len_bytes: durable_len_bytes.to_vec(),
+        };
+        let bytes = format::encode_persistent_vector(self.flavor, &pv);
+        self.file.write_at(pv.slot() * format::PERSISTENT_VECTOR_SLOT_BYTES, &bytes)?;
+        self.file.sync_data()?;
+        self.sequence = pv.sequence;
+        Ok(())
+    }
+}
+
+/// The scheme's persistent vector file and the rounds written to it, shared by the loggers.
+#[derive(Default)]
+pub struct PersistentVectorWriter {
+    /// Held by the logger writing a round; `None` before the scheme starts.
+    file: Mutex<Option<PersistentVectorFile>>,
+    /// A logger synced more since the last round read the synced lengths.
+    pending: AtomicBool,
+}
+
+impl PersistentVectorWriter {
+    /// Gives the writer the file of the generation that starts.
+    pub fn set_file(&self, file: PersistentVectorFile) {
+        *self.file.lock() = Some(file);
+    }
+
+    /// Called by a logger after it synced its log: records every logger's synced length in the
+    /// file, syncs it, then publishes them as persistent points and calls `after_publish`. If
+    /// another logger is writing a round, leaves this sync to it (that logger writes rounds until
+    /// none is pending). An error writing or syncing the file is fatal to the scheme, like a
+    /// log's.
+    pub fn record_round(&self, streams: &[Arc<Stream>], durable: &Durable, after_publish: &dyn Fn()) {
+        self.pending.store(true, Ordering::SeqCst);
+        loop {
+            let Some(mut guard) = self.file.try_lock() else { return };
+            while self.pending.swap(false, Ordering::SeqCst) {
+                let Some(file) = guard.as_mut() else { return };
+                if durable.failed.get().is_some() {
+                    return;
+                }
+                let synced: Vec<u64> = streams.iter().map(|s| s.synced()).collect();
+                if synced == file.published {
+                    continue;
+                }
+                if let Err(e) = file.write_round(&synced) {
+                    durable.fail(format!("cannot make the persistent vector durable in {}: {e}", file.path.display()));
+                    for stream in streams {
+                        stream.space.notify_all();
+                    }
+                    return;
+                }
+                let published = durable.lock.lock();
+                for (stream, &len) in streams.iter().zip(&synced) {
+                    debug_assert!(len >= stream.persistent(), "a persistent point went back");
+                    stream.persistent.store(len, Ordering::Release);
+                }
+                durable.cv.notify_all();
+                drop(published);
+                file.published = synced;
+                after_publish();
+            }
+            drop(guard);
+            // A logger that synced after the last swap but found the file locked left its round
+            // to this one: look again now that the lock is free.
+            if !self.pending.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
 }
