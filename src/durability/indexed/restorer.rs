@@ -53,7 +53,8 @@
 
 use super::store::{self, ImageReader, IndexStore};
 use crate::storage::table::{RestoreGate, Table};
-use crate::storage::{Catalog, Key};
+use crate::storage::{Catalog, Key, Row};
+use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,9 +63,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Images a walker installs per batch under its shard's lock (the longest a request to that
-/// shard waits for the walk).
-pub const WALK_BATCH_KEYS: usize = 128;
+/// Images a walker reads per batch and links under its shard's lock (the longest a request to
+/// that shard waits for the walk).
+pub const WALK_BATCH_KEYS: usize = 32;
 /// Images a request that misses fetches and installs, from its key on.
 pub const DEMAND_CHUNK_KEYS: usize = 32;
 /// Shards each table of the indexed log is cut into.
@@ -398,13 +399,20 @@ impl Restorer {
                 Some((last, _)) if batch.len() == WALK_BATCH_KEYS => Upper::Key(successor(last)),
                 _ => shard.hi.clone(),
             };
+            // Decoded outside the lock, which is then held only for the links: a request that
+            // needs this shard waits for as little as possible (and a walker preempted while
+            // holding it, on a machine full of connection threads, holds it for less).
             let catalog = catalog.load();
+            let decoded: Vec<Option<Decoded>> = batch
+                .iter()
+                .map(|(full, image)| decode(&catalog, full, image).unwrap_or_else(|m| fatal_with(&self.store, &m)))
+                .collect();
             let mut restored = shard.restored.lock();
-            for (full, image) in batch.iter() {
-                if !restored.contains(full)
-                    && let Err(message) = install(&catalog, full, image)
+            for ((full, _), decoded) in batch.iter().zip(decoded) {
+                if let Some(d) = decoded
+                    && !restored.contains(full)
                 {
-                    fatal_with(&self.store, &message);
+                    d.table.restore_row(&d.key, d.row, d.tid);
                 }
             }
             restored.add(std::mem::take(&mut position), end.clone());
@@ -537,9 +545,17 @@ fn interpolate(first: &[u8], last: &[u8], parts: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Installs one image (B-tree key and value) into its table, unless the table was created after
+/// An image ready to be linked into its table.
+struct Decoded {
+    table: Arc<Table>,
+    key: Key,
+    tid: Tid,
+    row: Row,
+}
+
+/// Decodes one image (B-tree key and value) of the walk; `None` if its table was created after
 /// the restart (it is not gated: its keys are written, never restored).
-fn install(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<(), String> {
+fn decode(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded>, String> {
     let Some((table_id, key)) = store::split_key(full) else {
         return Err(format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()));
     };
@@ -547,16 +563,14 @@ fn install(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<(), String> {
         return Err(format!("the indexed log holds a key of table {table_id}, which the catalog lacks"));
     };
     if !table.is_restoring() {
-        return Ok(());
+        return Ok(None);
     }
-    install_into(table, key, image)
+    let (tid, row) = decode_image(image)?;
+    Ok(Some(Decoded { table: Arc::clone(table), key: Key::from(key), tid, row }))
 }
 
-fn install_into(table: &Table, key: &[u8], image: &[u8]) -> Result<(), String> {
-    let (tid, row) =
-        store::decode_image(image).map_err(|e| format!("an image in the indexed log does not decode: {e}"))?;
-    table.restore_row(&Key::from(key), row, tid);
-    Ok(())
+fn decode_image(image: &[u8]) -> Result<(Tid, Row), String> {
+    store::decode_image(image).map_err(|e| format!("an image in the indexed log does not decode: {e}"))
 }
 
 fn fatal_with(store: &IndexStore, message: &str) -> ! {
@@ -590,19 +604,23 @@ impl RestoreGate for Restorer {
             chunk.truncate(other);
         }
         let found = chunk.first().is_some_and(|(k, _)| *k == full);
+        // Every key of the chunk is of `table` (cut above), so the table id is 4 bytes long.
+        let decoded: Vec<(Key, Tid, Row)> = chunk
+            .iter()
+            .map(|(full, image)| {
+                let (tid, row) = decode_image(image).unwrap_or_else(|m| fatal_with(&self.store, &m));
+                (Key::from(&full[4..]), tid, row)
+            })
+            .collect();
         let mut restored = shard.restored.lock();
         // The walk, or another request, may have restored part of it meanwhile: those keys may
         // have been written since, so they are left alone.
         let mut installed = 0;
-        for (full, image) in &chunk {
-            if restored.contains(full) {
-                continue;
+        for ((full, _), (key, tid, row)) in chunk.iter().zip(decoded) {
+            if !restored.contains(full) {
+                table.restore_row(&key, row, tid);
+                installed += 1;
             }
-            let key = &full[4..];
-            if let Err(message) = install_into(table, key, image) {
-                fatal_with(&self.store, &message);
-            }
-            installed += 1;
         }
         if !restored.done {
             restored.add(full, end);
