@@ -239,8 +239,8 @@ fn kill(mut server: Child) {
 
 /// Copies a crash image and syncs the copy: after a real crash the image is on disk, while a
 /// fresh copy is hundreds of MB of dirty page cache whose writeback the restarted server's first
-/// fsyncs would wait for (measured: ~1 s of the first reply under the 5 M-key load came from that,
-/// docs/PERFORMANCE.md).
+/// fsyncs would wait for (with synced copies the previous binary's first reply under the
+/// 200-client load fell from 0.4–1.3 s to 64–175 ms: docs/PERFORMANCE.md, issue 7, session 5).
 fn copy_dir(from: &Path, to: &Path) -> Result<(), InstantBenchError> {
     std::fs::create_dir_all(to).map_err(io(format!("create {}", to.display())))?;
     for entry in std::fs::read_dir(from).map_err(io(format!("list {}", from.display())))? {
