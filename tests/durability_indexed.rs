@@ -234,7 +234,8 @@ fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     assert_eq!(get(&mut w, updated), -7, "key {updated} right after its update");
     let progress = scheme.restore_progress().unwrap();
     assert_eq!(progress.walked_keys, 0, "the walk moved while paused");
-    assert!(progress.on_demand_keys >= 5 + absent.len() as u64, "{progress:?}");
+    // The first miss restored a chunk of keys from it on; at least the five read were restored.
+    assert!(progress.on_demand_keys >= 5, "{progress:?}");
     // A range read waits for the table: started now, it must see the whole table.
     let counter = {
         let db = db.clone();
@@ -254,6 +255,176 @@ fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     let mut want_v: Vec<i64> = want.values().copied().collect();
     want_v.sort_unstable();
     assert_eq!(by_v, want_v, "the secondary index disagrees with the table");
+    db.close().unwrap();
+}
+
+/// Keys of the larger image: 0..BIG_KEYS, of which the multiples of 7 are deleted before the crash
+/// and the multiples of 5 (not of 7) are written after the Indexer's last round (an unindexed tail).
+const BIG_KEYS: i64 = 3000;
+
+/// A crash image of `BIG_KEYS` keys, large enough for many shards and walk batches; returns the
+/// image and the state (key → v) every recovery of it must reach.
+fn big_crash_image(root: &Path) -> (std::path::PathBuf, std::collections::BTreeMap<i64, i64>) {
+    let live = root.join("live");
+    let (db, scheme) = open(options(&live, IndexMode::Async));
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let mut w = db.worker();
+    let mut state = std::collections::BTreeMap::new();
+    let mut last = DurabilityTicket::Epoch(0);
+    for k in 0..BIG_KEYS {
+        last = w.call_retrying("put", &[int(k), int(k * 10)], 1000).unwrap().committed.durability;
+        state.insert(k, k * 10);
+    }
+    for k in (0..BIG_KEYS).step_by(7) {
+        last = w.call_retrying("remove", &[int(k)], 1000).unwrap().committed.durability;
+        state.remove(&k);
+    }
+    w.wait_durable(&last).unwrap();
+    assert!(scheme.index_now().unwrap() > 0);
+    for k in (0..BIG_KEYS).filter(|k| k % 5 == 0 && k % 7 != 0) {
+        last = w.call_retrying("put", &[int(k), int(-k)], 1000).unwrap().committed.durability;
+        state.insert(k, -k);
+    }
+    w.wait_durable(&last).unwrap();
+    let image = root.join("crash");
+    {
+        let _held = scheme.hold_indexer();
+        quiesce(&db, &live);
+        copy_tree(&live, &image);
+    }
+    drop(w);
+    db.close().unwrap();
+    (image, state)
+}
+
+fn rows_of(db: &Database) -> std::collections::BTreeMap<i64, i64> {
+    dump(db).0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
+}
+
+/// Four clients, each owning the keys ≡ its number mod 4 in 0..BIG_KEYS + 200 (the last 200
+/// never existed), read, update, delete and insert while several walkers restore the table; every
+/// read must return the client's own model of its keys, and the end state must be the models.
+#[test]
+fn requests_racing_several_walkers_see_correct_values_and_writes_survive() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, state) = big_crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    let progress = scheme.restore_progress().expect("a restore is running");
+    assert!(progress.walkers >= 2, "one walker: {progress:?}");
+    assert!(progress.shards > 100, "too few shards to race on: {progress:?}");
+    let released = std::sync::atomic::AtomicBool::new(false);
+    let models: Vec<std::collections::BTreeMap<i64, i64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4i64)
+            .map(|client| {
+                let (db, scheme, state, released) = (&db, &scheme, &state, &released);
+                s.spawn(move || {
+                    let mut model: std::collections::BTreeMap<i64, i64> =
+                        state.iter().filter(|(k, _)| *k % 4 == client).map(|(k, v)| (*k, *v)).collect();
+                    let mut w = db.worker();
+                    let mut rng = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(client as u64 + 1) | 1;
+                    let mut ops = 0u64;
+                    // Until the walk is over, and a while after.
+                    let mut after_done = 0;
+                    while after_done < 200 {
+                        assert!(ops < 1_000_000, "client {client}: the restore never ended");
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let k = ((rng >> 8) % ((BIG_KEYS as u64 + 200) / 4)) as i64 * 4 + client;
+                        match rng % 10 {
+                            0..=5 => {
+                                let got = w.call_retrying("get", &[int(k)], 1000).unwrap().values[0].as_int().unwrap();
+                                assert_eq!(got, model.get(&k).copied().unwrap_or(-1), "client {client}: key {k}");
+                            }
+                            6..=7 => {
+                                let v = (ops as i64) * 1000 + client;
+                                w.call_retrying("put", &[int(k), int(v)], 1000).unwrap();
+                                model.insert(k, v);
+                            }
+                            _ => {
+                                w.call_retrying("remove", &[int(k)], 1000).unwrap();
+                                model.remove(&k);
+                            }
+                        }
+                        ops += 1;
+                        if client == 0 && ops == 300 {
+                            // Half the clients' work runs against a paused walk (only on-demand
+                            // restores), the rest against the walkers.
+                            released.store(true, std::sync::atomic::Ordering::SeqCst);
+                            scheme.set_restore_paused(false);
+                        }
+                        if released.load(std::sync::atomic::Ordering::SeqCst)
+                            && scheme.restore_progress().is_some_and(|p| p.done)
+                        {
+                            after_done += 1;
+                        }
+                    }
+                    model
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    scheme.wait_restored();
+    let progress = scheme.restore_progress().unwrap();
+    assert!(progress.done && progress.on_demand_keys > 0, "{progress:?}");
+    let want: std::collections::BTreeMap<i64, i64> = models.into_iter().flatten().collect();
+    let got = rows_of(&db);
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got, want, "the end state differs from the clients' writes");
+    let (rows, by_v) = dump(&db);
+    let mut want_v: Vec<i64> = rows.iter().map(|r| r[1].as_int().unwrap()).collect();
+    want_v.sort_unstable();
+    assert_eq!(by_v, want_v, "the secondary index disagrees with the table");
+    db.close().unwrap();
+}
+
+/// A crash in the middle of a restore (requests had restored and changed part of the table, the
+/// walk had not finished) recovers again, with those changes.
+#[test]
+fn a_crash_during_the_restore_recovers_again() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, mut state) = big_crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    let mut w = db.worker();
+    let mut last = DurabilityTicket::Epoch(0);
+    for k in (1..BIG_KEYS + 100).step_by(11) {
+        let got = w.call("get", &[int(k)]).unwrap().values[0].as_int().unwrap();
+        assert_eq!(got, state.get(&k).copied().unwrap_or(-1), "key {k} during the first restore");
+        last = if k % 2 == 0 {
+            state.remove(&k);
+            w.call_retrying("remove", &[int(k)], 1000).unwrap().committed.durability
+        } else {
+            state.insert(k, k + 7);
+            w.call_retrying("put", &[int(k), int(k + 7)], 1000).unwrap().committed.durability
+        };
+    }
+    w.wait_durable(&last).unwrap();
+    scheme.index_now().unwrap();
+    // And an unindexed tail written during the restore.
+    for k in (3..BIG_KEYS).step_by(97) {
+        state.insert(k, -1000 - k);
+        last = w.call_retrying("put", &[int(k), int(-1000 - k)], 1000).unwrap().committed.durability;
+    }
+    w.wait_durable(&last).unwrap();
+    assert!(!scheme.restore_progress().unwrap().done, "the restore ended before the crash");
+    let second = root.path().join("crash2");
+    {
+        let _held = scheme.hold_indexer();
+        quiesce(&db, &image);
+        copy_tree(&image, &second);
+    }
+    drop(w);
+    db.close().unwrap();
+    drop((db, scheme));
+    let (db, scheme) = open(options(&second, IndexMode::Async));
+    assert_eq!(scheme.report.lock().kind, "instant");
+    scheme.wait_restored();
+    assert_eq!(rows_of(&db), state);
     db.close().unwrap();
 }
 

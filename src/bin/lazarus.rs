@@ -1228,6 +1228,10 @@ struct InstantBenchArgs {
     /// Seconds between the end of the preload and the SIGKILL (0: the largest unindexed tail).
     #[arg(long, default_value_t = 2.0)]
     settle_s: f64,
+    /// The `lazarus` executable to run as the server (default: this one), e.g. an older build
+    /// compared under the same driver.
+    #[arg(long)]
+    server_exe: Option<std::path::PathBuf>,
 }
 
 fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
@@ -1244,7 +1248,10 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let options = InstantBenchOptions {
-        lazarus_exe: std::env::current_exe().context("cannot find the lazarus executable")?,
+        lazarus_exe: match &args.server_exe {
+            Some(exe) => exe.clone(),
+            None => std::env::current_exe().context("cannot find the lazarus executable")?,
+        },
         keys: args.keys,
         targets,
         workloads,

@@ -127,6 +127,17 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// The key arguments of `args` at the spec's positions (none for commands whose keys move,
+    /// e.g. FCALL's).
+    pub fn keys<'a>(&self, args: &'a [Vec<u8>]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let argc = args.len() as i64;
+        let first = i64::from(self.first_key);
+        let last = if self.last_key < 0 { argc + i64::from(self.last_key) } else { i64::from(self.last_key) };
+        let (first, last) = if first <= 0 { (1, 0) } else { (first, last.min(argc - 1)) };
+        let step = usize::try_from(self.key_step).unwrap_or(1).max(1);
+        (first..=last).step_by(step).filter_map(move |i| args.get(i as usize).map(Vec::as_slice))
+    }
+
     /// Whether `argc` arguments (the name included) fit the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         let argc = argc as i64;
@@ -513,5 +524,26 @@ pub fn txn_error_reply(error: &TxnError) -> Reply {
         TxnError::Key(e) => Reply::Error(format!("ERR key refused: {e}").into()),
         TxnError::Conflict(_) => Reply::err("ERR transaction aborted by conflicts too many times; retry"),
         other => Reply::Error(format!("ERR {other}").into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lookup;
+
+    fn keys_of(args: &[&str]) -> Vec<String> {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let spec = lookup(&args[0]).expect("a known command");
+        spec.keys(&args).map(|k| String::from_utf8_lossy(k).into_owned()).collect()
+    }
+
+    #[test]
+    fn key_arguments_follow_the_command_table() {
+        assert_eq!(keys_of(&["SET", "a", "1", "EX", "5"]), ["a"]);
+        assert_eq!(keys_of(&["MSET", "a", "1", "b", "2"]), ["a", "b"]);
+        assert_eq!(keys_of(&["MGET", "a", "b", "c"]), ["a", "b", "c"]);
+        assert_eq!(keys_of(&["DEL", "x"]), ["x"]);
+        assert!(keys_of(&["PING"]).is_empty());
+        assert!(keys_of(&["DBSIZE"]).is_empty());
     }
 }

@@ -120,6 +120,7 @@ impl Conn {
             Handler::Conn(f) => f(self, &args),
             Handler::Data(f) => {
                 let shared = Arc::clone(&self.shared);
+                shared.keyspace.restore_ahead(&shared.db, spec.keys(&args));
                 let mut worker = shared.pool.take();
                 let scope = TxnScope::Own { worker: &mut worker, tickets: &mut self.tickets };
                 let mut ctx = Ctx { scope, shared: &shared, written_bytes: 0 };

@@ -237,6 +237,10 @@ fn kill(mut server: Child) {
     let _ = server.wait();
 }
 
+/// Copies a crash image and syncs the copy: after a real crash the image is on disk, while a
+/// fresh copy is hundreds of MB of dirty page cache whose writeback the restarted server's first
+/// fsyncs would wait for (with synced copies the previous binary's first reply under the
+/// 200-client load fell from 0.4–1.3 s to 64–175 ms: docs/PERFORMANCE.md, issue 7, session 5).
 fn copy_dir(from: &Path, to: &Path) -> Result<(), InstantBenchError> {
     std::fs::create_dir_all(to).map_err(io(format!("create {}", to.display())))?;
     for entry in std::fs::read_dir(from).map_err(io(format!("list {}", from.display())))? {
@@ -246,9 +250,12 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), InstantBenchError> {
             copy_dir(&entry.path(), &target)?;
         } else {
             std::fs::copy(entry.path(), &target).map_err(io(format!("copy {}", entry.path().display())))?;
+            let copy = std::fs::File::open(&target).map_err(io(format!("open {}", target.display())))?;
+            copy.sync_all().map_err(io(format!("sync {}", target.display())))?;
         }
     }
-    Ok(())
+    let dir = std::fs::File::open(to).map_err(io(format!("open {}", to.display())))?;
+    dir.sync_all().map_err(io(format!("sync {}", to.display())))
 }
 
 fn key(n: u64) -> String {

@@ -73,6 +73,23 @@ impl Keyspace {
         self.table
     }
 
+    /// During an instant restore (`docs/indexed.md`), restores `keys` now, so that the command's
+    /// transaction finds them in memory: the fetch from the indexed log then runs before the
+    /// command takes a worker from the pool, not while it holds one of the few there are.
+    pub fn restore_ahead<'a>(&self, db: &Database, keys: impl Iterator<Item = &'a [u8]>) {
+        let catalog = db.catalog();
+        let Some(table) = catalog.table(self.table) else { return };
+        if !table.is_restoring() {
+            return;
+        }
+        for key in keys {
+            // A key too long to encode fails in the command itself, with its error.
+            if let Ok(encoded) = encode_key(&[Value::bytes(key)]) {
+                table.ensure_restored(encoded.as_bytes());
+            }
+        }
+    }
+
     /// The key's entry if it exists and has not expired at `now_ms`.
     pub fn get(&self, tx: &mut Transaction<'_>, key: &[u8], now_ms: i64) -> Result<Option<Entry>, TxnError> {
         let row = tx.get(self.table, &[Value::bytes(key)])?;

@@ -3,21 +3,46 @@
 //! transaction that touches a key not yet restored has it fetched first, through the tables'
 //! restore gate ([`crate::storage::table::RestoreGate`]).
 //!
-//! # What "restored" means
+//! # Shards, walkers and what "restored" means
 //!
-//! The walk goes through the B-tree in (table, key) order; its cursor is the last full key it
-//! installed. A key is restored when it is ≤ the cursor (whether or not the B-tree held it: a key
-//! the walk passed and did not find never existed), or when a transaction fetched it on demand
-//! (the `demanded` set). The walk skips demanded keys: a transaction may have changed or deleted
-//! them since, and the walk's image is older. One mutex covers the cursor and the set: a batch of
-//! the walk and the install of an on-demand fetch exclude each other, which is the paper's "pause
-//! the incremental recovery and fetch the tuples the transaction needs" (the B-tree probe itself
-//! runs outside the mutex, and the state is checked again after it).
+//! At the start the key space of the B-tree (full keys: table id ++ primary key) is cut into
+//! *shards*: for each table the indexed log holds, the range between its first and last key is
+//! cut at [`SHARDS_PER_TABLE`] points interpolated between them (the 8 bytes after their common
+//! prefix read as a number), and every table's start is a cut too, so a shard holds the keys of
+//! at most one table. Cutting costs two B-tree probes per table and needs no pass over the keys;
+//! shards of skewed key sets are unequal, which matters little because there are many of them.
 //!
-//! Range reads (SCAN, KEYS, DBSIZE, procedure scans) wait until their table is restored: a range
-//! cannot be answered from a partly restored table, and fetching a range on demand would be the
-//! walk itself. When the walk ends every table's gate is removed and the database is fully in
-//! memory; the indexed log is only a log again.
+//! Several walker threads ([`Restorer::walkers`]) take shards in key order from one counter (a
+//! fast walker takes more) and walk each in batches of [`WALK_BATCH_KEYS`] with a read
+//! transaction they keep (renewed every [`READER_RENEW_MS`]). Each shard has its own lock and
+//! its own set of *restored intervals*: half-open key ranges `[start, end)` every key of which is
+//! restored, whether or not the B-tree held it (a key the walk passed without finding never
+//! existed). A batch covers `[position, successor of its last key)` (or up to the shard's end
+//! when it came back short), and a request that misses fetches the [`DEMAND_CHUNK_KEYS`] images
+//! from its key on and restores them all: `[key, successor of the last)`. So the clients' misses
+//! restore the database too, and the walk skips what they restored. When its walker finishes a
+//! shard, the shard is *done* and its intervals are dropped.
+//!
+//! # The contract, and why it holds
+//!
+//! A request never sees a value older than the indexed image, and the restore never overwrites a
+//! write made after the restart:
+//!
+//! - every point access of a gated table (read or write) first makes sure its key is restored;
+//! - an image is installed only under its shard's lock and only if its key is not yet in a
+//!   restored interval, and the interval is added under the same lock hold: a key is installed at
+//!   most once, before any transaction could touch it;
+//! - [`Table::restore_row`] links a row only where the key has no record.
+//!
+//! The B-tree read before taking the lock may be newer than the restart (the Indexer keeps
+//! indexing): an image that differs from the recovered one belongs to a key written since, which
+//! was restored before its write, so it is skipped. A table created after the restart is not
+//! gated and its keys are never installed by the restore.
+//!
+//! Range reads (SCAN, KEYS, DBSIZE, procedure scans) wait until every shard of their table is
+//! done: a range cannot be answered from a partly restored table. When every shard is done every
+//! table's gate is removed and the database is fully in memory; the indexed log is only a log
+//! again.
 //!
 //! # Failure
 //!
@@ -26,25 +51,133 @@
 //! ([`IndexStore::set_aside`]) and the process stops; the next start rebuilds the indexed log from
 //! the sequential log and the checkpoint.
 
-use super::store::{self, IndexStore};
+use super::store::{self, ImageReader, IndexStore};
 use crate::storage::table::{RestoreGate, Table};
-use crate::storage::{Catalog, Key};
+use crate::storage::{Catalog, Key, Row};
+use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-/// Images installed per batch of the walk (the longest a transaction waits for the walk).
-const WALK_BATCH_KEYS: usize = 1024;
+/// Images a walker reads per batch and links under its shard's lock (the longest a request to
+/// that shard waits for the walk).
+pub const WALK_BATCH_KEYS: usize = 32;
+/// Images a request that misses fetches and installs, from its key on.
+pub const DEMAND_CHUNK_KEYS: usize = 32;
+/// Shards each table of the indexed log is cut into.
+pub const SHARDS_PER_TABLE: usize = 4096;
+/// Most shards in all.
+const SHARDS_MAX: usize = 65_536;
+/// Most tables the layout separates; later tables share the last shard (still correct).
+const TABLES_MAX: usize = 4096;
+/// Most walker threads.
+pub const WALKERS_MAX: usize = 16;
+/// A kept read transaction is renewed after this long: while it lives redb keeps the pages of
+/// its snapshot, which the Indexer's writes would otherwise free.
+pub const READER_RENEW_MS: u64 = 100;
+/// Read transactions kept for on-demand fetches (a thread uses the slot its id picks).
+const READER_SLOTS: usize = 256;
 
-struct Walk {
-    /// The last full key the walk passed; `None` before the first batch.
-    cursor: Option<Vec<u8>>,
-    /// Keys fetched on demand, which the walk must not overwrite.
-    demanded: HashSet<Vec<u8>>,
+/// The end of a half-open key range.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Upper {
+    /// Up to this key, excluded.
+    Key(Vec<u8>),
+    /// Up to the end of the key space.
+    End,
+}
+
+impl Upper {
+    /// Whether `key` lies below this end.
+    fn above(&self, key: &[u8]) -> bool {
+        match self {
+            Upper::Key(end) => key < end.as_slice(),
+            Upper::End => true,
+        }
+    }
+
+    /// Whether this end is at or above `key` (a range ending here touches one starting at `key`).
+    fn reaches(&self, key: &[u8]) -> bool {
+        match self {
+            Upper::Key(end) => end.as_slice() >= key,
+            Upper::End => true,
+        }
+    }
+
+    fn as_key(&self) -> Option<&[u8]> {
+        match self {
+            Upper::Key(end) => Some(end),
+            Upper::End => None,
+        }
+    }
+}
+
+/// The smallest key above `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+/// The restored keys of one shard.
+#[derive(Default)]
+struct Restored {
+    /// Disjoint, non-touching half-open intervals, start → end.
+    intervals: BTreeMap<Vec<u8>, Upper>,
+    /// The walk has finished the shard: every key of it is restored.
     done: bool,
+}
+
+impl Restored {
+    /// The end of the interval holding `key`, if one does.
+    fn end_of(&self, key: &[u8]) -> Option<&Upper> {
+        let (_, end) = self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Included(key))).next_back()?;
+        end.above(key).then_some(end)
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        self.done || self.end_of(key).is_some()
+    }
+
+    /// Adds `[start, end)`, merging it with the intervals it overlaps or touches.
+    fn add(&mut self, mut start: Vec<u8>, mut end: Upper) {
+        assert!(end.above(&start), "an empty restored interval");
+        let before = self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Included(start.as_slice()))).next_back();
+        if let Some((s, e)) = before
+            && e.reaches(&start)
+        {
+            let (s, e) = (s.clone(), e.clone());
+            self.intervals.remove(&s);
+            start = s;
+            end = end.max(e);
+        }
+        loop {
+            let after = self.intervals.range::<[u8], _>((Bound::Included(start.as_slice()), Bound::Unbounded)).next();
+            match after {
+                Some((s, e)) if end.reaches(s) => {
+                    let (s, e) = (s.clone(), e.clone());
+                    self.intervals.remove(&s);
+                    end = end.max(e);
+                }
+                _ => break,
+            }
+        }
+        self.intervals.insert(start, end);
+    }
+}
+
+/// A key range of the B-tree, walked by one walker at a time.
+struct Shard {
+    lo: Vec<u8>,
+    hi: Upper,
+    /// `restored.done`, readable without the lock.
+    done: AtomicBool,
+    restored: Mutex<Restored>,
 }
 
 /// Progress of a restore, for INFO's `recovery` section.
@@ -54,12 +187,17 @@ pub struct RestoreProgress {
     pub done: bool,
     /// Images in the indexed log when the restore began.
     pub total_keys: u64,
-    /// Images the walk has passed (installed, or skipped because fetched on demand before).
+    /// Images the walkers have passed (installed, or skipped because restored on demand before).
     pub walked_keys: u64,
-    /// Keys fetched on demand (found in the indexed log or not).
+    /// Keys restored on demand: images a request's fetch installed, and requested keys the
+    /// indexed log did not hold.
     pub on_demand_keys: u64,
     /// Milliseconds from the start of recovery to the end of the walk (or to now while it runs).
     pub elapsed_ms: f64,
+    /// Walker threads.
+    pub walkers: usize,
+    /// Shards the key space was cut into.
+    pub shards: usize,
 }
 
 impl RestoreProgress {
@@ -68,7 +206,7 @@ impl RestoreProgress {
         if self.done || self.total_keys == 0 {
             100.0
         } else {
-            (self.walked_keys as f64 * 100.0 / self.total_keys as f64).min(100.0)
+            ((self.walked_keys + self.on_demand_keys) as f64 * 100.0 / self.total_keys as f64).min(99.9)
         }
     }
 }
@@ -76,7 +214,12 @@ impl RestoreProgress {
 /// A restore in progress: the tables' gate, and the walk's state.
 pub struct Restorer {
     store: Arc<IndexStore>,
-    walk: Mutex<Walk>,
+    shards: Vec<Shard>,
+    next_shard: AtomicUsize,
+    walkers: usize,
+    readers: Vec<Mutex<Option<(ImageReader, Instant)>>>,
+    done: AtomicBool,
+    walked_lock: Mutex<()>,
     walked: Condvar,
     total_keys: u64,
     walked_keys: AtomicU64,
@@ -84,22 +227,43 @@ pub struct Restorer {
     started: Instant,
     finished_ms: Mutex<Option<f64>>,
     paused: Mutex<bool>,
+    paused_now: AtomicBool,
     paused_cv: Condvar,
     stop: AtomicBool,
 }
 
 impl Restorer {
     /// A restore from `store`, begun (recovery included) at `started`; the walk waits while
-    /// `paused` (tests hold it to observe the database half restored).
+    /// `paused` (tests hold it to observe the database half restored). Walkers: twice the cores
+    /// (a restore shares the machine with every connection's thread, and the scheduler shares it
+    /// per thread), at least 2, at most [`WALKERS_MAX`].
     pub fn new(
         store: Arc<IndexStore>,
         started: Instant,
         paused: bool,
     ) -> Result<Restorer, crate::durability::DurabilityError> {
+        let walkers = std::thread::available_parallelism().map_or(2, |n| n.get() * 2).clamp(2, WALKERS_MAX);
+        Restorer::with_walkers(store, started, paused, walkers)
+    }
+
+    /// [`Restorer::new`] with `walkers` walker threads (1..=[`WALKERS_MAX`]).
+    pub fn with_walkers(
+        store: Arc<IndexStore>,
+        started: Instant,
+        paused: bool,
+        walkers: usize,
+    ) -> Result<Restorer, crate::durability::DurabilityError> {
         let total_keys = store.image_count()?;
+        let shards = layout(&store.reader()?)?;
+        assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
         Ok(Restorer {
             store,
-            walk: Mutex::new(Walk { cursor: None, demanded: HashSet::new(), done: false }),
+            shards,
+            next_shard: AtomicUsize::new(0),
+            walkers: walkers.clamp(1, WALKERS_MAX),
+            readers: (0..READER_SLOTS).map(|_| Mutex::new(None)).collect(),
+            done: AtomicBool::new(false),
+            walked_lock: Mutex::new(()),
             walked: Condvar::new(),
             total_keys,
             walked_keys: AtomicU64::new(0),
@@ -107,9 +271,15 @@ impl Restorer {
             started,
             finished_ms: Mutex::new(None),
             paused: Mutex::new(paused),
+            paused_now: AtomicBool::new(paused),
             paused_cv: Condvar::new(),
             stop: AtomicBool::new(false),
         })
+    }
+
+    /// Walker threads of [`Restorer::run`].
+    pub fn walkers(&self) -> usize {
+        self.walkers
     }
 
     /// The progress now.
@@ -121,12 +291,15 @@ impl Restorer {
             walked_keys: self.walked_keys.load(Ordering::Relaxed),
             on_demand_keys: self.on_demand_keys.load(Ordering::Relaxed),
             elapsed_ms: finished.unwrap_or_else(|| self.started.elapsed().as_secs_f64() * 1e3),
+            walkers: self.walkers,
+            shards: self.shards.len(),
         }
     }
 
     /// Holds or releases the walk (on-demand fetches go on either way).
     pub fn set_paused(&self, paused: bool) {
         *self.paused.lock() = paused;
+        self.paused_now.store(paused, Ordering::SeqCst);
         self.paused_cv.notify_all();
     }
 
@@ -134,74 +307,270 @@ impl Restorer {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.set_paused(false);
+        self.walked.notify_all();
     }
 
     /// Blocks until the walk has ended or was stopped.
     pub fn wait_done(&self) {
-        let mut walk = self.walk.lock();
-        while !walk.done && !self.stop.load(Ordering::SeqCst) {
-            self.walked.wait_for(&mut walk, std::time::Duration::from_millis(50));
+        let mut guard = self.walked_lock.lock();
+        while !self.done.load(Ordering::SeqCst) && !self.stop.load(Ordering::SeqCst) {
+            self.walked.wait_for(&mut guard, Duration::from_millis(50));
         }
     }
 
-    /// The walk: runs on the Restorer thread until every image is installed, then ungates
-    /// every table of `catalog`.
+    /// The walk: runs [`Restorer::walkers`] walkers (this thread is one) until every shard is
+    /// done, then ungates every table of `catalog`.
     pub fn run(&self, catalog: &ArcSwap<Catalog>) {
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            {
-                let mut paused = self.paused.lock();
-                while *paused && !self.stop.load(Ordering::SeqCst) {
-                    self.paused_cv.wait(&mut paused);
+        std::thread::scope(|scope| {
+            for i in 1..self.walkers {
+                let spawned = std::thread::Builder::new()
+                    .name(format!("lazarus-restorer-{i}"))
+                    .spawn_scoped(scope, || self.walk(catalog));
+                if spawned.is_err() {
+                    // Fewer walkers: slower, not wrong.
+                    break;
                 }
             }
-            if self.stop.load(Ordering::SeqCst) {
+            self.walk(catalog);
+        });
+        if self.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        assert!(self.shards.iter().all(|s| s.done.load(Ordering::SeqCst)), "the walk ended with a shard not done");
+        {
+            let _guard = self.walked_lock.lock();
+            self.done.store(true, Ordering::SeqCst);
+            for table in catalog.load().tables() {
+                table.end_restore();
+            }
+            *self.finished_ms.lock() = Some(self.started.elapsed().as_secs_f64() * 1e3);
+        }
+        // Kept read transactions would hold their snapshots' pages for good.
+        for slot in &self.readers {
+            *slot.lock() = None;
+        }
+        self.walked.notify_all();
+    }
+
+    /// One walker: takes shards in key order until none is left (or the walk is stopped).
+    fn walk(&self, catalog: &ArcSwap<Catalog>) {
+        let mut reader = None;
+        let mut batch = Vec::with_capacity(WALK_BATCH_KEYS);
+        loop {
+            let i = self.next_shard.fetch_add(1, Ordering::Relaxed);
+            let Some(shard) = self.shards.get(i) else { return };
+            if !self.walk_shard(shard, catalog, &mut reader, &mut batch) {
                 return;
             }
-            let batch = match self.store.walk(after.as_deref(), WALK_BATCH_KEYS) {
-                Ok(batch) => batch,
-                Err(e) => fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}")),
-            };
-            let Some(last) = batch.last().map(|(k, _)| k.clone()) else { break };
-            let catalog = catalog.load();
-            let mut walk = self.walk.lock();
-            for (full, image) in &batch {
-                if !walk.demanded.contains(full)
-                    && let Err(message) = install(&catalog, full, image)
-                {
-                    fatal_with(&self.store, &message);
+            self.walked.notify_all();
+        }
+    }
+
+    /// Walks one shard to its end; false if the walk was stopped.
+    #[allow(clippy::type_complexity)]
+    fn walk_shard(
+        &self,
+        shard: &Shard,
+        catalog: &ArcSwap<Catalog>,
+        reader: &mut Option<(ImageReader, Instant)>,
+        batch: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> bool {
+        let mut position = shard.lo.clone();
+        loop {
+            if !self.wait_unpaused() {
+                return false;
+            }
+            // Skip what requests restored ahead of the walk.
+            if let Some(end) = shard.restored.lock().end_of(&position) {
+                match end {
+                    Upper::Key(key) => position = key.clone(),
+                    Upper::End => break,
                 }
             }
+            if !shard.hi.above(&position) {
+                break;
+            }
+            batch.clear();
+            let read = self.kept_reader(reader).range(&position, shard.hi.as_key(), WALK_BATCH_KEYS, batch);
+            if let Err(e) = read {
+                fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}"));
+            }
+            let end = match batch.last() {
+                Some((last, _)) if batch.len() == WALK_BATCH_KEYS => Upper::Key(successor(last)),
+                _ => shard.hi.clone(),
+            };
+            // Decoded outside the lock, which is then held only for the links: a request that
+            // needs this shard waits for as little as possible (and a walker preempted while
+            // holding it, on a machine full of connection threads, holds it for less).
+            let catalog = catalog.load();
+            let decoded: Vec<Option<Decoded>> = batch
+                .iter()
+                .map(|(full, image)| decode(&catalog, full, image).unwrap_or_else(|m| fatal_with(&self.store, &m)))
+                .collect();
+            let mut restored = shard.restored.lock();
+            for ((full, _), decoded) in batch.iter().zip(decoded) {
+                if let Some(d) = decoded
+                    && !restored.contains(full)
+                {
+                    d.table.restore_row(&d.key, d.row, d.tid);
+                }
+            }
+            restored.add(std::mem::take(&mut position), end.clone());
+            drop(restored);
             self.walked_keys.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            walk.cursor = Some(last.clone());
-            drop(walk);
-            self.walked.notify_all();
-            after = Some(last);
+            match end {
+                Upper::Key(next) => position = next,
+                Upper::End => break,
+            }
         }
-        let mut walk = self.walk.lock();
-        walk.done = true;
-        walk.demanded = HashSet::new();
-        for table in catalog.load().tables() {
-            table.end_restore();
+        let mut restored = shard.restored.lock();
+        restored.done = true;
+        restored.intervals = BTreeMap::new();
+        shard.done.store(true, Ordering::SeqCst);
+        true
+    }
+
+    /// Waits while the walk is paused; false once it is stopped.
+    fn wait_unpaused(&self) -> bool {
+        if self.paused_now.load(Ordering::Relaxed) {
+            let mut paused = self.paused.lock();
+            while *paused && !self.stop.load(Ordering::SeqCst) {
+                self.paused_cv.wait(&mut paused);
+            }
         }
-        *self.finished_ms.lock() = Some(self.started.elapsed().as_secs_f64() * 1e3);
-        drop(walk);
-        self.walked.notify_all();
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The reader in `slot`, renewed if it is missing or older than [`READER_RENEW_MS`].
+    fn kept_reader<'a>(&self, slot: &'a mut Option<(ImageReader, Instant)>) -> &'a ImageReader {
+        if slot.as_ref().is_some_and(|(_, born)| born.elapsed() > Duration::from_millis(READER_RENEW_MS)) {
+            *slot = None;
+        }
+        &slot.get_or_insert_with(|| (self.open_reader(), Instant::now())).0
+    }
+
+    fn open_reader(&self) -> ImageReader {
+        match self.store.reader() {
+            Ok(reader) => reader,
+            Err(e) => fatal_with(&self.store, &format!("the restore cannot open the indexed log: {e}")),
+        }
+    }
+
+    /// Runs `read` with this thread's kept reader (or a fresh one if another thread holds it).
+    fn with_reader<T>(&self, read: impl FnOnce(&ImageReader) -> T) -> T {
+        static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+        thread_local!(static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed));
+        let slot = SLOT.with(|s| *s) % READER_SLOTS;
+        if let Some(mut kept) = self.readers[slot].try_lock() {
+            let out = read(self.kept_reader(&mut kept));
+            if self.done.load(Ordering::SeqCst) {
+                *kept = None;
+            }
+            return out;
+        }
+        read(&self.open_reader())
+    }
+
+    /// The shard holding `full`.
+    fn shard_of(&self, full: &[u8]) -> &Shard {
+        // shards[0] starts at the empty key, so the point is at least 1.
+        let i = self.shards.partition_point(|s| s.lo.as_slice() <= full);
+        &self.shards[i.saturating_sub(1)]
     }
 }
 
-/// Installs one image (B-tree key and value) into its table.
-fn install(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<(), String> {
+/// Cuts the key space into shards (module docs): starts are the empty key, every table's first
+/// possible key, the key after its last possible one, and points interpolated between its first
+/// and last image.
+fn layout(reader: &ImageReader) -> Result<Vec<Shard>, crate::durability::DurabilityError> {
+    let mut tables = Vec::new();
+    let mut from = Vec::new();
+    while tables.len() < TABLES_MAX {
+        let Some(first) = reader.first_key_from(&from)? else { break };
+        // A key shorter than a table id: the walk reports it; no further cuts are needed.
+        let Some((table, _)) = store::split_key(&first) else { break };
+        let next = table.checked_add(1).map(|t| t.to_be_bytes().to_vec());
+        let last = reader.last_key_before(next.as_deref())?.unwrap_or_else(|| first.clone());
+        tables.push((table, first, last));
+        match next {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    let per_table = (SHARDS_MAX / tables.len().max(1)).clamp(1, SHARDS_PER_TABLE);
+    let mut starts = BTreeSet::new();
+    for (table, first, last) in &tables {
+        starts.insert(table.to_be_bytes().to_vec());
+        if let Some(next) = table.checked_add(1) {
+            starts.insert(next.to_be_bytes().to_vec());
+        }
+        starts.extend(interpolate(first, last, per_table));
+    }
+    starts.insert(Vec::new());
+    let starts: Vec<Vec<u8>> = starts.into_iter().collect();
+    Ok(starts
+        .iter()
+        .enumerate()
+        .map(|(i, lo)| Shard {
+            lo: lo.clone(),
+            hi: starts.get(i + 1).map_or(Upper::End, |hi| Upper::Key(hi.clone())),
+            done: AtomicBool::new(false),
+            restored: Mutex::new(Restored::default()),
+        })
+        .collect())
+}
+
+/// `parts - 1` keys between `first` and `last`, evenly spaced in the 8 bytes after their common
+/// prefix read as a big-endian number.
+fn interpolate(first: &[u8], last: &[u8], parts: usize) -> Vec<Vec<u8>> {
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let word = |key: &[u8]| {
+        let tail = key.get(common..).unwrap_or_default();
+        let mut bytes = [0u8; 8];
+        let n = tail.len().min(8);
+        bytes[..n].copy_from_slice(&tail[..n]);
+        u64::from_be_bytes(bytes)
+    };
+    let (a, b) = (word(first), word(last));
+    if b <= a || parts < 2 {
+        return Vec::new();
+    }
+    (1..parts as u128)
+        .map(|i| {
+            let point = a + (u128::from(b - a) * i / parts as u128) as u64;
+            let mut key = first[..common].to_vec();
+            key.extend_from_slice(&point.to_be_bytes());
+            key
+        })
+        .collect()
+}
+
+/// An image ready to be linked into its table.
+struct Decoded {
+    table: Arc<Table>,
+    key: Key,
+    tid: Tid,
+    row: Row,
+}
+
+/// Decodes one image (B-tree key and value) of the walk; `None` if its table was created after
+/// the restart (it is not gated: its keys are written, never restored).
+fn decode(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded>, String> {
     let Some((table_id, key)) = store::split_key(full) else {
         return Err(format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()));
     };
     let Some(table) = catalog.table(table_id) else {
         return Err(format!("the indexed log holds a key of table {table_id}, which the catalog lacks"));
     };
-    let (tid, row) =
-        store::decode_image(image).map_err(|e| format!("an image in the indexed log does not decode: {e}"))?;
-    table.restore_row(&Key::from(key), row, tid);
-    Ok(())
+    if !table.is_restoring() {
+        return Ok(None);
+    }
+    let (tid, row) = decode_image(image)?;
+    Ok(Some(Decoded { table: Arc::clone(table), key: Key::from(key), tid, row }))
+}
+
+fn decode_image(image: &[u8]) -> Result<(Tid, Row), String> {
+    store::decode_image(image).map_err(|e| format!("an image in the indexed log does not decode: {e}"))
 }
 
 fn fatal_with(store: &IndexStore, message: &str) -> ! {
@@ -215,44 +584,106 @@ fn fatal_with(store: &IndexStore, message: &str) -> ! {
 impl RestoreGate for Restorer {
     fn restore_key(&self, table: &Table, key: &[u8]) {
         let full = store::full_key(table.id, key);
-        let restored = |walk: &Walk| {
-            walk.done || walk.cursor.as_ref().is_some_and(|c| full <= *c) || walk.demanded.contains(&full)
-        };
-        if restored(&self.walk.lock()) {
+        let shard = self.shard_of(&full);
+        if shard.done.load(Ordering::Acquire) || shard.restored.lock().contains(&full) {
             return;
         }
-        // The probe runs outside the mutex, so fetches of different keys overlap and the walk
-        // is not held up by them. The image read is the key's recovered one: a key written
-        // since the restart was fetched (demanded) before its write, so it is never here.
-        let image = match self.store.fetch(&full) {
-            Ok(image) => image,
-            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
-        };
-        let mut walk = self.walk.lock();
-        // The walk or another fetch may have restored it meanwhile.
-        if restored(&walk) {
-            return;
+        // The B-tree is read outside the shard's lock, so fetches overlap each other and the walk.
+        let mut chunk = Vec::with_capacity(DEMAND_CHUNK_KEYS);
+        let read = self.with_reader(|reader| reader.range(&full, shard.hi.as_key(), DEMAND_CHUNK_KEYS, &mut chunk));
+        if let Err(e) = read {
+            fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}"));
         }
-        if let Some(image) = image {
-            match store::decode_image(&image) {
-                Ok((tid, row)) => {
-                    table.restore_row(&Key::from(key), row, tid);
-                }
-                Err(e) => fatal_with(&self.store, &format!("an image in the indexed log does not decode: {e}")),
+        // The chunk stops before a key of another table (only possible past TABLES_MAX tables).
+        let mut end = match chunk.last() {
+            Some((last, _)) if chunk.len() == DEMAND_CHUNK_KEYS => Upper::Key(successor(last)),
+            _ => shard.hi.clone(),
+        };
+        if let Some(other) = chunk.iter().position(|(k, _)| store::split_key(k).is_none_or(|(t, _)| t != table.id)) {
+            end = Upper::Key(chunk[other].0.clone());
+            chunk.truncate(other);
+        }
+        let found = chunk.first().is_some_and(|(k, _)| *k == full);
+        // Every key of the chunk is of `table` (cut above), so the table id is 4 bytes long.
+        let decoded: Vec<(Key, Tid, Row)> = chunk
+            .iter()
+            .map(|(full, image)| {
+                let (tid, row) = decode_image(image).unwrap_or_else(|m| fatal_with(&self.store, &m));
+                (Key::from(&full[4..]), tid, row)
+            })
+            .collect();
+        let mut restored = shard.restored.lock();
+        // The walk, or another request, may have restored part of it meanwhile: those keys may
+        // have been written since, so they are left alone.
+        let mut installed = 0;
+        for ((full, _), (key, tid, row)) in chunk.iter().zip(decoded) {
+            if !restored.contains(full) {
+                table.restore_row(&key, row, tid);
+                installed += 1;
             }
         }
-        walk.demanded.insert(full);
-        self.on_demand_keys.fetch_add(1, Ordering::Relaxed);
+        if !restored.done {
+            restored.add(full, end);
+        }
+        drop(restored);
+        self.on_demand_keys.fetch_add(installed + u64::from(!found), Ordering::Relaxed);
     }
 
     fn wait_table(&self, table: &Table) {
-        let mut walk = self.walk.lock();
+        let first = self.shards.partition_point(|s| s.lo.as_slice() <= &table.id.to_be_bytes()[..]).saturating_sub(1);
+        let next = table.id.checked_add(1).map(|t| t.to_be_bytes());
+        let mut guard = self.walked_lock.lock();
         loop {
-            let passed = walk.cursor.as_ref().and_then(|c| store::split_key(c)).is_some_and(|(t, _)| t > table.id);
-            if walk.done || passed || self.stop.load(Ordering::SeqCst) {
+            let whole = self.shards[first..]
+                .iter()
+                .take_while(|s| next.is_none_or(|next| s.lo.as_slice() < &next[..]))
+                .all(|s| s.done.load(Ordering::SeqCst));
+            if whole || self.done.load(Ordering::SeqCst) || self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            self.walked.wait_for(&mut walk, std::time::Duration::from_millis(50));
+            self.walked.wait_for(&mut guard, Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn restored_intervals_merge_and_answer_membership() {
+        let mut r = Restored::default();
+        r.add(key("c"), Upper::Key(key("e")));
+        r.add(key("g"), Upper::Key(key("h")));
+        assert!(r.contains(b"c") && r.contains(b"d") && r.contains(b"dzz"));
+        assert!(!r.contains(b"e") && !r.contains(b"b") && !r.contains(b"f") && !r.contains(b"h"));
+        assert_eq!(r.end_of(b"d"), Some(&Upper::Key(key("e"))));
+        // Touching [e, g) joins all three.
+        r.add(key("e"), Upper::Key(key("g")));
+        assert_eq!(r.intervals.len(), 1, "{:?}", r.intervals);
+        assert!(r.contains(b"f") && r.contains(b"gz") && !r.contains(b"h"));
+        // An interval covering others swallows them; one reaching the end of the key space too.
+        r.add(key("m"), Upper::Key(key("p")));
+        r.add(key("a"), Upper::Key(key("n")));
+        assert_eq!(r.intervals.len(), 1, "{:?}", r.intervals);
+        assert_eq!(r.end_of(b"a"), Some(&Upper::Key(key("p"))));
+        r.add(key("x"), Upper::End);
+        assert!(r.contains(b"zzzz") && !r.contains(b"q"));
+        assert_eq!(r.intervals.len(), 2);
+    }
+
+    #[test]
+    fn interpolated_cuts_lie_between_first_and_last() {
+        let first = b"\0\0\0\x07\x05key:0\0\0".to_vec();
+        let last = b"\0\0\0\x07\x05key:999\0\0".to_vec();
+        let cuts = interpolate(&first, &last, 16);
+        assert_eq!(cuts.len(), 15);
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]), "cuts not ascending");
+        assert!(cuts.iter().all(|c| first < *c && *c < last), "{cuts:?}");
+        assert!(interpolate(&first, &first, 16).is_empty());
     }
 }

@@ -322,6 +322,15 @@ impl IndexStore {
         Ok(out)
     }
 
+    /// A reader of the images as they are now, in one read transaction that it keeps: the
+    /// Restorer's walkers and on-demand fetches reuse one for many reads instead of opening a
+    /// transaction per read.
+    pub fn reader(&self) -> Result<ImageReader, DurabilityError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e.into()))?;
+        let images = txn.open_table(IMAGES).map_err(|e| self.err(e.into()))?;
+        Ok(ImageReader { images, path: self.path.clone() })
+    }
+
     /// Images (live keys) in the B-tree.
     pub fn image_count(&self) -> Result<u64, DurabilityError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e.into()))?;
@@ -334,6 +343,57 @@ impl IndexStore {
         let txn = self.db.begin_read().map_err(|e| self.err(e.into()))?;
         let tombstones = txn.open_table(TOMBSTONES).map_err(|e| self.err(e.into()))?;
         tombstones.len().map_err(|e| self.err(e.into()))
+    }
+}
+
+/// The `images` table in one read transaction ([`IndexStore::reader`]). It holds a snapshot: while
+/// it lives, redb keeps the pages of that snapshot, so a holder renews it now and then.
+pub struct ImageReader {
+    images: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+    path: PathBuf,
+}
+
+impl ImageReader {
+    fn err(&self, e: redb::Error) -> DurabilityError {
+        corrupt(&self.path, e)
+    }
+
+    /// Appends to `out` up to `limit` images (key, value) with keys in `from..to` (`to` = `None`:
+    /// to the end), in key order.
+    #[allow(clippy::type_complexity)]
+    pub fn range(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), DurabilityError> {
+        let end = to.map_or(Bound::Unbounded, Bound::Excluded);
+        let range = self.images.range::<&[u8]>((Bound::Included(from), end)).map_err(|e| self.err(e.into()))?;
+        for item in range.take(limit) {
+            let (k, v) = item.map_err(|e| self.err(e.into()))?;
+            out.push((k.value().to_vec(), v.value().to_vec()));
+        }
+        Ok(())
+    }
+
+    /// The first key ≥ `from`.
+    pub fn first_key_from(&self, from: &[u8]) -> Result<Option<Vec<u8>>, DurabilityError> {
+        let mut range = self.images.range::<&[u8]>(from..).map_err(|e| self.err(e.into()))?;
+        match range.next() {
+            Some(item) => Ok(Some(item.map_err(|e| self.err(e.into()))?.0.value().to_vec())),
+            None => Ok(None),
+        }
+    }
+
+    /// The last key < `to` (`None`: the last key).
+    pub fn last_key_before(&self, to: Option<&[u8]>) -> Result<Option<Vec<u8>>, DurabilityError> {
+        let end = to.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut range = self.images.range::<&[u8]>((Bound::Unbounded, end)).map_err(|e| self.err(e.into()))?;
+        match range.next_back() {
+            Some(item) => Ok(Some(item.map_err(|e| self.err(e.into()))?.0.value().to_vec())),
+            None => Ok(None),
+        }
     }
 }
 
