@@ -26,6 +26,7 @@
 //!   database is recovered the `value` way (checkpoint, then the sequential log; blocking), and
 //!   the B-tree is written from memory. The restart is then no longer instant, but correct.
 
+pub mod backend;
 pub mod indexer;
 pub mod restorer;
 pub mod store;
@@ -68,12 +69,23 @@ pub struct IndexedOptions {
     pub index_interval_ms: u64,
     /// Start the Restorer's walk paused (tests; see [`IndexedLogging::set_restore_paused`]).
     pub restore_paused: bool,
+    /// Run redb's integrity check when the indexed log is opened at a restart: damage anywhere in
+    /// the live B-tree is then found before the database opens (and the indexed log rebuilt),
+    /// at the price of reading the whole file first. Off by default: the restart would no longer
+    /// be instant (`docs/indexed.md`, "Damage to the indexed log").
+    pub verify_on_open: bool,
 }
 
 impl IndexedOptions {
     /// Defaults over `log_dirs`.
     pub fn new(log_dirs: Vec<PathBuf>, mode: IndexMode) -> IndexedOptions {
-        IndexedOptions { value: ValueOptions::new(log_dirs), mode, index_interval_ms: 20, restore_paused: false }
+        IndexedOptions {
+            value: ValueOptions::new(log_dirs),
+            mode,
+            index_interval_ms: 20,
+            restore_paused: false,
+            verify_on_open: false,
+        }
     }
 }
 
@@ -118,8 +130,16 @@ struct Shared {
 
 impl Shared {
     fn fail(&self, message: String) {
-        // Nothing more is acknowledged from here on; say why where an operator looks.
-        eprintln!("lazarus: the indexed log failed, nothing more is acknowledged: {message}");
+        // Say why where an operator looks. SILIR acknowledges only indexed epochs, so nothing
+        // more is acknowledged; AILIR acknowledges from the sequential log, which is unharmed.
+        let consequence = match self.options.mode {
+            IndexMode::Sync => "nothing more is acknowledged",
+            IndexMode::Async => {
+                "indexing stops (commits are still acknowledged from the sequential log, which is kept from the \
+                 last indexed position on; the next start indexes it or rebuilds the indexed log)"
+            }
+        };
+        eprintln!("lazarus: the indexed log failed, {consequence}: {message}");
         let _ = self.failed.set(message);
         let _guard = self.indexed_lock.lock();
         self.indexed_cv.notify_all();
@@ -247,6 +267,13 @@ impl IndexedLogging {
         Ok(self.indexed_epoch())
     }
 
+    /// Why the Indexer stopped, if it failed (an I/O error on the indexed log or the sequential
+    /// log). Under `indexed-sync` nothing is acknowledged after it; under `indexed` commits go
+    /// on being acknowledged from the sequential log.
+    pub fn indexer_error(&self) -> Option<String> {
+        self.shared.failed.get().cloned()
+    }
+
     /// Holds the Indexer between rounds until the guard is dropped (tests copy the directory as
     /// a crash would leave it, without a round writing the indexed log meanwhile).
     pub fn hold_indexer(&self) -> impl Drop + '_ {
@@ -300,13 +327,16 @@ impl IndexedLogging {
         let path = self.index_path();
         let has_log = fs.exists(&options.log_dirs[0].join(files::PEPOCH_FILE))?;
         let store_started = Instant::now();
-        let opened = if path.exists() {
-            IndexStore::open(&path).and_then(|store| Ok((store.progress()?, store)))
+        let verify = self.shared.options.verify_on_open;
+        let opened = if fs.exists(&path)? {
+            IndexStore::open(options.fs.clone(), &path, verify).and_then(|store| Ok((store.progress()?, store)))
         } else if has_log {
             return self.rebuild(db, options, modules, "the indexed log is missing".into());
         } else {
-            IndexStore::create(&path).map(|store| (Progress::default(), store))
+            IndexStore::create(options.fs.clone(), &path, |_| Ok(())).map(|store| (Progress::default(), store))
         };
+        // Damage is rebuilt from the sequential log (the indexed log is derived data); an I/O
+        // error is not damage and stops recovery, naming the file.
         let (progress, store) = match opened {
             Ok(opened) => opened,
             Err(e @ DurabilityError::Corrupt { .. }) if has_log => {
@@ -371,7 +401,6 @@ impl IndexedLogging {
         eprintln!("lazarus: {reason}; recovering from the sequential log and rebuilding it");
         let report = recovery::recover(options, db, modules)?;
         let path = self.index_path();
-        let store = IndexStore::create(&path)?;
         let positions = report
             .next_file_seq
             .iter()
@@ -379,32 +408,37 @@ impl IndexedLogging {
             .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
             .collect();
         let progress = Progress { indexed_epoch: report.pepoch, positions };
-        let mut batch = store::Batch::new();
-        for table in db.catalog().tables() {
-            let mut row_bytes = Vec::new();
-            table.primary.scan(
-                &crate::storage::KeyRange::all(),
-                crate::storage::Direction::Forward,
-                usize::MAX,
-                &mut |k, r| {
-                    let word = r.word();
-                    if !word.is_absent() {
-                        row_bytes.clear();
-                        crate::durability::codec::encode_row(&r.row_unchecked(), &mut row_bytes);
-                        batch.insert(
-                            store::full_key(table.id, k),
-                            store::Resolved { tid: word.tid(), row: Some(row_bytes.clone()) },
-                        );
-                    }
-                    true
-                },
-            );
-            if batch.len() >= 100_000 {
-                store.apply(&batch, &progress, None)?;
-                batch.clear();
+        // Written under a temporary name and renamed when whole (`IndexStore::create`): a crash
+        // in the middle leaves no indexed log, and the next start rebuilds again.
+        let store = IndexStore::create(options.fs.clone(), &path, |store| {
+            let mut batch = store::Batch::new();
+            for table in db.catalog().tables() {
+                let mut row_bytes = Vec::new();
+                table.primary.scan(
+                    &crate::storage::KeyRange::all(),
+                    crate::storage::Direction::Forward,
+                    usize::MAX,
+                    &mut |k, r| {
+                        let word = r.word();
+                        if !word.is_absent() {
+                            row_bytes.clear();
+                            crate::durability::codec::encode_row(&r.row_unchecked(), &mut row_bytes);
+                            batch.insert(
+                                store::full_key(table.id, k),
+                                store::Resolved { tid: word.tid(), row: Some(row_bytes.clone()) },
+                            );
+                        }
+                        true
+                    },
+                );
+                if batch.len() >= 100_000 {
+                    store.apply(&batch, &progress, None)?;
+                    batch.clear();
+                }
             }
-        }
-        store.apply(&batch, &progress, None)?;
+            store.apply(&batch, &progress, None)?;
+            Ok(())
+        })?;
         let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, report.holes.clone());
         indexer.set_indexed_epoch(report.pepoch);
         *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
