@@ -22,17 +22,20 @@ use std::sync::Arc;
 
 const MODES: [IndexMode; 2] = [IndexMode::Async, IndexMode::Sync];
 
-/// Outside the full sweep, power is cut at every this many I/Os: redb's commits (a two-phase
-/// commit per Indexer round) make a history's I/Os several times the value scheme's.
-const CI_CRASH_STRIDE: usize = 12;
+/// Outside the full sweep, power is cut at every this many I/Os, and recovery is crashed at
+/// every this many of its I/Os: redb's two-phase commit per Indexer round makes a history's I/Os
+/// several times the value scheme's, and an indexed recovery makes a few hundred.
+const CI_CRASH_STRIDE: usize = 24;
 
 fn setup(mode: IndexMode) -> Setup {
-    Setup { ci_crash_stride: CI_CRASH_STRIDE, ..indexed_setup(mode) }
+    let recovery_io_stride = if knobs().full { 1 } else { CI_CRASH_STRIDE as u64 };
+    let scheme = SchemeKind::Indexed { mode, verify_on_open: false, restore_paused: false, recovery_io_stride };
+    Setup { ci_crash_stride: CI_CRASH_STRIDE, scheme, ..indexed_setup(mode) }
 }
 
 fn verifying(mode: IndexMode) -> Setup {
-    let base = setup(mode);
-    Setup { scheme: SchemeKind::Indexed { mode, verify_on_open: true, restore_paused: false }, ..base }
+    let scheme = SchemeKind::Indexed { mode, verify_on_open: true, restore_paused: false, recovery_io_stride: 1 };
+    Setup { scheme, ..setup(mode) }
 }
 
 fn histories(mode: IndexMode) -> [History; 2] {
@@ -67,7 +70,20 @@ fn the_indexed_log_is_written_on_the_simulated_disk_and_recovers_the_history() {
 fn power_loss_at_every_io_indexed_schemes_recover_a_prefix_with_every_acknowledged_step() {
     for mode in MODES {
         for history in histories(mode) {
-            power_loss_sweep(&history).assert_clean(&format!("{}/{} power loss", history.setup.label, history.name));
+            // CI: 2 seeds, recovery crashed only after the completed run (the full sweep: the
+            // knobs of every other scheme, recovery crashed at every I/O of every crash point).
+            let knobs = knobs();
+            let sweep = match knobs.full {
+                true => SweepKnobs { seeds: knobs.seeds, crash_stride: 1, recovery_crash_stride: 1, trace: false },
+                false => SweepKnobs {
+                    seeds: 2,
+                    crash_stride: CI_CRASH_STRIDE as u64,
+                    recovery_crash_stride: 0,
+                    trace: false,
+                },
+            };
+            let what = format!("{}/{} power loss", history.setup.label, history.name);
+            power_loss_sweep_with(&history, sweep).assert_clean(&what);
         }
     }
 }
@@ -426,7 +442,8 @@ fn a_crash_during_a_rebuild_never_leaves_a_partial_indexed_log() {
     image.sync_dir(Path::new(LOG_DIRS[0])).expect("sync");
     let rows = expected.iter().filter(|l| l.starts_with("kv ")).count() as u64;
     let mut without_index = 0;
-    for j in 0u64.. {
+    let j_stride = if knobs().full { 1 } else { 5 };
+    for j in (0u64..).step_by(j_stride) {
         let disk = image.fork();
         disk.freeze_after(j);
         if let Ok((db, _)) = open_indexed(setup_for_frozen_recovery(history.setup), &disk) {

@@ -397,10 +397,13 @@ fn open_redb(backend: FsBackend, path: &Path) -> Result<redb::Database, Durabili
 
 /// A redb error on the indexed log at `path`: an I/O error from the disk is `Io` (it says
 /// nothing about the file's contents, and recovery must not rebuild over a failing disk); a read
-/// past the end (a cut file) and everything redb reports about the contents are `Corrupt`.
+/// past the end (a cut file), what redb reports as invalid data (it says "Not a redb database:
+/// magic number mismatch" that way) and everything else redb reports about the contents are
+/// `Corrupt`.
 fn redb_error(path: &Path, e: impl Into<redb::Error>) -> DurabilityError {
+    use std::io::ErrorKind::{InvalidData, UnexpectedEof};
     match e.into() {
-        redb::Error::Io(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+        redb::Error::Io(io) if !matches!(io.kind(), UnexpectedEof | InvalidData) => {
             DurabilityError::Io(std::io::Error::new(io.kind(), format!("{}: indexed log: {io}", path.display())))
         }
         redb::Error::PreviousIo => DurabilityError::Io(std::io::Error::other(format!(
