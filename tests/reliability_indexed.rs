@@ -30,7 +30,9 @@ const CI_CRASH_STRIDE: usize = 24;
 fn setup(mode: IndexMode) -> Setup {
     let recovery_io_stride = if knobs().full { 1 } else { CI_CRASH_STRIDE as u64 };
     let scheme = SchemeKind::Indexed { mode, verify_on_open: false, restore_paused: false, recovery_io_stride };
-    Setup { ci_crash_stride: CI_CRASH_STRIDE, scheme, ..indexed_setup(mode) }
+    // `ci_crash_stride` samples the I/O-error sweep's fault points (the power-loss sweep has its
+    // own knobs below): every 6th in CI.
+    Setup { ci_crash_stride: 2, scheme, ..indexed_setup(mode) }
 }
 
 fn verifying(mode: IndexMode) -> Setup {
@@ -452,12 +454,14 @@ fn a_crash_during_a_rebuild_never_leaves_a_partial_indexed_log() {
         let completed = disk.refused_ops() == 0;
         for seed in 0..3 {
             let after = disk.crash(j * 3 + seed);
-            if after.contents(&index_path()).is_some() {
-                let fs: Arc<dyn FileSystem> = Arc::new(after.fork());
-                let store = IndexStore::open(fs, &index_path(), true).expect("a surviving indexed log opens");
-                assert_eq!(store.image_count().expect("count"), rows, "j={j} seed={seed}: a partial indexed log");
-            } else {
-                without_index += 1;
+            // A surviving indexed log that opens holds every key (one whose super-header a torn
+            // write garbled does not open, and is rebuilt).
+            let fs: Arc<dyn FileSystem> = Arc::new(after.fork());
+            match IndexStore::open(fs, &index_path(), true) {
+                Ok(store) => {
+                    assert_eq!(store.image_count().expect("count"), rows, "j={j} seed={seed}: a partial indexed log")
+                }
+                Err(_) => without_index += 1,
             }
             let (db, scheme) = open_indexed(history.setup, &after).expect("recover");
             assert_eq!(dump(&db).expect("dump"), expected, "j={j} seed={seed} ({})", scheme.report.lock().kind);

@@ -126,6 +126,8 @@ struct Shared {
     failed: OnceLock<String>,
     /// The resume file sequence of each logger: older sequential files are fully indexed.
     resume_seqs: Mutex<Vec<u64>>,
+    /// The global epoch, once the scheme runs (SILIR's module loads advance it).
+    epochs: OnceLock<Arc<crate::txn::epoch::EpochManager>>,
 }
 
 impl Shared {
@@ -140,6 +142,12 @@ impl Shared {
             }
         };
         eprintln!("lazarus: the indexed log failed, {consequence}: {message}");
+        if self.options.mode == IndexMode::Sync {
+            // Fail-stop for the sequential log too: commits made after this are never
+            // acknowledged, so they must not become persistent either (a module load refused now
+            // would otherwise leave later commits without it in the recovered history).
+            self.inner.fail_stop(format!("the indexed log failed: {message}"));
+        }
         let _ = self.failed.set(message);
         let _guard = self.indexed_lock.lock();
         self.indexed_cv.notify_all();
@@ -239,6 +247,7 @@ impl IndexedLogging {
             wake_cv: Condvar::new(),
             failed: OnceLock::new(),
             resume_seqs: Mutex::new(vec![0; count]),
+            epochs: OnceLock::new(),
         };
         Ok(IndexedLogging {
             shared: Arc::new(shared),
@@ -303,6 +312,21 @@ impl IndexedLogging {
     /// The checkpoint manager's state.
     pub fn checkpoints(&self) -> &checkpoint::CheckpointStatus {
         &self.checkpoint_status
+    }
+
+    /// Blocks until every record of an epoch ≤ `epoch` is indexed; fails once the Indexer has.
+    fn wait_indexed(&self, epoch: u64) -> Result<(), DurabilityError> {
+        let mut guard = self.shared.indexed_lock.lock();
+        loop {
+            self.shared.check_failed()?;
+            if epoch <= self.indexed_epoch() {
+                return Ok(());
+            }
+            if self.shared.stop.load(Ordering::SeqCst) {
+                return Err(DurabilityError::ShutDown);
+            }
+            self.shared.indexed_cv.wait_for(&mut guard, Duration::from_millis(20));
+        }
     }
 
     fn spawn(&self, name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
@@ -493,17 +517,7 @@ impl LogScheme for IndexedLogging {
         let (IndexMode::Sync, DurabilityTicket::Epoch(epoch)) = (self.shared.options.mode, ticket) else {
             return Ok(());
         };
-        let mut guard = self.shared.indexed_lock.lock();
-        loop {
-            self.shared.check_failed()?;
-            if *epoch <= self.indexed_epoch() {
-                return Ok(());
-            }
-            if self.shared.stop.load(Ordering::SeqCst) {
-                return Err(DurabilityError::ShutDown);
-            }
-            self.shared.indexed_cv.wait_for(&mut guard, Duration::from_millis(20));
-        }
+        self.wait_indexed(*epoch)
     }
 
     fn shutdown(&self) -> Result<(), DurabilityError> {
@@ -524,16 +538,35 @@ impl LogScheme for IndexedLogging {
             (Ok(()), None) => self.shared.index_round(),
             _ => Ok(()),
         };
-        *self.shared.store.write() = None;
         if self.restorer.lock().as_ref().is_some_and(|r| r.progress().done) {
             *self.restorer.lock() = None;
         }
+        // Closing redb writes (it marks the file shut down cleanly): its error is reported, not
+        // dropped. A restore still running holds the store; it closes when the restore ends.
+        let store = self.shared.store.write().take();
+        let closed = match store.map(Arc::try_unwrap) {
+            Some(Ok(store)) => store.close(),
+            _ => Ok(()),
+        };
         sequential?;
         last_round?;
+        closed?;
         self.shared.check_failed()
     }
 
     fn record_module(&self, file_name: &str, source: &str) -> Result<(), DurabilityError> {
+        // SILIR acknowledges what is indexed: a module takes its place after every commit before
+        // it, so those must be indexed before the catalog records it (the value scheme then
+        // waits for them to be persistent, which they are). Waiting after the catalog write
+        // instead would let a failed Indexer reject a module the catalog already holds, while
+        // the sequential log goes on recording commits made without it: no prefix.
+        if self.shared.options.mode == IndexMode::Sync
+            && let Some(epochs) = self.shared.epochs.get()
+        {
+            let committed_before = epochs.current();
+            epochs.advance();
+            self.wait_durable(&DurabilityTicket::Epoch(committed_before))?;
+        }
         self.shared.inner.record_module(file_name, source)
     }
 
@@ -546,6 +579,7 @@ impl LogScheme for IndexedLogging {
     }
 
     fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
+        let _ = self.shared.epochs.set(Arc::clone(&start.epochs));
         self.shared.inner.start(start.clone())?;
         let shared = Arc::clone(&self.shared);
         self.spawn("lazarus-indexer", move || shared.run_indexer())?;

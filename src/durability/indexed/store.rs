@@ -247,6 +247,12 @@ impl IndexStore {
         redb_error(&self.path, e)
     }
 
+    /// Closes the indexed log, returning the error of redb's last write (dropping it would
+    /// ignore that error).
+    pub fn close(self) -> Result<(), DurabilityError> {
+        self.db.close().map_err(|e| redb_error(&self.path, e))
+    }
+
     /// How far the sequential log is indexed.
     pub fn progress(&self) -> Result<Progress, DurabilityError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e.into()))?;
