@@ -366,6 +366,12 @@ impl IndexedLogging {
             Err(e @ DurabilityError::Corrupt { .. }) if has_log => {
                 return self.rebuild(db, options, modules, e.to_string());
             }
+            // No `pepoch` yet: nothing was ever indexed (the Indexer reads only what a `pepoch`
+            // made persistent), so an indexed log a crash damaged while it was being written
+            // holds nothing; it is created anew.
+            Err(DurabilityError::Corrupt { .. }) => {
+                (Progress::default(), IndexStore::create(options.fs.clone(), &path, |_| Ok(()))?)
+            }
             Err(e) => return Err(e),
         };
         let store_open_ms = store_started.elapsed().as_secs_f64() * 1e3;
