@@ -10,7 +10,9 @@
 #   scripts/reliability-full.sh [OUT_DIR]        (default: /tmp/lazarus-reliability-<date>)
 # Environment: TRIALS (default 1000), FUSE_TRIALS (default 20), PARALLEL (power-loss runs at
 # once, default 4), SKIP_SWEEPS=1 skips part 1,
-# SKIP_FUSE=1 skips part 3. Exits non-zero if any part reported a violation.
+# SKIP_FUSE=1 skips part 3, INDEXED_ONLY=1 runs only the indexed schemes' parts (the sweeps of
+# tests/reliability_indexed.rs and --power-loss of indexed and indexed-sync; no FUSE).
+# Exits non-zero if any part reported a violation.
 set -u -o pipefail
 
 cd "$(dirname "$0")/.."
@@ -41,8 +43,16 @@ note "reliability-full: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $
 cargo build --release --quiet || exit 1
 lazarus=target/release/lazarus
 
+schemes="value command value-checkpoint command-checkpoint serial-data serial-cmd taurus-data taurus-cmd indexed indexed-sync"
+sweeps="tests/reliability_*.rs tests/power_loss_*.rs"
+if [ "${INDEXED_ONLY:-0}" = 1 ]; then
+  schemes="indexed indexed-sync"
+  sweeps="tests/reliability_indexed.rs"
+  SKIP_FUSE=1
+fi
+
 if [ "${SKIP_SWEEPS:-0}" != 1 ]; then
-  for t in tests/reliability_*.rs tests/power_loss_*.rs; do
+  for t in $sweeps; do
     name=$(basename "$t" .rs)
     timed "sweep-$name" env LAZARUS_RELIABILITY_FULL=1 \
       cargo test --test "$name" -- --nocapture --test-threads 2
@@ -63,10 +73,10 @@ power_loss_one() { # workload durability
 export -f power_loss_one
 export lazarus trials out
 started=$SECONDS
-for durability in value command value-checkpoint command-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
+for durability in $schemes; do
   for workload in kv transfer; do echo "$workload $durability"; done
 done | xargs -P "${PARALLEL:-4}" -L 1 bash -c 'power_loss_one "$0" "$1"'
-for durability in value command value-checkpoint command-checkpoint serial-data serial-cmd taurus-data taurus-cmd; do
+for durability in $schemes; do
   for workload in kv transfer; do
     name="power-loss-$workload-$durability"
     status=$(cat "$out/$name.status" 2>/dev/null || echo "FAILED $name (no status)")

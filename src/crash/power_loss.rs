@@ -23,6 +23,7 @@
 use super::model::{Dump, History, Step, dump};
 use crate::db::{Database, DatabaseConfig, DbError};
 use crate::durability::checkpoint::format as checkpoint_format;
+use crate::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use crate::durability::taurus::format::Flavor;
 use crate::durability::taurus::{StreamLogging, StreamOptions};
 use crate::durability::value::files::EntryFormat;
@@ -76,7 +77,26 @@ pub enum SchemeKind {
     Value,
     /// A stream scheme: `serial-data`, `serial-cmd`, `taurus-data`, `taurus-cmd`.
     Stream(Flavor),
+    /// `indexed` (AILIR) or `indexed-sync` (SILIR): the value scheme's sequential log (with
+    /// `entry_format` value) and the redb indexed log, both on the simulated disk.
+    Indexed {
+        /// AILIR or SILIR.
+        mode: IndexMode,
+        /// `IndexedOptions::verify_on_open` (redb's integrity check at a restart).
+        verify_on_open: bool,
+        /// Start the restore's walk paused: recovery crashed at its I/Os opens and closes
+        /// without the walk reading a disk that has lost power (a failed read during a restore
+        /// stops the process by design).
+        restore_paused: bool,
+        /// Recovery is crashed at every this many of its I/Os (1 = every one): an indexed
+        /// recovery makes a few hundred (redb's reads and the tail's commit), so CI samples them.
+        recovery_io_stride: u64,
+    },
 }
+
+/// The Indexer's interval under `indexed` here: short, so that a history's records are indexed
+/// while it runs (SILIR polls every millisecond anyway).
+pub const INDEX_INTERVAL_MS: u64 = 2;
 
 /// A stream scheme's group-commit interval here: short, so that a history's waits are short.
 pub const STREAM_FLUSH_INTERVAL_MS: u64 = 2;
@@ -93,10 +113,21 @@ pub const VALUE: Setup = Setup {
     scheme: SchemeKind::Value,
 };
 
-/// The schemes `crash-test --power-loss` runs, and their setups. `indexed` is not among them: its
-/// redb index store writes through redb's own file I/O, not through [`crate::io::FileSystem`].
+/// An indexed scheme's setup (`indexed` or `indexed-sync`).
+pub fn indexed_setup(mode: IndexMode) -> Setup {
+    let label = match mode {
+        IndexMode::Async => "indexed",
+        IndexMode::Sync => "indexed-sync",
+    };
+    let scheme = SchemeKind::Indexed { mode, verify_on_open: false, restore_paused: false, recovery_io_stride: 1 };
+    Setup { label, scheme, ..VALUE }
+}
+
+/// The schemes `crash-test --power-loss` runs, and their setups.
 pub fn setup_of(durability: &str) -> Option<Setup> {
     match durability {
+        "indexed" => Some(indexed_setup(IndexMode::Async)),
+        "indexed-sync" => Some(indexed_setup(IndexMode::Sync)),
         "value" => Some(VALUE),
         "command" => Some(Setup { label: "command", entry_format: EntryFormat::Command, ..VALUE }),
         "value-checkpoint" => {
@@ -144,6 +175,7 @@ pub fn open(setup: Setup, disk: &SimDisk) -> Result<Database, DbError> {
 pub fn open_scheme(setup: Setup, disk: &SimDisk) -> Result<(Database, Option<Arc<ValueLogging>>), DbError> {
     match setup.scheme {
         SchemeKind::Stream(flavor) => Ok((open_stream(flavor, disk)?, None)),
+        SchemeKind::Indexed { .. } => Ok((open_indexed(setup, disk)?.0, None)),
         SchemeKind::Value => {
             let scheme = Arc::new(ValueLogging::new(options(setup, disk))?);
             let as_scheme: Arc<dyn LogScheme> = scheme.clone();
@@ -154,6 +186,36 @@ pub fn open_scheme(setup: Setup, disk: &SimDisk) -> Result<(Database, Option<Arc
             };
             Ok((Database::open(config)?, Some(scheme)))
         }
+    }
+}
+
+/// Opens (recovers) an indexed scheme on `disk` with the value scheme's options of [`options`];
+/// also returns the scheme. Panics on a setup of another scheme.
+pub fn open_indexed(setup: Setup, disk: &SimDisk) -> Result<(Database, Arc<IndexedLogging>), DbError> {
+    let SchemeKind::Indexed { mode, verify_on_open, restore_paused, .. } = setup.scheme else {
+        panic!("open_indexed needs an indexed setup, got {:?}", setup.scheme);
+    };
+    let mut o = IndexedOptions::new(LOG_DIRS.iter().map(PathBuf::from).collect(), mode);
+    o.value = options(setup, disk);
+    o.index_interval_ms = INDEX_INTERVAL_MS;
+    o.verify_on_open = verify_on_open;
+    o.restore_paused = restore_paused;
+    let scheme = Arc::new(IndexedLogging::new(o)?);
+    let as_scheme: Arc<dyn LogScheme> = scheme.clone();
+    let config =
+        DatabaseConfig { epoch_interval_ms: setup.epoch_interval_ms, scheme: as_scheme, ..DatabaseConfig::default() };
+    Ok((Database::open(config)?, scheme))
+}
+
+/// `setup` for an open on a disk that loses power during recovery: an indexed scheme's restore
+/// walk starts paused (see [`SchemeKind::Indexed`]); other setups unchanged.
+pub fn setup_for_frozen_recovery(setup: Setup) -> Setup {
+    match setup.scheme {
+        SchemeKind::Indexed { mode, verify_on_open, recovery_io_stride, .. } => {
+            let scheme = SchemeKind::Indexed { mode, verify_on_open, restore_paused: true, recovery_io_stride };
+            Setup { scheme, ..setup }
+        }
+        _ => setup,
     }
 }
 
@@ -543,10 +605,14 @@ pub fn continue_after_recovery(
 /// Crashes recovery of `image` at each of its I/Os, recovers again, and requires the state of
 /// one clean recovery.
 pub fn recovery_crash_sweep(setup: Setup, image: &SimDisk, expected: &Dump, tally: &mut Tally, case: &str) {
-    for j in 0u64.. {
+    let j_stride = match setup.scheme {
+        SchemeKind::Indexed { recovery_io_stride, .. } => recovery_io_stride.max(1),
+        _ => 1,
+    };
+    for j in (0u64..).step_by(j_stride as usize) {
         let disk = image.fork();
         disk.freeze_after(j);
-        if let Ok(db) = open(setup, &disk) {
+        if let Ok(db) = open(setup_for_frozen_recovery(setup), &disk) {
             let _ = db.close();
         }
         let completed = disk.refused_ops() == 0;
@@ -704,6 +770,8 @@ pub const POWER_LOSS_SCHEMES: &[&str] = &[
     "serial-cmd",
     "taurus-data",
     "taurus-cmd",
+    "indexed",
+    "indexed-sync",
 ];
 /// The longest history `crash-test --power-loss` runs (its model holds a state per prefix).
 pub const POWER_LOSS_STEPS_MAX: usize = 1000;

@@ -28,6 +28,7 @@ pub mod sim;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,34 @@ pub trait File: Send {
     fn sync_data(&mut self) -> io::Result<()>;
 }
 
+/// A file read and written at offsets by several threads at once: the pages of the indexed log's
+/// B-tree (redb's storage backend, `durability::indexed::backend`). Every method takes `&self`, so
+/// readers do not queue behind one another (the real file uses `pread`/`pwrite`).
+pub trait SharedFile: Send + Sync {
+    /// Reads exactly `buf.len()` bytes at `offset`; reading past the end is an error.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// Writes all of `data` at `offset`.
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+
+    /// The file's current length in bytes.
+    fn len_bytes(&self) -> io::Result<u64>;
+
+    /// Cuts or extends (with zeros) the file to `len_bytes`; durable after `sync_data`.
+    fn set_len(&self, len_bytes: u64) -> io::Result<()>;
+
+    /// Makes the file's data and length durable (fdatasync). See the module docs.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Takes an exclusive lock on the whole file if no other handle holds one; returns whether
+    /// it did. Held until [`SharedFile::unlock`] or until the handle is dropped. `Unsupported`
+    /// where the file system has no locks.
+    fn try_lock(&self) -> io::Result<bool>;
+
+    /// Releases the lock [`SharedFile::try_lock`] took (nothing if none is held).
+    fn unlock(&self) -> io::Result<()>;
+}
+
 /// A file system: the real one, or a simulated disk in tests.
 pub trait FileSystem: Send + Sync {
     /// Opens a file.
@@ -86,6 +115,15 @@ pub trait FileSystem: Send + Sync {
 
     /// Whether a file or directory exists.
     fn exists(&self, path: &Path) -> io::Result<bool>;
+
+    /// Opens a file for reads and writes at offsets from several threads, creating it (empty)
+    /// when `create` and it is missing; the new name is durable after `sync_dir`. This default
+    /// serialises the calls on one [`File`] and has no locks; the real file system and the
+    /// simulated disk override it.
+    fn open_shared(&self, path: &Path, create: bool) -> io::Result<Arc<dyn SharedFile>> {
+        let file = self.open(path, if create { OpenMode::Append } else { OpenMode::ReadWrite })?;
+        Ok(Arc::new(SerialFile { file: parking_lot::Mutex::new(file) }))
+    }
 
     /// Reads a whole file, refusing files larger than `size_max_bytes`.
     fn read_all(&self, path: &Path, size_max_bytes: u64) -> io::Result<Vec<u8>> {
@@ -128,5 +166,49 @@ pub trait FileSystem: Send + Sync {
         drop(file);
         self.rename(&tmp, path)?;
         self.sync_dir(dir)
+    }
+}
+
+/// [`FileSystem::open_shared`]'s default: one [`File`] behind a mutex.
+struct SerialFile {
+    file: parking_lot::Mutex<Box<dyn File>>,
+}
+
+impl SharedFile for SerialFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let mut file = self.file.lock();
+        let mut at = 0usize;
+        while at < buf.len() {
+            let n = file.read_at(offset + at as u64, &mut buf[at..])?;
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file"));
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.lock().write_at(offset, data)
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        self.file.lock().len_bytes()
+    }
+
+    fn set_len(&self, len_bytes: u64) -> io::Result<()> {
+        self.file.lock().truncate(len_bytes)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.lock().sync_data()
+    }
+
+    fn try_lock(&self) -> io::Result<bool> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this file system has no file locks"))
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        Ok(())
     }
 }

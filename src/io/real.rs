@@ -1,10 +1,11 @@
 //! The real file system, through `std::fs`. `sync_data` is `fdatasync(2)` on Linux.
 
-use super::{File, FileSystem, OpenMode};
+use super::{File, FileSystem, OpenMode, SharedFile};
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The operating system's file system.
 #[derive(Clone, Copy, Debug, Default)]
@@ -42,7 +43,59 @@ impl File for RealFile {
     }
 }
 
+/// A file shared between threads: `pread`/`pwrite` need no seek, so no lock (what redb's own
+/// file backend does); the lock is `flock` on the open file description, as redb's.
+struct RealSharedFile {
+    file: fs::File,
+    path: PathBuf,
+}
+
+impl SharedFile for RealSharedFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| with_path(e, &self.path))
+    }
+
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, offset).map_err(|e| with_path(e, &self.path))
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.file.metadata().map_err(|e| with_path(e, &self.path))?.len())
+    }
+
+    fn set_len(&self, len_bytes: u64) -> io::Result<()> {
+        self.file.set_len(len_bytes).map_err(|e| with_path(e, &self.path))
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data().map_err(|e| with_path(e, &self.path))
+    }
+
+    fn try_lock(&self) -> io::Result<bool> {
+        match self.file.try_lock() {
+            Ok(()) => Ok(true),
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => Err(with_path(e, &self.path)),
+        }
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        self.file.unlock().map_err(|e| with_path(e, &self.path))
+    }
+}
+
 impl FileSystem for RealFs {
+    fn open_shared(&self, path: &Path, create: bool) -> io::Result<Arc<dyn SharedFile>> {
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| with_path(e, path))?;
+        Ok(Arc::new(RealSharedFile { file, path: path.to_path_buf() }))
+    }
+
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn File>> {
         let mut options = fs::OpenOptions::new();
         match mode {

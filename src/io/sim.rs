@@ -32,7 +32,7 @@
 //! Paths must be absolute; the root `/` always exists. Renaming or removing a directory is not
 //! supported (nothing in Lazarus does it).
 
-use super::{File, FileSystem, OpenMode};
+use super::{File, FileSystem, OpenMode, SharedFile};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -129,8 +129,9 @@ pub struct Fault {
 #[derive(Clone, Debug)]
 struct ArmedFault {
     fault: Fault,
-    /// Only operations on a path containing this count.
+    /// Only operations on a path containing this count (not containing it, with `excluded`).
     path: Option<String>,
+    excluded: bool,
     seen: u64,
 }
 
@@ -205,6 +206,8 @@ struct State {
     refused: u64,
     faults: Vec<ArmedFault>,
     faults_fired: u64,
+    /// Inodes a [`SharedFile`] handle holds locked.
+    locked_inodes: BTreeSet<u64>,
 }
 
 impl State {
@@ -222,6 +225,7 @@ impl State {
             refused: 0,
             faults: Vec::new(),
             faults_fired: 0,
+            locked_inodes: BTreeSet::new(),
         }
     }
 
@@ -236,7 +240,8 @@ impl State {
         let mut firing = None;
         for armed in &mut self.faults {
             let kind_matches = armed.fault.kind.is_none_or(|k| k == kind);
-            let path_matches = armed.path.as_ref().is_none_or(|part| path.to_string_lossy().contains(part.as_str()));
+            let path_matches =
+                armed.path.as_ref().is_none_or(|part| path.to_string_lossy().contains(part.as_str()) != armed.excluded);
             if !(kind_matches && path_matches) {
                 continue;
             }
@@ -480,13 +485,25 @@ impl SimDisk {
         assert!(fault.nth >= 1, "operations are counted from 1");
         let mut s = self.state.lock();
         let seen = fault.kind.map_or(s.ops, |k| s.ops_by_kind[k.index()]);
-        s.faults.push(ArmedFault { fault, path: None, seen });
+        s.faults.push(ArmedFault { fault, path: None, excluded: false, seen });
     }
 
     /// Adds a fault that counts only operations on paths containing `path_part`, from now on.
     pub fn inject_on_path(&self, path_part: &str, fault: Fault) {
         assert!(fault.nth >= 1, "operations are counted from 1");
-        self.state.lock().faults.push(ArmedFault { fault, path: Some(path_part.to_string()), seen: 0 });
+        self.state.lock().faults.push(ArmedFault {
+            fault,
+            path: Some(path_part.to_string()),
+            excluded: false,
+            seen: 0,
+        });
+    }
+
+    /// Adds a fault that counts only operations on paths *not* containing `path_part`, from now
+    /// on.
+    pub fn inject_off_path(&self, path_part: &str, fault: Fault) {
+        assert!(fault.nth >= 1, "operations are counted from 1");
+        self.state.lock().faults.push(ArmedFault { fault, path: Some(path_part.to_string()), excluded: true, seen: 0 });
     }
 
     /// How many operations failed because of an injected fault.
@@ -539,10 +556,14 @@ struct SimFile {
     ino: u64,
     path: PathBuf,
     writable: bool,
+    /// Whether this handle holds the inode's lock ([`SharedFile::try_lock`]).
+    locked: std::sync::atomic::AtomicBool,
 }
 
+// Every method takes `&self` (the disk's state has its own mutex), so one handle serves both
+// `File` and `SharedFile`.
 impl SimFile {
-    fn write(&mut self, kind: OpKind, offset: Option<u64>, data: &[u8]) -> io::Result<()> {
+    fn write(&self, kind: OpKind, offset: Option<u64>, data: &[u8]) -> io::Result<()> {
         let mut s = self.state.lock();
         s.begin(kind, &self.path)?;
         if !self.writable {
@@ -560,34 +581,35 @@ impl SimFile {
         inode.pending.push(Pending::Write { offset, data: data.to_vec() });
         Ok(())
     }
-}
 
-impl File for SimFile {
-    fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.write(OpKind::Append, None, data)
-    }
-
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.write(OpKind::WriteAt, Some(offset), data)
-    }
-
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    fn read(&self, offset: u64, buf: &mut [u8], exact: bool) -> io::Result<usize> {
         let mut s = self.state.lock();
         s.begin(OpKind::Read, &self.path)?;
         let current = &s.inode(self.ino).current;
         let start = (offset as usize).min(current.len());
         let n = buf.len().min(current.len() - start);
+        if exact && n < buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: read of {} bytes at {offset} past the end ({})",
+                    self.path.display(),
+                    buf.len(),
+                    current.len()
+                ),
+            ));
+        }
         buf[..n].copy_from_slice(&current[start..start + n]);
         Ok(n)
     }
 
-    fn len_bytes(&self) -> io::Result<u64> {
+    fn len(&self) -> io::Result<u64> {
         let mut s = self.state.lock();
         s.begin(OpKind::Length, &self.path)?;
         Ok(s.inode(self.ino).current.len() as u64)
     }
 
-    fn truncate(&mut self, len_bytes: u64) -> io::Result<()> {
+    fn set_len(&self, len_bytes: u64) -> io::Result<()> {
         let mut s = self.state.lock();
         s.begin(OpKind::Truncate, &self.path)?;
         if !self.writable || len_bytes > FILE_SIZE_MAX_BYTES {
@@ -599,7 +621,7 @@ impl File for SimFile {
         Ok(())
     }
 
-    fn sync_data(&mut self) -> io::Result<()> {
+    fn sync(&self) -> io::Result<()> {
         let mut s = self.state.lock();
         let result = s.begin(OpKind::SyncData, &self.path);
         let inode = s.inode(self.ino);
@@ -612,6 +634,89 @@ impl File for SimFile {
             s.inode(self.ino).pending = pending;
         }
         result
+    }
+}
+
+impl File for SimFile {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.write(OpKind::Append, None, data)
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write(OpKind::WriteAt, Some(offset), data)
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        self.read(offset, buf, false)
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        self.len()
+    }
+
+    fn truncate(&mut self, len_bytes: u64) -> io::Result<()> {
+        self.set_len(len_bytes)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.sync()
+    }
+}
+
+/// Locks are not operations on the medium: they are neither counted nor refused by faults, and
+/// a crash releases them all (the process that held them is gone).
+impl SharedFile for SimFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.read(offset, buf, true).map(|_| ())
+    }
+
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write(OpKind::WriteAt, Some(offset), data)
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        self.len()
+    }
+
+    fn set_len(&self, len_bytes: u64) -> io::Result<()> {
+        SimFile::set_len(self, len_bytes)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.sync()
+    }
+
+    fn try_lock(&self) -> io::Result<bool> {
+        use std::sync::atomic::Ordering;
+        if self.locked.load(Ordering::SeqCst) {
+            return Ok(true);
+        }
+        let mut s = self.state.lock();
+        if !s.locked_inodes.insert(self.ino) {
+            return Ok(false);
+        }
+        self.locked.store(true, Ordering::SeqCst);
+        Ok(true)
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        if self.locked.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.state.lock().locked_inodes.remove(&self.ino);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let _ = SharedFile::unlock(self);
+    }
+}
+
+impl SimDisk {
+    fn handle(&self, ino: u64, path: &Path, writable: bool) -> SimFile {
+        let locked = std::sync::atomic::AtomicBool::new(false);
+        SimFile { state: Arc::clone(&self.state), ino, path: path.to_path_buf(), writable, locked }
     }
 }
 
@@ -630,7 +735,21 @@ impl FileSystem for SimDisk {
             _ => s.file(path)?,
         };
         let writable = mode != OpenMode::Read;
-        Ok(Box::new(SimFile { state: Arc::clone(&self.state), ino, path: path.to_path_buf(), writable }))
+        Ok(Box::new(self.handle(ino, path, writable)))
+    }
+
+    fn open_shared(&self, path: &Path, create: bool) -> io::Result<Arc<dyn SharedFile>> {
+        let mut s = self.state.lock();
+        s.begin(OpKind::Open, path)?;
+        if !path.is_absolute() {
+            return Err(invalid(path, "simulated paths must be absolute"));
+        }
+        let ino = match s.names.get(path).copied() {
+            None if create => s.create_file(path)?,
+            _ => s.file(path)?,
+        };
+        drop(s);
+        Ok(Arc::new(self.handle(ino, path, true)))
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {

@@ -338,6 +338,12 @@ pub const FAULT_KINDS: [Option<OpKind>; 8] = [
 ];
 
 pub fn io_error_sweep(history: &History) -> Tally {
+    io_error_sweep_with(history, &FAULT_KINDS, |disk, fault| disk.inject(fault))
+}
+
+/// [`io_error_sweep`] over fault kinds `kinds`, each fault armed on the fresh disk by `arm` (e.g.
+/// counted only on some paths). The fault points go up to each kind's count in an unharmed run.
+pub fn io_error_sweep_with(history: &History, kinds: &[Option<OpKind>], arm: impl Fn(&SimDisk, Fault)) -> Tally {
     let knobs = knobs();
     let steps = history.steps.len() - 1;
     let probe = SimDisk::new();
@@ -346,7 +352,7 @@ pub fn io_error_sweep(history: &History) -> Tally {
     assert_eq!(run.acked, steps, "{:?}", run.first_error);
     db.close().expect("close");
     let mut tally = Tally::default();
-    for kind in FAULT_KINDS {
+    for &kind in kinds {
         let total = kind.map_or(probe.ops(), |k| probe.ops_of(k));
         // Setups sampled in CI (`ci_crash_stride` > 1) sample their fault points as sparsely.
         let sampled = if knobs.full { 1 } else { history.setup.ci_crash_stride };
@@ -354,7 +360,8 @@ pub fn io_error_sweep(history: &History) -> Tally {
         for nth in (1..=total).step_by(stride) {
             for (error, sticky) in [(FaultError::Eio, false), (FaultError::Enospc, true)] {
                 let fault = Fault { kind, nth, error, sticky };
-                fault_case(history, fault, steps, &mut tally);
+                let case = format!("{} {fault:?}", history.name);
+                fault_case_armed(history, &case, fault.nth, steps, &mut tally, |disk| arm(disk, fault));
             }
         }
     }
@@ -362,10 +369,23 @@ pub fn io_error_sweep(history: &History) -> Tally {
 }
 
 pub fn fault_case(history: &History, fault: Fault, steps: usize, tally: &mut Tally) {
-    tally.fault_points += 1;
     let case = format!("{} {fault:?}", history.name);
+    fault_case_armed(history, &case, fault.nth, steps, tally, |disk| disk.inject(fault));
+}
+
+/// [`fault_case`] with the fault armed by `arm` on the fresh disk (e.g. counted on some paths
+/// only); `seed` is the damage seed of the crash after the run.
+pub fn fault_case_armed(
+    history: &History,
+    case: &str,
+    seed: u64,
+    steps: usize,
+    tally: &mut Tally,
+    arm: impl FnOnce(&SimDisk),
+) {
+    tally.fault_points += 1;
     let disk = SimDisk::new();
-    disk.inject(fault);
+    arm(&disk);
     let run = match open(history.setup, &disk) {
         Ok(db) => {
             let run = run_history(&db, &disk, history, 0..steps, true);
@@ -396,6 +416,6 @@ pub fn fault_case(history: &History, fault: Fault, steps: usize, tally: &mut Tal
     if run.fault_seen_at.is_some() && run.errors_after_fault.is_empty() && run.issued > run.fault_seen_at.unwrap_or(0) {
         tally.violation(format!("{case}: steps issued after the fault saw no error"));
     }
-    let image = disk.crash(fault.nth);
-    check_recovery(history, &image, &run, fault.nth, tally, &case);
+    let image = disk.crash(seed);
+    check_recovery(history, &image, &run, seed, tally, case);
 }

@@ -72,6 +72,9 @@ pub struct Indexer {
     /// Void epoch ranges: records of these epochs are never indexed.
     holes: Vec<(u64, u64)>,
     indexed_epoch: u64,
+    /// The last closed file read to its end without finding its end block (named if the
+    /// round stalls on it).
+    unended: Option<PathBuf>,
 }
 
 impl Indexer {
@@ -96,6 +99,7 @@ impl Indexer {
             pending_bytes: 0,
             holes,
             indexed_epoch: progress.indexed_epoch,
+            unended: None,
         }
     }
 
@@ -174,7 +178,12 @@ impl Indexer {
                 stalled = if self.cursors[logger] == before { stalled + 1 } else { 0 };
                 if stalled > LOOKUP_ATTEMPTS {
                     let reason = format!("no progress reading logger {logger}'s file {}", before.file_seq);
-                    return Err(corrupt(&self.dirs[logger], before.offset, reason));
+                    return match self.unended.take() {
+                        Some(file) => {
+                            Err(corrupt(&file, before.offset, format!("{reason}: it ends without its end block")))
+                        }
+                        None => Err(corrupt(&self.dirs[logger], before.offset, reason)),
+                    };
                 }
                 if stalled > 0 && !reached {
                     std::thread::sleep(std::time::Duration::from_millis(1));
@@ -312,6 +321,10 @@ impl Indexer {
             at = end;
         }
         self.cursors[logger].offset = at;
+        if closed && !ended && at >= limit {
+            // No end block (yet): the round retries, and names this file if it never comes.
+            self.unended = Some(path.clone());
+        }
         if closed && ended {
             match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
                 Some(seq) => self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 },

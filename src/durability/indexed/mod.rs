@@ -26,6 +26,7 @@
 //!   database is recovered the `value` way (checkpoint, then the sequential log; blocking), and
 //!   the B-tree is written from memory. The restart is then no longer instant, but correct.
 
+pub mod backend;
 pub mod indexer;
 pub mod restorer;
 pub mod store;
@@ -68,12 +69,23 @@ pub struct IndexedOptions {
     pub index_interval_ms: u64,
     /// Start the Restorer's walk paused (tests; see [`IndexedLogging::set_restore_paused`]).
     pub restore_paused: bool,
+    /// Run redb's integrity check when the indexed log is opened at a restart: damage anywhere in
+    /// the live B-tree is then found before the database opens (and the indexed log rebuilt),
+    /// at the price of reading the whole file first. Off by default: the restart would no longer
+    /// be instant (`docs/indexed.md`, "Damage to the indexed log").
+    pub verify_on_open: bool,
 }
 
 impl IndexedOptions {
     /// Defaults over `log_dirs`.
     pub fn new(log_dirs: Vec<PathBuf>, mode: IndexMode) -> IndexedOptions {
-        IndexedOptions { value: ValueOptions::new(log_dirs), mode, index_interval_ms: 20, restore_paused: false }
+        IndexedOptions {
+            value: ValueOptions::new(log_dirs),
+            mode,
+            index_interval_ms: 20,
+            restore_paused: false,
+            verify_on_open: false,
+        }
     }
 }
 
@@ -114,12 +126,28 @@ struct Shared {
     failed: OnceLock<String>,
     /// The resume file sequence of each logger: older sequential files are fully indexed.
     resume_seqs: Mutex<Vec<u64>>,
+    /// The global epoch, once the scheme runs (SILIR's module loads advance it).
+    epochs: OnceLock<Arc<crate::txn::epoch::EpochManager>>,
 }
 
 impl Shared {
     fn fail(&self, message: String) {
-        // Nothing more is acknowledged from here on; say why where an operator looks.
-        eprintln!("lazarus: the indexed log failed, nothing more is acknowledged: {message}");
+        // Say why where an operator looks. SILIR acknowledges only indexed epochs, so nothing
+        // more is acknowledged; AILIR acknowledges from the sequential log, which is unharmed.
+        let consequence = match self.options.mode {
+            IndexMode::Sync => "nothing more is acknowledged",
+            IndexMode::Async => {
+                "indexing stops (commits are still acknowledged from the sequential log, which is kept from the \
+                 last indexed position on; the next start indexes it or rebuilds the indexed log)"
+            }
+        };
+        eprintln!("lazarus: the indexed log failed, {consequence}: {message}");
+        if self.options.mode == IndexMode::Sync {
+            // Fail-stop for the sequential log too: commits made after this are never
+            // acknowledged, so they must not become persistent either (a module load refused now
+            // would otherwise leave later commits without it in the recovered history).
+            self.inner.fail_stop(format!("the indexed log failed: {message}"));
+        }
         let _ = self.failed.set(message);
         let _guard = self.indexed_lock.lock();
         self.indexed_cv.notify_all();
@@ -219,6 +247,7 @@ impl IndexedLogging {
             wake_cv: Condvar::new(),
             failed: OnceLock::new(),
             resume_seqs: Mutex::new(vec![0; count]),
+            epochs: OnceLock::new(),
         };
         Ok(IndexedLogging {
             shared: Arc::new(shared),
@@ -245,6 +274,13 @@ impl IndexedLogging {
     pub fn index_now(&self) -> Result<u64, DurabilityError> {
         self.shared.index_round()?;
         Ok(self.indexed_epoch())
+    }
+
+    /// Why the Indexer stopped, if it failed (an I/O error on the indexed log or the sequential
+    /// log). Under `indexed-sync` nothing is acknowledged after it; under `indexed` commits go
+    /// on being acknowledged from the sequential log.
+    pub fn indexer_error(&self) -> Option<String> {
+        self.shared.failed.get().cloned()
     }
 
     /// Holds the Indexer between rounds until the guard is dropped (tests copy the directory as
@@ -278,6 +314,21 @@ impl IndexedLogging {
         &self.checkpoint_status
     }
 
+    /// Blocks until every record of an epoch ≤ `epoch` is indexed; fails once the Indexer has.
+    fn wait_indexed(&self, epoch: u64) -> Result<(), DurabilityError> {
+        let mut guard = self.shared.indexed_lock.lock();
+        loop {
+            self.shared.check_failed()?;
+            if epoch <= self.indexed_epoch() {
+                return Ok(());
+            }
+            if self.shared.stop.load(Ordering::SeqCst) {
+                return Err(DurabilityError::ShutDown);
+            }
+            self.shared.indexed_cv.wait_for(&mut guard, Duration::from_millis(20));
+        }
+    }
+
     fn spawn(&self, name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
         let handle = std::thread::Builder::new().name(name.into()).spawn(body)?;
         self.threads.lock().push(handle);
@@ -300,17 +351,26 @@ impl IndexedLogging {
         let path = self.index_path();
         let has_log = fs.exists(&options.log_dirs[0].join(files::PEPOCH_FILE))?;
         let store_started = Instant::now();
-        let opened = if path.exists() {
-            IndexStore::open(&path).and_then(|store| Ok((store.progress()?, store)))
+        let verify = self.shared.options.verify_on_open;
+        let opened = if fs.exists(&path)? {
+            IndexStore::open(options.fs.clone(), &path, verify).and_then(|store| Ok((store.progress()?, store)))
         } else if has_log {
             return self.rebuild(db, options, modules, "the indexed log is missing".into());
         } else {
-            IndexStore::create(&path).map(|store| (Progress::default(), store))
+            IndexStore::create(options.fs.clone(), &path, |_| Ok(())).map(|store| (Progress::default(), store))
         };
+        // Damage is rebuilt from the sequential log (the indexed log is derived data); an I/O
+        // error is not damage and stops recovery, naming the file.
         let (progress, store) = match opened {
             Ok(opened) => opened,
             Err(e @ DurabilityError::Corrupt { .. }) if has_log => {
                 return self.rebuild(db, options, modules, e.to_string());
+            }
+            // No `pepoch` yet: nothing was ever indexed (the Indexer reads only what a `pepoch`
+            // made persistent), so an indexed log a crash damaged while it was being written
+            // holds nothing; it is created anew.
+            Err(DurabilityError::Corrupt { .. }) => {
+                (Progress::default(), IndexStore::create(options.fs.clone(), &path, |_| Ok(()))?)
             }
             Err(e) => return Err(e),
         };
@@ -371,7 +431,6 @@ impl IndexedLogging {
         eprintln!("lazarus: {reason}; recovering from the sequential log and rebuilding it");
         let report = recovery::recover(options, db, modules)?;
         let path = self.index_path();
-        let store = IndexStore::create(&path)?;
         let positions = report
             .next_file_seq
             .iter()
@@ -379,32 +438,37 @@ impl IndexedLogging {
             .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
             .collect();
         let progress = Progress { indexed_epoch: report.pepoch, positions };
-        let mut batch = store::Batch::new();
-        for table in db.catalog().tables() {
-            let mut row_bytes = Vec::new();
-            table.primary.scan(
-                &crate::storage::KeyRange::all(),
-                crate::storage::Direction::Forward,
-                usize::MAX,
-                &mut |k, r| {
-                    let word = r.word();
-                    if !word.is_absent() {
-                        row_bytes.clear();
-                        crate::durability::codec::encode_row(&r.row_unchecked(), &mut row_bytes);
-                        batch.insert(
-                            store::full_key(table.id, k),
-                            store::Resolved { tid: word.tid(), row: Some(row_bytes.clone()) },
-                        );
-                    }
-                    true
-                },
-            );
-            if batch.len() >= 100_000 {
-                store.apply(&batch, &progress, None)?;
-                batch.clear();
+        // Written under a temporary name and renamed when whole (`IndexStore::create`): a crash
+        // in the middle leaves no indexed log, and the next start rebuilds again.
+        let store = IndexStore::create(options.fs.clone(), &path, |store| {
+            let mut batch = store::Batch::new();
+            for table in db.catalog().tables() {
+                let mut row_bytes = Vec::new();
+                table.primary.scan(
+                    &crate::storage::KeyRange::all(),
+                    crate::storage::Direction::Forward,
+                    usize::MAX,
+                    &mut |k, r| {
+                        let word = r.word();
+                        if !word.is_absent() {
+                            row_bytes.clear();
+                            crate::durability::codec::encode_row(&r.row_unchecked(), &mut row_bytes);
+                            batch.insert(
+                                store::full_key(table.id, k),
+                                store::Resolved { tid: word.tid(), row: Some(row_bytes.clone()) },
+                            );
+                        }
+                        true
+                    },
+                );
+                if batch.len() >= 100_000 {
+                    store.apply(&batch, &progress, None)?;
+                    batch.clear();
+                }
             }
-        }
-        store.apply(&batch, &progress, None)?;
+            store.apply(&batch, &progress, None)?;
+            Ok(())
+        })?;
         let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, report.holes.clone());
         indexer.set_indexed_epoch(report.pepoch);
         *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
@@ -459,17 +523,7 @@ impl LogScheme for IndexedLogging {
         let (IndexMode::Sync, DurabilityTicket::Epoch(epoch)) = (self.shared.options.mode, ticket) else {
             return Ok(());
         };
-        let mut guard = self.shared.indexed_lock.lock();
-        loop {
-            self.shared.check_failed()?;
-            if *epoch <= self.indexed_epoch() {
-                return Ok(());
-            }
-            if self.shared.stop.load(Ordering::SeqCst) {
-                return Err(DurabilityError::ShutDown);
-            }
-            self.shared.indexed_cv.wait_for(&mut guard, Duration::from_millis(20));
-        }
+        self.wait_indexed(*epoch)
     }
 
     fn shutdown(&self) -> Result<(), DurabilityError> {
@@ -490,16 +544,35 @@ impl LogScheme for IndexedLogging {
             (Ok(()), None) => self.shared.index_round(),
             _ => Ok(()),
         };
-        *self.shared.store.write() = None;
         if self.restorer.lock().as_ref().is_some_and(|r| r.progress().done) {
             *self.restorer.lock() = None;
         }
+        // Closing redb writes (it marks the file shut down cleanly): its error is reported, not
+        // dropped. A restore still running holds the store; it closes when the restore ends.
+        let store = self.shared.store.write().take();
+        let closed = match store.map(Arc::try_unwrap) {
+            Some(Ok(store)) => store.close(),
+            _ => Ok(()),
+        };
         sequential?;
         last_round?;
+        closed?;
         self.shared.check_failed()
     }
 
     fn record_module(&self, file_name: &str, source: &str) -> Result<(), DurabilityError> {
+        // SILIR acknowledges what is indexed: a module takes its place after every commit before
+        // it, so those must be indexed before the catalog records it (the value scheme then
+        // waits for them to be persistent, which they are). Waiting after the catalog write
+        // instead would let a failed Indexer reject a module the catalog already holds, while
+        // the sequential log goes on recording commits made without it: no prefix.
+        if self.shared.options.mode == IndexMode::Sync
+            && let Some(epochs) = self.shared.epochs.get()
+        {
+            let committed_before = epochs.current();
+            epochs.advance();
+            self.wait_durable(&DurabilityTicket::Epoch(committed_before))?;
+        }
         self.shared.inner.record_module(file_name, source)
     }
 
@@ -512,6 +585,7 @@ impl LogScheme for IndexedLogging {
     }
 
     fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
+        let _ = self.shared.epochs.set(Arc::clone(&start.epochs));
         self.shared.inner.start(start.clone())?;
         let shared = Arc::clone(&self.shared);
         self.spawn("lazarus-indexer", move || shared.run_indexer())?;

@@ -29,17 +29,24 @@
 //! the B-tree and the position agree. An offset of 0 means "at the start of the file, before its
 //! header".
 
+use super::backend::FsBackend;
 use crate::durability::DurabilityError;
 use crate::durability::codec::{DecodeError, Reader};
+use crate::io::FileSystem;
 use crate::storage::{Row, TableId};
 use crate::txn::Tid;
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The indexed log's file name (in the first log directory).
 pub const INDEX_FILE: &str = "indexed.redb";
+/// Where a new indexed log is written before it is renamed to [`INDEX_FILE`] (module docs).
+pub const INDEX_TMP_FILE: &str = "indexed.redb.tmp";
+/// Where a restore that found the indexed log damaged moves it ([`IndexStore::set_aside`]).
+pub const INDEX_DAMAGED_FILE: &str = "indexed.redb.damaged";
 const MAGIC: &[u8; 8] = b"LZIDXLOG";
 /// Version of the layout above.
 pub const FORMAT_VERSION: u32 = 1;
@@ -114,6 +121,7 @@ fn image_tid(value: &[u8]) -> u64 {
 pub struct IndexStore {
     db: redb::Database,
     path: PathBuf,
+    fs: Arc<dyn FileSystem>,
 }
 
 /// What one [`IndexStore::apply`] did.
@@ -128,13 +136,25 @@ pub struct ApplyStats {
 }
 
 impl IndexStore {
-    /// Creates an empty indexed log at `path` (replacing any file there).
-    pub fn create(path: &Path) -> Result<IndexStore, DurabilityError> {
-        if path.exists() {
-            std::fs::remove_file(path)?;
+    /// Creates an indexed log at `path`, replacing any file there, atomically: the B-tree is
+    /// written to [`INDEX_TMP_FILE`] beside it (header, an empty progress record, then whatever
+    /// `fill` writes), and renamed over `path` (directory synced) only once `fill` has returned.
+    /// A crash before the rename leaves the old file (or none) and a temporary file that the
+    /// next create replaces; never a half-filled B-tree under the indexed log's name, which
+    /// would look complete to the next open.
+    pub fn create(
+        fs: Arc<dyn FileSystem>,
+        path: &Path,
+        fill: impl FnOnce(&IndexStore) -> Result<(), DurabilityError>,
+    ) -> Result<IndexStore, DurabilityError> {
+        let dir = path.parent().ok_or_else(|| corrupt(path, "the indexed log's path has no directory"))?;
+        let tmp = dir.join(INDEX_TMP_FILE);
+        if fs.exists(&tmp)? {
+            fs.remove(&tmp)?;
         }
-        let db = redb::Database::create(path).map_err(|e| corrupt(path, e))?;
-        let store = IndexStore { db, path: path.to_path_buf() };
+        let file = fs.open_shared(&tmp, true)?;
+        let db = open_redb(FsBackend::new(file, tmp.clone()), &tmp)?;
+        let mut store = IndexStore { db, path: tmp.clone(), fs: Arc::clone(&fs) };
         let mut txn = store.db.begin_write().map_err(|e| store.err(e.into()))?;
         txn.set_quick_repair(true);
         {
@@ -148,25 +168,44 @@ impl IndexStore {
             txn.open_table(TOMBSTONES).map_err(|e| store.err(e.into()))?;
         }
         txn.commit().map_err(|e| store.err(e.into()))?;
+        fill(&store)?;
+        // Every commit was synced (redb's default durability), so the contents are durable
+        // before the name is.
+        fs.rename(&tmp, path)?;
+        fs.sync_dir(dir)?;
+        store.path = path.to_path_buf();
         Ok(store)
     }
 
-    /// Opens the indexed log at `path`. Every commit saves redb's allocator state (quick
+    /// Opens the indexed log at `path` on `fs`. Every commit saves redb's allocator state (quick
     /// repair), so an open after a crash does not walk the whole file: the open is what makes a
-    /// restart instant. A file redb cannot open is an error; so is a panic inside redb on a
+    /// restart instant. A file redb cannot open is `Corrupt`; so is a panic inside redb on a
     /// damaged file (its docs allow one where the full integrity check is not run), which is
-    /// caught here and reported like any damage.
-    pub fn open(path: &Path) -> Result<IndexStore, DurabilityError> {
-        let opened = std::panic::catch_unwind(|| redb::Builder::new().open(path));
-        let db = match opened {
-            Ok(Ok(db)) => db,
-            Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
-                return Err(DurabilityError::Failed(format!("{} is open already (another database?)", path.display())));
-            }
-            Ok(Err(e)) => return Err(corrupt(path, e)),
+    /// caught here and reported like any damage. With `verify`, redb's integrity check runs
+    /// too: every page reachable from the commit is read and checked against its checksum, so
+    /// damage anywhere in the live B-tree is found here instead of by the restore (it costs a
+    /// read of the whole file; see `docs/indexed.md`). I/O errors are `Io`, not damage.
+    pub fn open(fs: Arc<dyn FileSystem>, path: &Path, verify: bool) -> Result<IndexStore, DurabilityError> {
+        let file = fs.open_shared(path, false)?;
+        // redb initialises an empty file as a new database; an empty indexed log is damage.
+        if file.len_bytes()? == 0 {
+            return Err(corrupt(path, "the file is empty"));
+        }
+        let backend = FsBackend::new(file, path.to_path_buf());
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| open_redb(backend, path)));
+        let mut db = match opened {
+            Ok(db) => db?,
             Err(_) => return Err(corrupt(path, "redb panicked opening the file")),
         };
-        let store = IndexStore { db, path: path.to_path_buf() };
+        if verify {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity())) {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => return Err(corrupt(path, "redb's integrity check found damage (and repaired it)")),
+                Ok(Err(e)) => return Err(redb_error(path, e)),
+                Err(_) => return Err(corrupt(path, "redb panicked checking the file")),
+            }
+        }
+        let store = IndexStore { db, path: path.to_path_buf(), fs };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.check_header())) {
             Ok(checked) => checked?,
             Err(_) => return Err(corrupt(path, "redb panicked reading the header")),
@@ -194,14 +233,24 @@ impl IndexStore {
         Ok(())
     }
 
-    /// Moves a damaged indexed log aside (`indexed.redb.damaged`), so that the next start
-    /// rebuilds it instead of failing on it again.
+    /// Moves a damaged indexed log aside ([`INDEX_DAMAGED_FILE`]), durably, so that the next
+    /// start rebuilds it instead of failing on it again. Best effort: the caller is stopping.
     pub fn set_aside(&self) {
-        let _ = std::fs::rename(&self.path, self.path.with_extension("redb.damaged"));
+        if let Some(dir) = self.path.parent()
+            && self.fs.rename(&self.path, &dir.join(INDEX_DAMAGED_FILE)).is_ok()
+        {
+            let _ = self.fs.sync_dir(dir);
+        }
     }
 
     fn err(&self, e: redb::Error) -> DurabilityError {
-        corrupt(&self.path, e)
+        redb_error(&self.path, e)
+    }
+
+    /// Closes the indexed log, returning the error of redb's last write (dropping it would
+    /// ignore that error).
+    pub fn close(self) -> Result<(), DurabilityError> {
+        self.db.close().map_err(|e| redb_error(&self.path, e))
     }
 
     /// How far the sequential log is indexed.
@@ -401,6 +450,36 @@ fn corrupt(path: &Path, e: impl std::fmt::Display) -> DurabilityError {
     DurabilityError::Corrupt { file: path.to_path_buf(), offset: 0, reason: format!("indexed log: {e}") }
 }
 
+/// Opens the redb database over `backend` (initialising it if the file is empty).
+fn open_redb(backend: FsBackend, path: &Path) -> Result<redb::Database, DurabilityError> {
+    match redb::Builder::new().create_with_backend(backend) {
+        Ok(db) => Ok(db),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            Err(DurabilityError::Failed(format!("{} is open already (another database?)", path.display())))
+        }
+        Err(e) => Err(redb_error(path, e)),
+    }
+}
+
+/// A redb error on the indexed log at `path`: an I/O error from the disk is `Io` (it says
+/// nothing about the file's contents, and recovery must not rebuild over a failing disk); a read
+/// past the end (a cut file), what redb reports as invalid data (it says "Not a redb database:
+/// magic number mismatch" that way) and everything else redb reports about the contents are
+/// `Corrupt`.
+fn redb_error(path: &Path, e: impl Into<redb::Error>) -> DurabilityError {
+    use std::io::ErrorKind::{InvalidData, UnexpectedEof};
+    match e.into() {
+        redb::Error::Io(io) if !matches!(io.kind(), UnexpectedEof | InvalidData) => {
+            DurabilityError::Io(std::io::Error::new(io.kind(), format!("{}: indexed log: {io}", path.display())))
+        }
+        redb::Error::PreviousIo => DurabilityError::Io(std::io::Error::other(format!(
+            "{}: indexed log: an earlier write or sync failed; the file is not used any more",
+            path.display()
+        ))),
+        other => corrupt(path, other),
+    }
+}
+
 fn encode_progress(progress: &Progress) -> Vec<u8> {
     let mut out = Vec::with_capacity(12 + 20 * progress.positions.len());
     out.extend_from_slice(&progress.indexed_epoch.to_le_bytes());
@@ -438,7 +517,8 @@ mod tests {
     #[test]
     fn largest_tid_wins_and_tombstones_are_purged() {
         let dir = tempfile::tempdir().unwrap();
-        let store = IndexStore::create(&dir.path().join(INDEX_FILE)).unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
+        let store = IndexStore::create(Arc::clone(&fs), &dir.path().join(INDEX_FILE), |_| Ok(())).unwrap();
         let key = full_key(3, b"k");
         let tid = |epoch, n| Tid::new(epoch, n);
         let put = |t: Tid, v: &[u8]| Resolved { tid: t, row: Some(v.to_vec()) };
@@ -458,7 +538,7 @@ mod tests {
         store.apply(&Batch::new(), &progress, Some(6)).unwrap();
         assert_eq!(store.tombstone_count().unwrap(), 0);
         drop(store);
-        let store = IndexStore::open(&dir.path().join(INDEX_FILE)).unwrap();
+        let store = IndexStore::open(Arc::clone(&fs), &dir.path().join(INDEX_FILE), true).unwrap();
         assert_eq!(store.progress().unwrap(), progress);
         assert_eq!(split_key(&key), Some((3, &b"k"[..])));
     }

@@ -356,6 +356,13 @@ impl ValueLogging {
     }
 
     /// The published persistent epoch.
+    /// Stops the scheme as a failed write would: nothing more is acknowledged and no later
+    /// `pepoch` is written. For a scheme layered on this one whose own part failed (the
+    /// `indexed-sync` Indexer: what it acknowledges must stop becoming durable too).
+    pub fn fail_stop(&self, message: String) {
+        self.shared.fail(message);
+    }
+
     pub fn pepoch(&self) -> u64 {
         self.shared.pepoch()
     }

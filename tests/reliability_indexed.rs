@@ -1,0 +1,532 @@
+//! Reliability of the indexed schemes (`indexed` = AILIR, `indexed-sync` = SILIR,
+//! `src/durability/indexed/`) on the simulated disk: the sequential log and the redb indexed log
+//! (`indexed.redb`, through `lazarus::io::FileSystem` by `durability::indexed::backend`) both on
+//! it. Power loss at every I/O of a history and of recovery, injected I/O errors (SILIR stops
+//! acknowledging; AILIR stops on a sequential-log failure and keeps acknowledging from the
+//! sequential log when only the indexed log fails), and a damage sweep of the sequential log and
+//! of the indexed log, with the transfer and kv histories and the oracle of `tests/common/`.
+//! `docs/RELIABILITY.md` has the numbers; `LAZARUS_RELIABILITY_FULL=1` runs every point.
+
+mod common;
+
+use common::*;
+use lazarus::db::DbError;
+use lazarus::durability::DurabilityError;
+use lazarus::durability::indexed::IndexMode;
+use lazarus::durability::indexed::store::{INDEX_FILE, IndexStore};
+use lazarus::durability::value::files;
+use lazarus::io::FileSystem;
+use lazarus::io::sim::{Fault, FaultError, OpKind, SECTOR_SIZE_BYTES, SimDisk};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const MODES: [IndexMode; 2] = [IndexMode::Async, IndexMode::Sync];
+
+/// Outside the full sweep, power is cut at every this many I/Os, and recovery is crashed at
+/// every this many of its I/Os: redb's two-phase commit per Indexer round makes a history's I/Os
+/// several times the value scheme's, and an indexed recovery makes a few hundred.
+const CI_CRASH_STRIDE: usize = 24;
+
+fn setup(mode: IndexMode) -> Setup {
+    let recovery_io_stride = if knobs().full { 1 } else { CI_CRASH_STRIDE as u64 };
+    let scheme = SchemeKind::Indexed { mode, verify_on_open: false, restore_paused: false, recovery_io_stride };
+    // `ci_crash_stride` samples the I/O-error sweep's fault points (the power-loss sweep has its
+    // own knobs below): every 6th in CI.
+    Setup { ci_crash_stride: 2, scheme, ..indexed_setup(mode) }
+}
+
+fn verifying(mode: IndexMode) -> Setup {
+    let scheme = SchemeKind::Indexed { mode, verify_on_open: true, restore_paused: false, recovery_io_stride: 1 };
+    Setup { scheme, ..setup(mode) }
+}
+
+fn histories(mode: IndexMode) -> [History; 2] {
+    [transfer_history(setup(mode), 24), kv_history(setup(mode), 24, 0)]
+}
+
+fn index_path() -> PathBuf {
+    Path::new(LOG_DIRS[0]).join(INDEX_FILE)
+}
+
+#[test]
+fn the_indexed_log_is_written_on_the_simulated_disk_and_recovers_the_history() {
+    for mode in MODES {
+        let history = kv_history(setup(mode), 12, 0);
+        let disk = SimDisk::new();
+        let (db, scheme) = open_indexed(history.setup, &disk).expect("open");
+        let run = run_history(&db, &disk, &history, 0..12, false);
+        assert_eq!(run.acked, 12, "{:?}", run.first_error);
+        assert!(scheme.index_now().expect("index") > 0);
+        db.close().expect("close");
+        let bytes = disk.contents(&index_path()).expect("indexed.redb on the simulated disk");
+        assert_eq!(&bytes[..4], b"redb", "a redb file");
+        // Power loss after a clean close: the restart is instant, from the indexed log.
+        let (db, scheme) = open_indexed(history.setup, &disk.crash(1)).expect("recover");
+        assert_eq!(scheme.report.lock().kind, "instant");
+        assert_eq!(dump(&db).expect("dump"), history.states[12]);
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn power_loss_at_every_io_indexed_schemes_recover_a_prefix_with_every_acknowledged_step() {
+    for mode in MODES {
+        for history in histories(mode) {
+            // CI: 2 seeds, recovery crashed only after the completed run (the full sweep: the
+            // knobs of every other scheme, recovery crashed at every I/O of every crash point).
+            let knobs = knobs();
+            let sweep = match knobs.full {
+                true => SweepKnobs { seeds: knobs.seeds, crash_stride: 1, recovery_crash_stride: 1, trace: false },
+                false => SweepKnobs {
+                    seeds: 2,
+                    crash_stride: CI_CRASH_STRIDE as u64,
+                    recovery_crash_stride: 0,
+                    trace: false,
+                },
+            };
+            let what = format!("{}/{} power loss", history.setup.label, history.name);
+            power_loss_sweep_with(&history, sweep).assert_clean(&what);
+        }
+    }
+}
+
+/// The operations on the sequential log that only its writers (loggers, `pepoch`, `catalog`)
+/// make. The Indexer also opens, lists and reads the sequential log; under AILIR a failure there
+/// stops indexing, not acknowledgement, so those kinds (and "any operation") are not a
+/// fail-stop check for AILIR: the value scheme's and SILIR's sweeps cover them.
+const AILIR_SEQUENTIAL_FAULT_KINDS: [Option<OpKind>; 5] = [
+    Some(OpKind::Append),
+    Some(OpKind::SyncData),
+    Some(OpKind::SyncDir),
+    Some(OpKind::Rename),
+    Some(OpKind::CreateDir),
+];
+
+/// The fault kinds of the value scheme's sweep without `sync_dir`: see
+/// `a_failed_sync_dir_leaves_a_closed_file_the_indexer_stalls_on` (an open failure).
+const FAULT_KINDS_WITHOUT_SYNC_DIR: [Option<OpKind>; 7] = [
+    Some(OpKind::Append),
+    Some(OpKind::SyncData),
+    Some(OpKind::Rename),
+    Some(OpKind::Open),
+    Some(OpKind::Exists),
+    Some(OpKind::CreateDir),
+    None,
+];
+
+/// SILIR: a fault anywhere (sequential log or indexed log) stops acknowledgement. AILIR: a fault
+/// on a write of the sequential log does (the indexed log's faults are the next test's).
+#[test]
+fn io_errors_indexed_schemes_stop_acknowledging_and_recover_every_acknowledged_step() {
+    io_errors_indexed(&FAULT_KINDS_WITHOUT_SYNC_DIR);
+}
+
+/// **Open failure, not fixed** (found by this sweep): after a failed `sync_dir` of a log
+/// directory (EIO once or ENOSPC sticky, around a rotation), a crash and a recovery, the running
+/// Indexer stalls on a closed sequential file that has no end block
+/// (`old_data.20.5: at byte 115: no progress reading logger 0's file 5: it ends without its end
+/// block`): SILIR then acknowledges nothing more, AILIR stops indexing, and a second recovery can
+/// fail on it. Seen at 1 of ~180 fault points per run (timing-dependent). Run with `--ignored`.
+#[test]
+#[ignore = "open failure: a failed sync_dir leaves a closed file without its end block (docs/RELIABILITY.md)"]
+fn a_failed_sync_dir_leaves_a_closed_file_the_indexer_stalls_on() {
+    io_errors_indexed(&[Some(OpKind::SyncDir)]);
+}
+
+fn io_errors_indexed(kinds: &[Option<OpKind>]) {
+    let ailir_kinds: Vec<Option<OpKind>> =
+        AILIR_SEQUENTIAL_FAULT_KINDS.iter().copied().filter(|k| kinds.contains(k)).collect();
+    for mode in MODES {
+        for history in histories(mode) {
+            let what = format!("{}/{} io errors", history.setup.label, history.name);
+            let tally = match mode {
+                IndexMode::Sync => io_error_sweep_with(&history, kinds, |disk, fault| disk.inject(fault)),
+                IndexMode::Async => {
+                    let arm = |disk: &SimDisk, fault| disk.inject_off_path(INDEX_FILE, fault);
+                    io_error_sweep_with(&history, &ailir_kinds, arm)
+                }
+            };
+            tally.assert_clean(&what);
+            assert!(tally.faults_fired > 0, "{what}: no fault fired");
+        }
+    }
+}
+
+const INDEX_FAULT_KINDS: [Option<OpKind>; 6] = [
+    Some(OpKind::WriteAt),
+    Some(OpKind::SyncData),
+    Some(OpKind::Truncate),
+    Some(OpKind::Read),
+    Some(OpKind::Length),
+    None,
+];
+
+/// AILIR with a fault on the indexed log only (armed after open): every step is still
+/// acknowledged (from the sequential log), the failure is reported naming the file and the
+/// errno, and two crashes of the disk recover the acknowledged history (the sequential log was
+/// kept from the last indexed position on).
+#[test]
+fn indexed_log_io_errors_ailir_keep_acknowledging_and_recover_every_acknowledged_step() {
+    let knobs = knobs();
+    for history in histories(IndexMode::Async) {
+        let what = format!("indexed/{} indexed-log io errors", history.name);
+        let mut tally = Tally::default();
+        let steps = history.steps.len() - 1;
+        for kind in INDEX_FAULT_KINDS {
+            let stride = if knobs.full { 1 } else { 4 };
+            for (error, sticky) in [(FaultError::Eio, false), (FaultError::Enospc, true)] {
+                for nth in (1..=2000).step_by(stride) {
+                    let fault = Fault { kind, nth, error, sticky };
+                    if !index_fault_case(&history, fault, steps, &mut tally) {
+                        break;
+                    }
+                }
+            }
+        }
+        println!("RELIABILITY {what}: {} indexed-log fault points fired", tally.faults_fired);
+        tally.assert_clean(&what);
+        assert!(tally.faults_fired > 0, "{what}: no fault fired");
+    }
+}
+
+/// One AILIR run with `fault` counted on the indexed log's paths; returns whether it fired.
+fn index_fault_case(history: &History, fault: Fault, steps: usize, tally: &mut Tally) -> bool {
+    let case = format!("{} {fault:?} on {INDEX_FILE}", history.name);
+    let disk = SimDisk::new();
+    let (db, scheme) = open_indexed(history.setup, &disk).expect("open on an empty disk");
+    disk.inject_on_path(INDEX_FILE, fault);
+    let run = run_history(&db, &disk, history, 0..steps, false);
+    let closed = db.close();
+    if disk.faults_fired() == 0 {
+        return false;
+    }
+    tally.fault_points += 1;
+    tally.faults_fired += 1;
+    if run.acked != steps {
+        tally.violation(format!("{case}: commits stopped being acknowledged: {:?}", run.first_error));
+    }
+    // The Indexer's failure, or the last round's at close.
+    let reported = scheme.indexer_error().or_else(|| closed.err().map(|e| e.to_string()));
+    let errno_text = ["Input/output error", "No space left on device"];
+    match &reported {
+        Some(m) if errno_text.iter().any(|t| m.contains(t)) && m.contains(INDEX_FILE) => {}
+        other => {
+            tally.unclear_messages += 1;
+            tally.violation(format!("{case}: the failure is not reported with file and errno: {other:?}"));
+        }
+    }
+    for seed in 0..2 {
+        let image = disk.crash(fault.nth * 10 + seed);
+        check_recovery(history, &image, &run, seed, tally, &format!("{case} seed={seed}"));
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damage
+
+/// A crash image after the whole history was acknowledged; under AILIR the Indexer is held for
+/// the last 6 steps, so recovery must index a tail of the sequential log. Returns the image and
+/// the acknowledged state.
+fn indexed_base(history: &History, mode: IndexMode) -> (SimDisk, Dump) {
+    let steps = history.steps.len();
+    let disk = SimDisk::new();
+    let (db, scheme) = open_indexed(history.setup, &disk).expect("open");
+    let held_from = steps - 6;
+    let run = run_history(&db, &disk, history, 0..held_from, false);
+    assert_eq!(run.acked, held_from, "{:?}", run.first_error);
+    let guard = (mode == IndexMode::Async).then(|| scheme.hold_indexer());
+    let run = run_history(&db, &disk, history, held_from..steps, false);
+    assert_eq!(run.acked, steps, "{:?}", run.first_error);
+    let image = disk.crash(0);
+    drop(guard);
+    let _ = db.close();
+    (image, history.states[steps].clone())
+}
+
+/// How far each logger's sequential log is indexed in `image` (its resume positions).
+fn indexed_positions(image: &SimDisk) -> Vec<(u32, u64, u64)> {
+    let fs: Arc<dyn FileSystem> = Arc::new(image.fork());
+    let store = IndexStore::open(fs, &index_path(), true).expect("the base image's indexed log opens");
+    let progress = store.progress().expect("progress");
+    progress.positions.iter().map(|p| (p.logger, p.file_seq, p.offset)).collect()
+}
+
+/// Damage to each file of the sequential log (logs, `pepoch`, `catalog`): before the indexed
+/// position, recovery need not read it (the indexed log has those records), so the acknowledged
+/// state or a `Corrupt` error naming the file; between the indexed and the durable position, a
+/// `Corrupt` error naming the file; after the durable position, the acknowledged state.
+fn sequential_damage_sweep(history: &History, mode: IndexMode, stride: usize) -> (Tally, u64, u64) {
+    let (image, expected) = indexed_base(history, mode);
+    let clean = open(history.setup, &image.fork()).expect("the undamaged image recovers");
+    assert_eq!(dump(&clean).expect("dump"), expected);
+    let _ = clean.close();
+    let indexed = indexed_positions(&image);
+    let mut tally = Tally::default();
+    let (mut offsets, mut unread) = (0u64, 0u64);
+    for (path, limit) in durable_limits(&image) {
+        let name = Path::new(path.file_name().unwrap_or_default()).to_path_buf();
+        if name.to_string_lossy().starts_with(INDEX_FILE) {
+            continue;
+        }
+        let original = image.contents(&path).unwrap_or_default();
+        let indexed_to = if files::is_log_file(&name) {
+            let header = files::decode_log_header(&original).expect("log header").0;
+            match indexed.iter().find(|p| p.0 == header.logger) {
+                Some(&(_, seq, _)) if header.file_seq < seq => original.len() as u64,
+                Some(&(_, seq, offset)) if header.file_seq == seq => offset,
+                _ => 0,
+            }
+        } else {
+            0
+        };
+        for damage in damages(&path, &original, limit).into_iter().step_by(stride) {
+            if damage.bytes == original {
+                continue;
+            }
+            offsets += 1;
+            let case = format!("{} {}: {}", history.name, path.display(), damage.what);
+            let disk = image.fork();
+            assert!(disk.replace_contents(&path, &damage.bytes));
+            let start = damage.start as u64;
+            if start < indexed_to.min(limit) {
+                unread += 1;
+                check_damaged_or_named(history.setup, &disk, &path, &expected, &mut tally, &case);
+            } else {
+                check_damaged(history.setup, &disk, &path, start < limit, &expected, &mut tally, &case);
+            }
+        }
+    }
+    (tally, offsets, unread)
+}
+
+/// Damage recovery need not read: the acknowledged state, or a `Corrupt` error naming the file.
+fn check_damaged_or_named(setup: Setup, disk: &SimDisk, path: &Path, expected: &Dump, tally: &mut Tally, case: &str) {
+    tally.cases += 1;
+    match open(setup, disk) {
+        Err(DbError::Durability(DurabilityError::Corrupt { file, offset, .. })) => {
+            tally.clear_errors += 1;
+            if file != path {
+                tally
+                    .violation(format!("{case}: the error names {} at {offset}, not the damaged file", file.display()));
+            }
+        }
+        Err(e) => {
+            tally.other_errors += 1;
+            tally.violation(format!("{case}: recovery failed without naming file and offset: {e}"));
+        }
+        Ok(db) => {
+            match dump(&db) {
+                Ok(state) if state == *expected => {}
+                Ok(state) => {
+                    tally.silent_divergences += 1;
+                    tally.violation(format!("{case}: SILENT DIVERGENCE: {state:?}, expected {expected:?}"));
+                }
+                Err(e) => {
+                    tally.silent_divergences += 1;
+                    tally.violation(format!("{case}: {e}"));
+                }
+            }
+            let _ = db.close();
+        }
+    }
+}
+
+#[test]
+fn sequential_log_damage_sweep_indexed_schemes_name_the_file_or_keep_the_acknowledged_state() {
+    let stride = if knobs().full { 1 } else { 6 };
+    for mode in MODES {
+        for history in histories(mode) {
+            let (tally, offsets, unread) = sequential_damage_sweep(&history, mode, stride);
+            let what = format!("{}/{} sequential-log damage", history.setup.label, history.name);
+            println!("RELIABILITY {what}: {offsets} damaged images, {unread} before the indexed position");
+            tally.assert_clean(&what);
+            assert!(tally.clear_errors > 0, "{what}: no damage was detected");
+        }
+    }
+}
+
+/// The damages of the indexed log: cuts at sector boundaries (below); in every sector that holds
+/// data, a flipped bit (at its first non-zero byte and in its middle), the sector zeroed, and the
+/// sector duplicated onto the next (a misdirected write); and a flipped bit at every byte of the
+/// super-header's sector (magic, god byte, commit slots).
+fn index_damages(bytes: &[u8]) -> Vec<Damage> {
+    let sector = SECTOR_SIZE_BYTES as usize;
+    let mut out = Vec::new();
+    let flip = |at: usize| {
+        let mut b = bytes.to_vec();
+        b[at] ^= 1 << (at % 8);
+        Damage { what: format!("bit {} flipped at {at}", at % 8), start: at, bytes: b, cut: None }
+    };
+    // Cuts: every sector of the first page (the super-header's), every sector that holds data,
+    // and every 64 KiB of the free space redb preallocates (any cut there is alike).
+    let holds_data = |s: usize| bytes[s..(s + sector).min(bytes.len())].iter().any(|&b| b != 0);
+    for cut in (0..bytes.len()).step_by(sector).filter(|&s| s < 4096 || s % 65536 == 0 || holds_data(s)) {
+        out.push(Damage {
+            what: format!("truncated to {cut}"),
+            start: cut,
+            bytes: bytes[..cut].to_vec(),
+            cut: Some(cut),
+        });
+    }
+    out.extend((0..sector.min(bytes.len())).map(flip));
+    for s in (sector..bytes.len()).step_by(sector) {
+        let end = (s + sector).min(bytes.len());
+        let Some(first) = bytes[s..end].iter().position(|&b| b != 0) else { continue };
+        out.push(flip(s + first));
+        out.push(flip(s + (end - s) / 2));
+        let mut zeroed = bytes.to_vec();
+        zeroed[s..end].fill(0);
+        out.push(Damage { what: format!("sector at {s} zeroed"), start: s, bytes: zeroed, cut: None });
+        if end + sector <= bytes.len() {
+            let mut dup = bytes.to_vec();
+            dup.copy_within(s..end, end);
+            out.push(Damage {
+                what: format!("sector at {s} duplicated onto {end}"),
+                start: end,
+                bytes: dup,
+                cut: None,
+            });
+        }
+    }
+    out
+}
+
+/// Damage to the indexed log, recovered with redb's integrity check on (`verify_on_open`): every
+/// damaged image must recover exactly the acknowledged state (the damage was in bytes the live
+/// B-tree does not use, or it was found and the indexed log rebuilt from the sequential log), or
+/// fail with a `Corrupt` error naming the indexed log. Returns the tally, the images tried and
+/// the rebuilds.
+fn index_damage_sweep(history: &History, mode: IndexMode, stride: usize) -> (Tally, u64, u64) {
+    let setup = verifying(mode);
+    let (image, expected) = indexed_base(history, mode);
+    let path = index_path();
+    let original = image.contents(&path).expect("indexed.redb");
+    let mut tally = Tally::default();
+    let (mut offsets, mut rebuilt) = (0u64, 0u64);
+    for damage in index_damages(&original).into_iter().step_by(stride) {
+        if damage.bytes == original {
+            continue;
+        }
+        offsets += 1;
+        tally.cases += 1;
+        let case = format!("{} {}: {}", history.name, path.display(), damage.what);
+        let disk = image.fork();
+        assert!(disk.replace_contents(&path, &damage.bytes));
+        match open_indexed(setup, &disk) {
+            Err(DbError::Durability(DurabilityError::Corrupt { file, .. })) => {
+                tally.clear_errors += 1;
+                if file != path {
+                    tally.violation(format!("{case}: the error names {}", file.display()));
+                }
+            }
+            Err(e) => {
+                tally.other_errors += 1;
+                tally.violation(format!("{case}: recovery failed without naming the file: {e}"));
+            }
+            Ok((db, scheme)) => {
+                if scheme.report.lock().kind == "rebuilt" {
+                    rebuilt += 1;
+                }
+                match dump(&db) {
+                    Ok(state) if state == expected => {}
+                    Ok(state) => {
+                        tally.silent_divergences += 1;
+                        tally.violation(format!("{case}: SILENT DIVERGENCE: {state:?}, expected {expected:?}"));
+                    }
+                    Err(e) => {
+                        tally.silent_divergences += 1;
+                        tally.violation(format!("{case}: {e}"));
+                    }
+                }
+                let _ = db.close();
+            }
+        }
+    }
+    (tally, offsets, rebuilt)
+}
+
+#[test]
+fn indexed_log_damage_sweep_rebuilds_or_keeps_the_acknowledged_state() {
+    let stride = if knobs().full { 1 } else { 7 };
+    for mode in MODES {
+        for history in histories(mode) {
+            let (tally, offsets, rebuilt) = index_damage_sweep(&history, mode, stride);
+            let what = format!("{}/{} indexed-log damage", history.setup.label, history.name);
+            println!("RELIABILITY {what}: {offsets} damaged images, {rebuilt} rebuilt from the sequential log");
+            tally.assert_clean(&what);
+            assert!(rebuilt > 0, "{what}: no damage was found");
+        }
+    }
+}
+
+/// Regression: a rebuild wrote the new indexed log in place, with the final progress record in
+/// each batch it committed, so a crash in the middle of a rebuild left a file under the indexed
+/// log's name that looked whole (its progress said everything was indexed) while keys were
+/// missing. Now the rebuild is written as `indexed.redb.tmp` and renamed when whole: at every
+/// crash point of a rebuild, an `indexed.redb` that survives holds every live key.
+#[test]
+fn a_crash_during_a_rebuild_never_leaves_a_partial_indexed_log() {
+    let mode = IndexMode::Async;
+    let history = kv_history(setup(mode), 24, 0);
+    let (image, expected) = indexed_base(&history, mode);
+    image.remove(&index_path()).expect("remove the indexed log");
+    image.sync_dir(Path::new(LOG_DIRS[0])).expect("sync");
+    let rows = expected.iter().filter(|l| l.starts_with("kv ")).count() as u64;
+    let mut without_index = 0;
+    let j_stride = if knobs().full { 1 } else { 5 };
+    for j in (0u64..).step_by(j_stride) {
+        let disk = image.fork();
+        disk.freeze_after(j);
+        if let Ok((db, _)) = open_indexed(setup_for_frozen_recovery(history.setup), &disk) {
+            let _ = db.close();
+        }
+        let completed = disk.refused_ops() == 0;
+        for seed in 0..3 {
+            let after = disk.crash(j * 3 + seed);
+            // A surviving indexed log that opens holds every key (one whose super-header a torn
+            // write garbled does not open, and is rebuilt).
+            let fs: Arc<dyn FileSystem> = Arc::new(after.fork());
+            match IndexStore::open(fs, &index_path(), true) {
+                Ok(store) => {
+                    assert_eq!(store.image_count().expect("count"), rows, "j={j} seed={seed}: a partial indexed log")
+                }
+                Err(_) => without_index += 1,
+            }
+            let (db, scheme) = open_indexed(history.setup, &after).expect("recover");
+            assert_eq!(dump(&db).expect("dump"), expected, "j={j} seed={seed} ({})", scheme.report.lock().kind);
+            let _ = db.close();
+        }
+        if completed {
+            break;
+        }
+    }
+    assert!(without_index > 0, "some crash points must fall inside the rebuild");
+}
+
+/// Regression: a crash during the very first start, while the indexed log's first commits were
+/// being written (no `pepoch` yet), could leave it with a garbled super-header; the next start
+/// refused it ("Not a redb database: magic number mismatch") instead of creating it again, so the
+/// database never opened (found by `crash-test --power-loss`, k = 19..46 of a history).
+#[test]
+fn a_crash_while_the_indexed_log_is_first_written_does_not_block_the_next_start() {
+    for mode in MODES {
+        let setup = setup(mode);
+        for j in 0u64.. {
+            let disk = SimDisk::new();
+            disk.freeze_after(j);
+            if let Ok((db, _)) = open_indexed(setup, &disk) {
+                let _ = db.close();
+            }
+            let completed = disk.refused_ops() == 0;
+            for seed in 0..3 {
+                let (db, _) = open_indexed(setup, &disk.crash(j * 3 + seed))
+                    .unwrap_or_else(|e| panic!("{} j={j} seed={seed}: {e}", setup.label));
+                let _ = db.close();
+            }
+            if completed {
+                break;
+            }
+        }
+    }
+}
