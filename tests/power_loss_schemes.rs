@@ -69,7 +69,7 @@ fn the_oracle_reports_a_state_that_is_no_prefix() {
 fn the_power_loss_options_refuse_what_they_cannot_run() {
     let bad = [
         PowerLossOptions { workload: "tpcc".into(), ..PowerLossOptions::default() },
-        PowerLossOptions { durability: "indexed".into(), ..PowerLossOptions::default() },
+        PowerLossOptions { durability: "none".into(), ..PowerLossOptions::default() },
         PowerLossOptions { steps: 2, ..PowerLossOptions::default() },
         PowerLossOptions { crash_seed: Some(1), ..PowerLossOptions::default() },
     ];
