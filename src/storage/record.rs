@@ -132,7 +132,7 @@ impl Record {
     /// piece, whose schedule lets no other thread touch the records it writes
     /// ([`crate::txn::Transaction::commit_replay`]). The row goes first, then the word, as in
     /// `install`.
-    pub fn install_unlatched(&self, row: Row, word: TidWord, last_writer: u64) {
+    pub(crate) fn install_unlatched(&self, row: Row, word: TidWord, last_writer: u64) {
         debug_assert!(!word.is_locked());
         debug_assert!(!self.word().is_locked(), "a replay piece writes a record someone has locked");
         self.last_writer.store(last_writer, Ordering::Release);

@@ -616,7 +616,7 @@ impl<'w> Transaction<'w> {
     /// replay worker logs nothing. What stays is the engine's own write path: records found or
     /// linked in the point index, secondary entries added and removed, the row and a TID (above
     /// every TID read or overwritten) installed, deletes unlinked.
-    pub fn commit_replay(mut self) -> Result<Committed, TxnError> {
+    pub(crate) fn commit_replay(mut self) -> Result<Committed, TxnError> {
         let order: Vec<usize> = (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
         let mut undo = Undo::default();
         for &i in &order {
