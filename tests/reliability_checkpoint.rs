@@ -49,20 +49,17 @@ fn wait_for(db: &lazarus::Database, scheme: &ValueLogging, what: &str, done: imp
 // ---------------------------------------------------------------------------------------------
 // 1. Power loss at every I/O, checkpoints taken all along
 
-fn power_loss(history: &History, what: &str) {
-    let tally = power_loss_sweep(history);
-    tally.assert_clean(what);
-    assert!(tally.checkpointed_images > 0, "{what}: no crashed image held an installed checkpoint");
-}
-
 #[test]
 fn power_loss_at_every_io_with_checkpoints_transfer_recovers_a_prefix_with_every_acknowledged_step() {
-    power_loss(&transfer_history(TIMED_EPOCHS, 24), "checkpoint/transfer power loss, 5 ms epochs");
+    assert_power_loss_clean_with_checkpoints(
+        &transfer_history(TIMED_EPOCHS, 24),
+        "checkpoint/transfer power loss, 5 ms epochs",
+    );
 }
 
 #[test]
 fn power_loss_at_every_io_with_checkpoints_kv_recovers_a_prefix_with_every_acknowledged_step() {
-    power_loss(&kv_history(CHECKPOINTS, 24, 0), "checkpoint/kv power loss");
+    assert_power_loss_clean_with_checkpoints(&kv_history(CHECKPOINTS, 24, 0), "checkpoint/kv power loss");
 }
 
 /// The histories do take checkpoints, and recovery loads them.

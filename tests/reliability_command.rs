@@ -87,18 +87,18 @@ fn command_histories_match_their_models_and_replay() {
 const COMMAND_CHECKPOINTS: Setup =
     Setup { label: "command-checkpoint", checkpoint_interval_ms: 5, step_pause_ms: 2, ci_crash_stride: 3, ..COMMAND };
 
-fn power_loss_with_checkpoints(history: &History, what: &str) {
-    let tally = power_loss_sweep(history);
-    tally.assert_clean(what);
-    assert!(tally.checkpointed_images > 0, "{what}: no crashed image held an installed checkpoint");
-}
-
 #[test]
 fn power_loss_at_every_io_command_with_checkpoints_transfer_recovers_a_prefix_with_every_acknowledged_step() {
-    power_loss_with_checkpoints(&transfer_history(COMMAND_CHECKPOINTS, 24), "command-checkpoint/transfer power loss");
+    assert_power_loss_clean_with_checkpoints(
+        &transfer_history(COMMAND_CHECKPOINTS, 24),
+        "command-checkpoint/transfer power loss",
+    );
 }
 
 #[test]
 fn power_loss_at_every_io_command_with_checkpoints_kv_recovers_a_prefix_with_every_acknowledged_step() {
-    power_loss_with_checkpoints(&kv_history(COMMAND_CHECKPOINTS, 24, ADHOC_EVERY), "command-checkpoint/kv power loss");
+    assert_power_loss_clean_with_checkpoints(
+        &kv_history(COMMAND_CHECKPOINTS, 24, ADHOC_EVERY),
+        "command-checkpoint/kv power loss",
+    );
 }

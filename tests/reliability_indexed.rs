@@ -375,19 +375,7 @@ fn index_damages(bytes: &[u8]) -> Vec<Damage> {
         let Some(first) = bytes[s..end].iter().position(|&b| b != 0) else { continue };
         out.push(flip(s + first));
         out.push(flip(s + (end - s) / 2));
-        let mut zeroed = bytes.to_vec();
-        zeroed[s..end].fill(0);
-        out.push(Damage { what: format!("sector at {s} zeroed"), start: s, bytes: zeroed, cut: None });
-        if end + sector <= bytes.len() {
-            let mut dup = bytes.to_vec();
-            dup.copy_within(s..end, end);
-            out.push(Damage {
-                what: format!("sector at {s} duplicated onto {end}"),
-                start: end,
-                bytes: dup,
-                cut: None,
-            });
-        }
+        sector_damages(bytes, s, &mut out);
     }
     out
 }

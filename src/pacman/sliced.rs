@@ -110,7 +110,8 @@ fn prune(block: &[Stmt], roles: &[Role], needed: &[bool]) -> Vec<Stmt> {
                 }
                 other => other.clone(),
             };
-            Stmt { kind, ..s.clone() }
+            // Field by field: `..s.clone()` would deep-clone the old body only to drop it.
+            Stmt { id: s.id, line: s.line, col: s.col, kind, defs: s.defs.clone(), uses: s.uses.clone() }
         })
         .collect()
 }

@@ -68,6 +68,14 @@ pub fn open_scheme(setup: Setup, disk: &SimDisk) -> Result<(Database, Arc<ValueL
 // ---------------------------------------------------------------------------------------------
 // 1. Power loss at every I/O (the oracle, histories and sweep live in `lazarus::crash`)
 
+/// [`power_loss_sweep`] of a history that takes checkpoints: clean, and some crashed image held
+/// an installed checkpoint (so recovery from checkpoint + log is what the sweep checked).
+pub fn assert_power_loss_clean_with_checkpoints(history: &History, what: &str) {
+    let tally = power_loss_sweep(history);
+    tally.assert_clean(what);
+    assert!(tally.checkpointed_images > 0, "{what}: no crashed image held an installed checkpoint");
+}
+
 pub fn power_loss_sweep(history: &History) -> Tally {
     let knobs = knobs();
     let crash_stride = if knobs.full { 1 } else { history.setup.ci_crash_stride as u64 };
@@ -200,23 +208,24 @@ pub fn damages(path: &Path, bytes: &[u8], limit: u64) -> Vec<Damage> {
     }
     let sector = SECTOR_SIZE_BYTES as usize;
     for s in (0..bytes.len()).step_by(sector) {
-        let end = (s + sector).min(bytes.len());
-        let mut zeroed = bytes.to_vec();
-        zeroed[s..end].fill(0);
-        out.push(Damage { what: format!("sector at {s} zeroed"), start: s, bytes: zeroed, cut: None });
-        if end + sector <= bytes.len() {
-            // A misdirected write: the sector's data also landed on the next sector.
-            let mut dup = bytes.to_vec();
-            dup.copy_within(s..end, end);
-            out.push(Damage {
-                what: format!("sector at {s} duplicated onto {end}"),
-                start: end,
-                bytes: dup,
-                cut: None,
-            });
-        }
+        sector_damages(bytes, s, &mut out);
     }
     out
+}
+
+/// The damages of the sector of `bytes` that starts at `s`: zeroed, and — when a whole sector
+/// follows — duplicated onto the next sector (a misdirected write: its data also landed there).
+pub fn sector_damages(bytes: &[u8], s: usize, out: &mut Vec<Damage>) {
+    let sector = SECTOR_SIZE_BYTES as usize;
+    let end = (s + sector).min(bytes.len());
+    let mut zeroed = bytes.to_vec();
+    zeroed[s..end].fill(0);
+    out.push(Damage { what: format!("sector at {s} zeroed"), start: s, bytes: zeroed, cut: None });
+    if end + sector <= bytes.len() {
+        let mut dup = bytes.to_vec();
+        dup.copy_within(s..end, end);
+        out.push(Damage { what: format!("sector at {s} duplicated onto {end}"), start: end, bytes: dup, cut: None });
+    }
 }
 
 /// Whether `damage` cuts a wholly durable log file at a block boundary, where every block before
