@@ -5,12 +5,11 @@
 //! Run: `cargo bench --bench engine`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
+use lazarus::storage::{Direction, KeyRange, ParamValue, Row, Value};
 use lazarus::txn::Scan;
 use lazarus::{Database, DatabaseConfig};
 use std::hint::black_box;
 use std::ops::Bound;
-use std::sync::Arc;
 use std::time::Duration;
 
 const ROWS: i64 = 100_000;
@@ -43,7 +42,7 @@ fn setup() -> (Database, u32) {
     for chunk in (0..ROWS).collect::<Vec<_>>().chunks(1000) {
         w.run(1, |tx| {
             for &id in chunk {
-                tx.insert(t, Arc::new(vec![Value::Int(id), Value::Int(id % BRANCHES), Value::Int(100)]))?;
+                tx.insert(t, Row::new(vec![Value::Int(id), Value::Int(id % BRANCHES), Value::Int(100)]))?;
             }
             Ok(())
         })
@@ -80,9 +79,9 @@ fn bench_engine(c: &mut Criterion) {
             let k = next();
             w.run(1, |tx| {
                 let row = tx.get(t, &[Value::Int(k)])?.expect("row");
-                let mut new = (*row).clone();
+                let mut new = row.to_vec();
                 new[2] = Value::Int(new[2].as_int().unwrap_or(0) + 1);
-                tx.update(t, Arc::new(new))
+                tx.update(t, Row::new(new))
             })
             .expect("update");
         })
@@ -93,9 +92,9 @@ fn bench_engine(c: &mut Criterion) {
             let k = next();
             w.run(1, |tx| {
                 tx.update_with(t, &[Value::Int(k)], |row| {
-                    let mut new = (*row).clone();
+                    let mut new = row.to_vec();
                     new[2] = Value::Int(new[2].as_int().unwrap_or(0) + 1);
-                    Ok(Arc::new(new))
+                    Ok(Row::new(new))
                 })
             })
             .expect("update");

@@ -19,6 +19,7 @@
 //! show the cost the workaround avoids (it takes minutes at 1M keys).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
+use lazarus::storage::Row;
 use lazarus::storage::index::scc_tree::SccTree;
 use lazarus::storage::index::{Direction, IndexBackend, KeyRange, OrderedIndex};
 use lazarus::storage::key::{Key, encode_key};
@@ -49,7 +50,7 @@ fn key(w: i64, d: i64, id: i64) -> Key {
 }
 
 fn record(v: i64) -> Arc<Record> {
-    Arc::new(Record::present(Arc::from(vec![Value::Int(v)]), Tid::ZERO, 0))
+    Arc::new(Record::present(Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
 }
 
 /// A key that is not in the index, at a random position among the loaded keys.

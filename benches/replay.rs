@@ -17,6 +17,7 @@ use lazarus::durability::LogScheme;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::replay::ReplayMode;
 use lazarus::report::figure::Figure;
+use lazarus::storage::Row;
 use lazarus::storage::{Column, ColumnType, IndexSchema, TableSchema, Value};
 use lazarus::{Database, DatabaseConfig};
 use rand::{Rng, SeedableRng};
@@ -70,10 +71,10 @@ fn schema(e: &Experiment) -> TableSchema {
     TableSchema { name: "t".into(), columns, primary_key: vec![0], indexes }
 }
 
-fn row(k: i64, columns: usize, rng: &mut impl Rng) -> Arc<Vec<Value>> {
+fn row(k: i64, columns: usize, rng: &mut impl Rng) -> Row {
     let mut row = vec![Value::Int(k)];
     row.extend((0..columns).map(|_| Value::Int(rng.random_range(0..1_000_000))));
-    Arc::new(row)
+    Row::new(row)
 }
 
 /// Writes the experiment's log into `dir`: the initial rows, then the transactions.

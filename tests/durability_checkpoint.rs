@@ -9,6 +9,7 @@ use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::durability::{DurabilityError, checkpoint};
 use lazarus::io::real::RealFs;
 use lazarus::io::{File, FileSystem, OpenMode};
+use lazarus::storage::Row;
 use lazarus::storage::{Direction, KeyRange, Value};
 use lazarus::workload::{self, WorkloadOptions};
 use lazarus::{Database, DatabaseConfig};
@@ -156,7 +157,7 @@ fn checkpointed_database(dirs: &[PathBuf], rows: i64) -> Dump {
         let mut txn = w.begin();
         let t = txn.table_id("t").unwrap();
         for k in chunk * 100..(chunk + 1) * 100 {
-            txn.insert(t, Arc::new(vec![Value::Int(k), Value::text(&format!("value {k:06}"))])).unwrap();
+            txn.insert(t, Row::new(vec![Value::Int(k), Value::text(&format!("value {k:06}"))])).unwrap();
         }
         let committed = txn.commit().unwrap();
         w.wait_durable(&committed.durability).unwrap();
@@ -180,7 +181,7 @@ fn old_checkpoints_and_logs_are_removed() {
     while started.elapsed() < Duration::from_millis(1500) || scheme.checkpoints().installed() < 3 {
         let mut txn = w.begin();
         let t = txn.table_id("t").unwrap();
-        txn.put(t, Arc::new(vec![Value::Int(i % 500), Value::Int(i)])).unwrap();
+        txn.put(t, Row::new(vec![Value::Int(i % 500), Value::Int(i)])).unwrap();
         txn.commit().unwrap();
         i += 1;
         assert!(started.elapsed() < Duration::from_secs(60), "too slow");
@@ -317,7 +318,7 @@ fn a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_log_usabl
     let mut put = |k: i64, v: i64| {
         let mut txn = w.begin();
         let t = txn.table_id("t").unwrap();
-        txn.put(t, Arc::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
+        txn.put(t, Row::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
         let c = txn.commit().unwrap();
         w.wait_durable(&c.durability).unwrap();
     };

@@ -6,6 +6,7 @@ use lazarus::bench::{self, RunOptions, Workload};
 use lazarus::durability::LogScheme;
 use lazarus::durability::value::files::EntryFormat;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
+use lazarus::storage::Row;
 use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
 use lazarus::workload::{self, WorkloadOptions};
 use lazarus::{Database, DatabaseConfig};
@@ -122,7 +123,7 @@ fn settle(db: &Database) {
     let mut w = db.worker();
     let mut txn = w.begin();
     let t = txn.table_id(&name).unwrap();
-    txn.insert(t, Arc::new(vec![Value::Int(1)])).unwrap();
+    txn.insert(t, Row::new(vec![Value::Int(1)])).unwrap();
     let c = txn.commit().unwrap();
     w.wait_durable(&c.durability).unwrap();
 }
@@ -220,7 +221,7 @@ fn a_command_log_opened_as_a_value_log_is_refused_clearly() {
     let mut w = db.worker();
     let mut txn = w.begin();
     let t = txn.table_id("t").unwrap();
-    txn.insert(t, Arc::new(vec![Value::Int(1)])).unwrap();
+    txn.insert(t, Row::new(vec![Value::Int(1)])).unwrap();
     let c = txn.commit().unwrap();
     w.wait_durable(&c.durability).unwrap();
     db.close().unwrap();

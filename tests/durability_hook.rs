@@ -2,6 +2,7 @@
 //! write set, procedure call and predecessors, and decides when it may be acknowledged.
 
 use lazarus::durability::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, WorkerLog};
+use lazarus::storage::Row;
 use lazarus::storage::{ParamValue, Value};
 use lazarus::txn::{ConflictReason, TxnError};
 use lazarus::{Database, DatabaseConfig};
@@ -175,8 +176,8 @@ fn a_failed_validation_abandons_the_serialization_point_and_logs_nothing() {
     let before = recorder.seen.lock().len();
     let mut tx = w0.begin();
     tx.get(t, &[Value::Int(1)]).unwrap();
-    tx.put(t, Arc::new(vec![Value::Int(2), Value::Int(2)])).unwrap();
-    w1.run(1, |tx| tx.update(t, Arc::new(vec![Value::Int(1), Value::Int(9)]))).unwrap();
+    tx.put(t, Row::new(vec![Value::Int(2), Value::Int(2)])).unwrap();
+    w1.run(1, |tx| tx.update(t, Row::new(vec![Value::Int(1), Value::Int(9)]))).unwrap();
     assert!(matches!(tx.commit(), Err(TxnError::Conflict(ConflictReason::ReadChanged))));
     assert_eq!(recorder.abandoned.load(Ordering::SeqCst), 1);
     assert_eq!(recorder.seen.lock().len(), before + 1, "only w1's commit is logged");

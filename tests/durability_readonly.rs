@@ -3,6 +3,7 @@
 
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::durability::{DurabilityTicket, LogScheme};
+use lazarus::storage::Row;
 use lazarus::storage::Value;
 use lazarus::{Database, DatabaseConfig};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ fn a_read_only_transaction_waits_only_for_what_it_observed() {
     let put = |w: &mut lazarus::db::Worker, k: i64, v: i64| {
         let mut txn = w.begin();
         let t = txn.table_id("t").unwrap();
-        txn.put(t, Arc::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
+        txn.put(t, Row::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
         txn.commit().unwrap()
     };
     let old = put(&mut w, 1, 10);

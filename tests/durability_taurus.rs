@@ -6,6 +6,7 @@
 use lazarus::durability::taurus::format::{self, Flavor};
 use lazarus::durability::taurus::{StreamLogging, StreamOptions};
 use lazarus::durability::{DurabilityError, DurabilityTicket, LogScheme};
+use lazarus::storage::Row;
 use lazarus::storage::Value;
 use lazarus::{Database, DatabaseConfig};
 use proptest::prelude::*;
@@ -106,7 +107,7 @@ fn figure_1(dir: &Path, flavor: Flavor, compress: bool) {
     let (x, y, z) = (1i64, 2i64, 3i64);
     let put = |txn: &mut lazarus::txn::Transaction<'_>, k: i64, v: i64| {
         let t = txn.table_id("t").unwrap();
-        txn.put(t, Arc::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
+        txn.put(t, Row::new(vec![Value::Int(k), Value::Int(v)])).unwrap();
     };
     let get = |txn: &mut lazarus::txn::Transaction<'_>, k: i64| {
         let t = txn.table_id("t").unwrap();
@@ -288,7 +289,7 @@ fn check_history(history: &[GenTxn], cuts: &[f64; 3]) -> Result<(), TestCaseErro
             }
         }
         for &k in &g.puts {
-            txn.put(t, Arc::new(vec![Value::Int(k), Value::Int(i as i64)])).unwrap();
+            txn.put(t, Row::new(vec![Value::Int(k), Value::Int(i as i64)])).unwrap();
         }
         let committed = txn.commit().unwrap();
         let logger = g.worker;
@@ -347,7 +348,7 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
         for i in 0..30i64 {
             let mut txn = w.begin();
             let t = txn.table_id("t").unwrap();
-            txn.put(t, Arc::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
+            txn.put(t, Row::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
             let committed = txn.commit().unwrap();
             if i % 10 == 0 {
                 // A flush between records.
@@ -417,11 +418,11 @@ fn taurus_acknowledges_once_its_predecessors_are_persistent() {
     let (mut w0, mut w1) = (db.worker(), db.worker());
     let mut t1 = w0.begin();
     let t = t1.table_id("t").unwrap();
-    t1.put(t, Arc::new(vec![Value::Int(1), Value::Int(1)])).unwrap();
+    t1.put(t, Row::new(vec![Value::Int(1), Value::Int(1)])).unwrap();
     let c1 = t1.commit().unwrap();
     let mut t2 = w1.begin();
     assert!(t2.get(t, &[Value::Int(1)]).unwrap().is_some());
-    t2.put(t, Arc::new(vec![Value::Int(2), Value::Int(2)])).unwrap();
+    t2.put(t, Row::new(vec![Value::Int(2), Value::Int(2)])).unwrap();
     let c2 = t2.commit().unwrap();
     let DurabilityTicket::Vector(pv) = &c2.durability else { panic!("not a vector ticket") };
     assert_eq!(pv[0], own_end(&c1.durability, 0), "T2's vector includes T1's address (RAW)");

@@ -4,6 +4,7 @@
 use lazarus::durability::value::files::{self, Pepoch};
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::durability::{DurabilityError, LogScheme};
+use lazarus::storage::Row;
 use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
 use lazarus::{Database, DatabaseConfig};
 use std::path::{Path, PathBuf};
@@ -277,7 +278,7 @@ fn tables_created_through_the_rust_api_are_recovered() {
         })
         .unwrap();
     let mut w = db.worker();
-    let (_, c) = w.run(1, |tx| tx.insert(t, Arc::new(vec![Value::Int(1), Value::text("x")]))).unwrap();
+    let (_, c) = w.run(1, |tx| tx.insert(t, Row::new(vec![Value::Int(1), Value::text("x")]))).unwrap();
     w.wait_durable(&c.durability).unwrap();
     db.close().unwrap();
     drop(db);

@@ -10,6 +10,7 @@ use lazarus::durability::command::CommandReplay;
 use lazarus::durability::command::parallel::ReplayBreakdown;
 use lazarus::durability::value::files::EntryFormat;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
+use lazarus::storage::Row;
 use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
 use lazarus::workload::{self, WorkloadOptions};
 use lazarus::{Database, DatabaseConfig};
@@ -139,7 +140,7 @@ fn settle(db: &Database) {
     let mut w = db.worker();
     let mut txn = w.begin();
     let t = txn.table_id(&name).unwrap();
-    txn.insert(t, Arc::new(vec![Value::Int(1)])).unwrap();
+    txn.insert(t, Row::new(vec![Value::Int(1)])).unwrap();
     let c = txn.commit().unwrap();
     w.wait_durable(&c.durability).unwrap();
 }

@@ -7,6 +7,7 @@ use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::durability::{DurabilityError, LogScheme};
 use lazarus::replay::cache::{ColumnSet, PlanCache};
 use lazarus::replay::{RedoOp, ReplayMode};
+use lazarus::storage::Row;
 use lazarus::storage::{Column, ColumnType, Direction, IndexSchema, KeyRange, TableSchema, Value};
 use lazarus::{Database, DatabaseConfig};
 use proptest::prelude::*;
@@ -160,7 +161,7 @@ fn run_history(dir: &Path, schema: &TableSchema, history: &[Vec<Op>]) -> State {
                             (0..schema.primary_key.len()).map(|i| Value::Int(op.key * (i as i64 + 1))).collect();
                         tx.delete(table, &key)?;
                     } else {
-                        tx.put(table, Arc::new(row_of(schema, op)))?;
+                        tx.put(table, Row::new(row_of(schema, op)))?;
                     }
                 }
                 Ok(())
@@ -272,7 +273,7 @@ fn write_kv_log(dir: &Path) {
     let mut worker = db.worker();
     for k in 0..20 {
         let ((), committed) = worker
-            .run(3, |tx| tx.put(table, Arc::new(vec![Value::Int(k), Value::Int(k % 3), Value::text("w")])))
+            .run(3, |tx| tx.put(table, Row::new(vec![Value::Int(k), Value::Int(k % 3), Value::text("w")])))
             .expect("put");
         worker.wait_durable(&committed.durability).expect("durable");
     }

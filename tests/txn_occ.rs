@@ -37,7 +37,7 @@ fn accounts(db: &Database) -> u32 {
 }
 
 fn row(vals: &[i64]) -> Row {
-    Arc::new(vals.iter().map(|&v| Value::Int(v)).collect())
+    Row::from_exact_iter(vals.iter().map(|&v| Value::Int(v)))
 }
 
 fn int(row: &Row, i: usize) -> i64 {
@@ -474,7 +474,7 @@ fn bad_rows_are_refused_with_clear_errors() {
     let t = accounts(&db);
     let mut w = db.worker();
     let mut tx = w.begin();
-    let err = tx.insert(t, Arc::new(vec![Value::Int(1), Value::text("x"), Value::Int(0)])).unwrap_err();
+    let err = tx.insert(t, Row::new(vec![Value::Int(1), Value::text("x"), Value::Int(0)])).unwrap_err();
     assert!(err.to_string().contains("column owner is int not null, got text"), "{err}");
     let err = tx.insert(t, row(&[1])).unwrap_err();
     assert!(err.to_string().contains("row has 1 values, the table has 3 columns"), "{err}");

@@ -4,6 +4,7 @@
 
 use lazarus::bench::workload::{Workload, WorkloadError};
 use lazarus::bench::{RunOptions, RunResult, run};
+use lazarus::storage::Row;
 use lazarus::storage::{ParamValue, Value};
 use lazarus::workload::kv::{self, Kv};
 use lazarus::workload::smallbank::{self, Smallbank};
@@ -45,9 +46,9 @@ fn corrupt(db: &Database, table: &str, key: i64, column: usize, value: Value) {
     let mut w = db.worker();
     w.run(10, |tx| {
         let id = tx.table_id(table)?;
-        let mut row = tx.get(id, &[Value::Int(key)])?.expect("row exists").as_ref().clone();
+        let mut row = tx.get(id, &[Value::Int(key)])?.expect("row exists").to_vec();
         row[column] = value.clone();
-        tx.update(id, Arc::new(row))
+        tx.update(id, Row::new(row))
     })
     .expect("corrupt");
 }

@@ -30,6 +30,7 @@ use crate::durability::value::files::EntryFormat;
 use crate::durability::value::{ValueLogging, ValueOptions};
 use crate::durability::{DurabilityError, DurabilityTicket, LogScheme};
 use crate::io::sim::SimDisk;
+use crate::storage::Row;
 use crate::storage::Value;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -353,7 +354,7 @@ pub fn run_history(db: &Database, disk: &SimDisk, history: &History, range: Rang
 pub fn put(worker: &mut crate::Worker, table: &str, row: &[Value]) -> Result<DurabilityTicket, String> {
     let mut txn = worker.begin();
     let id = txn.table_id(table).map_err(|e| e.to_string())?;
-    txn.put(id, Arc::new(row.to_vec())).map_err(|e| e.to_string())?;
+    txn.put(id, Row::from_slice(row)).map_err(|e| e.to_string())?;
     txn.commit().map(|c| c.durability).map_err(|e| e.to_string())
 }
 

@@ -197,11 +197,12 @@ impl<'a> Reader<'a> {
     /// A row.
     pub fn row(&mut self) -> Result<Row, DecodeError> {
         let columns = self.u16()?;
-        let mut row = Vec::with_capacity(usize::from(columns));
-        for _ in 0..columns {
-            row.push(self.value()?);
-        }
-        Ok(Arc::new(row))
+        Row::build(|row| {
+            for _ in 0..columns {
+                row.push(self.value()?);
+            }
+            Ok(())
+        })
     }
 
     /// Decodes a row value by value, handing each to `put(position, value)` instead of collecting
@@ -331,7 +332,7 @@ mod tests {
         assert!(skipping.is_empty(), "skip_row must consume exactly the row");
         assert_eq!(entry.tid, Tid::new(9, 4));
         assert_eq!(entry.writes.len(), 2);
-        assert_eq!(entry.writes[0].row.as_deref(), Some(&row));
+        assert_eq!(entry.writes[0].row.as_deref(), Some(&row[..]));
         assert_eq!(entry.writes[1], EntryWrite { table: 4, key: Key::from(&b"k2"[..]), row: None });
     }
 

@@ -98,7 +98,7 @@ impl Interp<'_, '_, '_> {
             StmtKind::Insert(i) => {
                 let row = i.values.iter().map(|e| eval(e, f)).collect::<Result<Vec<_>, _>>()?;
                 let table = self.table_id(&i.table.name)?;
-                runtime::insert(self.tx, table, row)?;
+                runtime::insert(self.tx, table, Row::new(row))?;
             }
             StmtKind::Update(u) => {
                 let table = self.table_id(&u.table.name)?;
@@ -111,7 +111,7 @@ impl Interp<'_, '_, '_> {
                     for ((p, _), v) in u.sets.iter().zip(values?) {
                         new[*p] = v;
                     }
-                    Ok(std::sync::Arc::new(new))
+                    Ok(Row::new(new))
                 })?;
                 f.vals[self.p.found.index()] = Value::Bool(updated);
             }

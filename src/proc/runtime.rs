@@ -245,8 +245,8 @@ pub fn distinct_rows(rows: Vec<Row>, positions: &[usize]) -> Vec<Row> {
 }
 
 /// Inserts a row.
-pub fn insert(tx: &mut dyn Storage, table: TableId, row: Vec<Value>) -> Result<(), TxnError> {
-    tx.insert_row(table, Arc::new(row))
+pub fn insert(tx: &mut dyn Storage, table: TableId, row: Row) -> Result<(), TxnError> {
+    tx.insert_row(table, row)
 }
 
 /// Deletes by primary key; whether a row was deleted.

@@ -184,7 +184,7 @@ pub fn apply(
     let schema = &table.schema;
     let (op, columns) = choose(schema, record.row.is_some(), record.key_seen);
     let mut row = match record.row {
-        Some(row) => Arc::try_unwrap(row).unwrap_or_else(|shared| shared.as_ref().clone()),
+        Some(row) => row.into_values(),
         None => Vec::new(),
     };
     let mut key_parts = match op {
@@ -379,7 +379,7 @@ fn old_row(table: &Table, key: &Key, pk: &[Value], whole: bool) -> Row {
     for (&p, v) in schema.primary_key.iter().zip(pk) {
         row[p] = v.clone();
     }
-    Arc::new(row)
+    Row::new(row)
 }
 
 impl Storage for ReplayStorage<'_> {

@@ -105,8 +105,8 @@ impl Keyspace {
         expire_at_ms: i64,
     ) -> Result<(), TxnError> {
         debug_assert!(expire_at_ms >= 0);
-        let row = vec![Value::bytes(key), Value::Bytes(value), Value::Int(expire_at_ms)];
-        tx.put(self.table, Arc::new(row))
+        let row = [Value::bytes(key), Value::Bytes(value), Value::Int(expire_at_ms)];
+        tx.put(self.table, Row::from_exact_iter(row.into_iter()))
     }
 
     /// Deletes `key`. Returns whether a live (unexpired) key was deleted; an expired row is

@@ -102,7 +102,7 @@ mod tests {
     use crate::txn::tid::Tid;
 
     fn rec() -> Arc<Record> {
-        Arc::new(Record::present(Arc::new(vec![Value::Int(1)]), Tid::ZERO, 0))
+        Arc::new(Record::present(crate::storage::Row::new(vec![Value::Int(1)]), Tid::ZERO, 0))
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Silo keeps key data in the tree and values "in separately-allocated records" (SiloR §2). Here a
 //! record is an `Arc<Record>` that the primary index and every secondary index entry point to. The
-//! row is swapped whole through an [`ArcSwap`], so readers never see a torn row and never block;
+//! row (one allocation, see [`Row`]) is swapped whole through an [`ArcSwapAny`], so readers never
+//! see a torn row and never block;
 //! the TID word tells them whether what they read is consistent (see [`Record::stable_read`]).
 //!
 //! Memory reclamation: a row replaced by an update is freed when the last reader drops its `Arc`;
@@ -12,9 +13,9 @@
 
 use crate::storage::value::{Row, Value};
 use crate::txn::tid::{LOCK_BIT, Tid, TidWord};
-use arc_swap::ArcSwap;
-use std::sync::Arc;
+use arc_swap::ArcSwapAny;
 use std::sync::atomic::{AtomicU64, Ordering};
+use triomphe::ThinArc;
 
 /// How many spins a reader or locker makes before yielding the CPU. With two cores and more
 /// threads than cores, a lock holder may be descheduled; yielding lets it run.
@@ -26,12 +27,12 @@ pub struct Record {
     /// Taurus: the log position (logger id and LSN, as the scheme encodes it) of the transaction
     /// that last wrote this record; 0 when unknown. Written under the record's lock.
     last_writer: AtomicU64,
-    row: ArcSwap<Vec<Value>>,
+    row: ArcSwapAny<ThinArc<(), Value>>,
 }
 
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Record").field("word", &self.word()).field("row", &self.row.load()).finish()
+        f.debug_struct("Record").field("word", &self.word()).field("row", &self.row_unchecked()).finish()
     }
 }
 
@@ -41,7 +42,7 @@ impl Record {
         Record {
             word: AtomicU64::new(TidWord::new(tid, true, false).0),
             last_writer: AtomicU64::new(last_writer),
-            row: ArcSwap::new(row),
+            row: ArcSwapAny::new(row.into_thin()),
         }
     }
 
@@ -50,7 +51,7 @@ impl Record {
         Record {
             word: AtomicU64::new(TidWord::new(tid, true, true).0),
             last_writer: AtomicU64::new(0),
-            row: ArcSwap::new(Arc::new(Vec::new())),
+            row: ArcSwapAny::new(Row::empty().into_thin()),
         }
     }
 
@@ -60,7 +61,7 @@ impl Record {
         Record {
             word: AtomicU64::new(TidWord::new(Tid::ZERO, true, true).locked().0),
             last_writer: AtomicU64::new(0),
-            row: ArcSwap::new(Arc::from(Vec::<Value>::new())),
+            row: ArcSwapAny::new(Row::empty().into_thin()),
         }
     }
 
@@ -86,7 +87,7 @@ impl Record {
                 continue;
             }
             // `load_full` is an acquire load, so the re-read of the word below cannot move above it.
-            let row = self.row.load_full();
+            let row = Row::from_thin(self.row.load_full());
             let after = self.word();
             if before == after {
                 return (before, row);
@@ -124,7 +125,7 @@ impl Record {
     pub fn install(&self, row: Row, word: TidWord, last_writer: u64) {
         debug_assert!(self.word().is_locked(), "install without the lock");
         self.last_writer.store(last_writer, Ordering::Release);
-        self.row.store(row);
+        self.row.store(row.into_thin());
         self.unlock_with(word);
     }
 
@@ -136,7 +137,7 @@ impl Record {
         debug_assert!(!word.is_locked());
         debug_assert!(!self.word().is_locked(), "a replay piece writes a record someone has locked");
         self.last_writer.store(last_writer, Ordering::Release);
-        self.row.store(row);
+        self.row.store(row.into_thin());
         self.word.store(word.0, Ordering::Release);
     }
 
@@ -155,7 +156,7 @@ impl Record {
 
     /// The current row, without consistency checks (for tools and single-threaded recovery).
     pub fn row_unchecked(&self) -> Row {
-        self.row.load_full()
+        Row::from_thin(self.row.load_full())
     }
 }
 
@@ -173,7 +174,7 @@ mod tests {
     use super::*;
 
     fn row(v: i64) -> Row {
-        Arc::from(vec![Value::Int(v)])
+        Row::new(vec![Value::Int(v)])
     }
 
     #[test]
@@ -190,9 +191,9 @@ mod tests {
 
     #[test]
     fn readers_never_see_a_row_with_a_mismatched_word() {
-        let r = Arc::new(Record::present(row(0), Tid::new(1, 0), 0));
+        let r = std::sync::Arc::new(Record::present(row(0), Tid::new(1, 0), 0));
         let writer = {
-            let r = Arc::clone(&r);
+            let r = std::sync::Arc::clone(&r);
             std::thread::spawn(move || {
                 for i in 1..2000u64 {
                     r.lock();

@@ -93,7 +93,7 @@ impl Table {
     pub fn load_row(&self, row: Row, tid: Tid) -> Result<(), LoadError> {
         self.schema.check_row(&row)?;
         let key = self.schema.primary_key_of(&row)?;
-        let record = Arc::new(Record::present(Arc::clone(&row), tid, 0));
+        let record = Arc::new(Record::present(Row::clone(&row), tid, 0));
         if self.link(&key, &record).is_err() {
             return Err(LoadError::DuplicateKey { table: self.schema.name.clone(), key });
         }
@@ -177,7 +177,7 @@ impl Table {
     /// already has a record, which is then newer (written after the restart). Returns whether it
     /// was linked. Does not go through the gate: the gate itself calls it.
     pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        let record = Arc::new(Record::present(Arc::clone(&row), tid, 0));
+        let record = Arc::new(Record::present(Row::clone(&row), tid, 0));
         if self.link(key, &record).is_err() {
             return false;
         }
@@ -243,7 +243,7 @@ impl Table {
     /// has a record already.
     fn link_new(&self, key: &Key, row: &Option<Row>, tid: Tid) -> bool {
         let record = Arc::new(match row {
-            Some(row) => Record::present(Arc::clone(row), tid, 0),
+            Some(row) => Record::present(Row::clone(row), tid, 0),
             None => Record::tombstone(tid),
         });
         self.link(key, &record).is_ok()
@@ -413,7 +413,7 @@ fn install_on(record: &Record, row: Option<Row>, tid: Tid) -> bool {
         return false;
     }
     let absent = row.is_none();
-    let row = row.unwrap_or_else(|| Arc::new(Vec::new()));
+    let row = row.unwrap_or_else(Row::empty);
     record.install(row, crate::txn::tid::TidWord::new(tid, true, absent), 0);
     true
 }

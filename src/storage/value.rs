@@ -14,6 +14,7 @@ use compact_str::CompactString;
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
+use triomphe::ThinArc;
 
 /// The type of a table column or of a procedure value.
 ///
@@ -243,9 +244,154 @@ impl From<bool> for Value {
     }
 }
 
-/// A row: one value per column of its table, in schema order. Rows are immutable once built;
+/// The most values of room [`Row::build`]'s per-thread scratch vector keeps between rows.
+pub const ROW_SCRATCH_KEPT_MAX: usize = 1024;
+
+thread_local! {
+    static ROW_SCRATCH: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A row: one value per column of its table, in schema order. Rows are immutable once shared;
 /// an update builds a new row (the after-image) and installs it whole.
-pub type Row = Arc<Vec<Value>>;
+///
+/// A row is one allocation: a reference count, the number of values, then the values
+/// (`triomphe::ThinArc`). An `Arc<Vec<Value>>` was two (the `Arc` around the vector, and the
+/// vector's buffer), so every row read chased one more pointer and every row built or loaded by
+/// recovery paid one more allocation; the pointer is thin, so a record can still swap its row
+/// atomically (`arc_swap`, see [`crate::storage::record`]).
+#[derive(Clone, PartialEq)]
+pub struct Row(ThinArc<(), Value>);
+
+impl Row {
+    /// A row holding `values`, in one allocation of exactly their size.
+    pub fn new(values: Vec<Value>) -> Row {
+        Row(ThinArc::from_header_and_iter((), values.into_iter()))
+    }
+
+    /// A row of the values an iterator of known length yields, allocated once.
+    pub fn from_exact_iter<I: ExactSizeIterator<Item = Value>>(values: I) -> Row {
+        Row(ThinArc::from_header_and_iter((), values))
+    }
+
+    /// A row of the values `fill` pushes, in one allocation of their number: they are gathered
+    /// in a per-thread scratch vector first, so a fallible build (evaluating a procedure's values,
+    /// decoding a log record) allocates the row alone, not a vector too. A `fill` that fails
+    /// builds nothing. At most [`ROW_SCRATCH_KEPT_MAX`] values' room is kept between calls.
+    pub fn build<E>(fill: impl FnOnce(&mut Vec<Value>) -> Result<(), E>) -> Result<Row, E> {
+        ROW_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut values) => {
+                values.clear();
+                let filled = fill(&mut values);
+                let row = filled.map(|()| Row::from_exact_iter(values.drain(..)));
+                values.clear();
+                if values.capacity() > ROW_SCRATCH_KEPT_MAX {
+                    *values = Vec::new();
+                }
+                row
+            }
+            // A `fill` that builds a row itself: it gets a vector of its own.
+            Err(_) => {
+                let mut values = Vec::new();
+                fill(&mut values)?;
+                Ok(Row::new(values))
+            }
+        })
+    }
+
+    /// A row of clones of `values`.
+    pub fn from_slice(values: &[Value]) -> Row {
+        Row(ThinArc::from_header_and_iter((), values.iter().cloned()))
+    }
+
+    /// The row with no values (the placeholder of an absent record).
+    pub fn empty() -> Row {
+        Row::from_exact_iter(std::iter::empty())
+    }
+
+    /// Whether both are the same allocation.
+    pub fn ptr_eq(a: &Row, b: &Row) -> bool {
+        a.0.as_ptr() == b.0.as_ptr()
+    }
+
+    /// Changes the values through `f`: in place when this is the only reference to the row, else
+    /// in a copy that replaces it (copy on write, as `Arc::make_mut`).
+    pub fn update_values<R>(&mut self, f: impl FnOnce(&mut [Value]) -> R) -> R {
+        let in_place = self.0.with_arc_mut(move |arc| match triomphe::Arc::get_mut(arc) {
+            Some(inner) => Ok(f(inner.slice_mut())),
+            None => Err(f),
+        });
+        match in_place {
+            Ok(result) => result,
+            Err(f) => {
+                // Shared (with the record, or a reader): copy once, then change the copy, which
+                // nothing else can have cloned yet.
+                *self = Row::from_slice(self);
+                self.update_values(f)
+            }
+        }
+    }
+
+    /// The values, as a vector of their clones (a value clone is a copy for inline text and
+    /// numbers, a reference-count increment for bytes).
+    pub fn into_values(self) -> Vec<Value> {
+        self.to_vec()
+    }
+
+    /// The thin pointer the record's `ArcSwap` holds.
+    pub(crate) fn into_thin(self) -> ThinArc<(), Value> {
+        self.0
+    }
+
+    /// A row from the record's `ArcSwap`.
+    pub(crate) fn from_thin(thin: ThinArc<(), Value>) -> Row {
+        Row(thin)
+    }
+}
+
+impl std::ops::Deref for Row {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        &self.0.slice
+    }
+}
+
+impl AsRef<[Value]> for Row {
+    fn as_ref(&self) -> &[Value] {
+        self
+    }
+}
+
+impl Default for Row {
+    fn default() -> Row {
+        Row::empty()
+    }
+}
+
+impl fmt::Debug for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl From<Vec<Value>> for Row {
+    fn from(values: Vec<Value>) -> Row {
+        Row::new(values)
+    }
+}
+
+/// Collects through a vector (an iterator's length is not known in advance): hot paths use
+/// [`Row::from_exact_iter`] or [`Row::new`].
+impl FromIterator<Value> for Row {
+    fn from_iter<I: IntoIterator<Item = Value>>(values: I) -> Row {
+        Row::new(values.into_iter().collect())
+    }
+}
+
+impl From<&[Value]> for Row {
+    fn from(values: &[Value]) -> Row {
+        Row::from_slice(values)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -514,7 +514,7 @@ impl<'w> Transaction<'w> {
                 Some(i) => t.schema.secondary_key_of(i, row, &w.key)?,
             };
             if scan.range.contains(&entry_key) {
-                own.push((entry_key, Arc::clone(row)));
+                own.push((entry_key, Row::clone(row)));
             }
         }
         own.sort_by(|a, b| a.0.cmp(&b.0));
@@ -841,7 +841,7 @@ impl<'w> Transaction<'w> {
                     if old_present {
                         remove_stale_secondary(t, &w.key, &old, Some(row), record);
                     }
-                    put(record, Arc::clone(row), TidWord::new(tid, true, false));
+                    put(record, Row::clone(row), TidWord::new(tid, true, false));
                 }
                 None => {
                     if old_present {
@@ -849,7 +849,7 @@ impl<'w> Transaction<'w> {
                     }
                     t.note_delete(tid);
                     t.unlink(&w.key, record);
-                    let empty: Row = Arc::from(Vec::<Value>::new());
+                    let empty = Row::empty();
                     put(record, empty, TidWord::new(tid, false, true));
                 }
             }

@@ -337,7 +337,7 @@ mod tests {
         let first = decode_record(&mut r).unwrap();
         assert_eq!((first.key.as_bytes(), first.tid), (&b"k1"[..], Tid::new(3, 1)));
         let second = decode_record(&mut r).unwrap();
-        assert_eq!(second.row.as_slice(), row.as_slice());
+        assert_eq!(&second.row[..], &row[..]);
         assert!(r.is_empty());
     }
 

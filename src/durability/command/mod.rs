@@ -315,7 +315,7 @@ pub(crate) fn encode(view: &CommitView<'_>, out: &mut Vec<u8>) {
         None => {
             out.push(KIND_DATA);
             out.extend_from_slice(&view.commit_seq.to_le_bytes());
-            let writes = view.writes.iter().map(|w| (w.table, w.key.as_ref(), w.after.map(|r| r.as_slice())));
+            let writes = view.writes.iter().map(|w| (w.table, w.key.as_ref(), w.after.map(|r| &r[..])));
             codec::encode_entry(view.tid, writes, out);
         }
     }
@@ -390,7 +390,7 @@ fn decode_arg(r: &mut Reader<'_>) -> Result<ParamValue, DecodeError> {
     let row = r.row()?;
     match tag {
         ARG_SCALAR if row.len() == 1 => Ok(ParamValue::Scalar(row[0].clone())),
-        ARG_ARRAY => Ok(ParamValue::Array(Arc::from(row.as_slice()))),
+        ARG_ARRAY => Ok(ParamValue::Array(Arc::from(&row[..]))),
         _ => Err(DecodeError { offset: at, reason: "bad argument tag or scalar width" }),
     }
 }
@@ -418,7 +418,7 @@ mod tests {
         let mut out = Vec::new();
         encode(&view, &mut out);
         let key = Key::from(&b"k"[..]);
-        let row: crate::storage::Row = Arc::new(vec![Value::Int(1)]);
+        let row: crate::storage::Row = crate::storage::Row::new(vec![Value::Int(1)]);
         let writes = [LoggedWrite { table: 2, key: &key, after: Some(&row), previous_writer: 0 }];
         let data = CommitView {
             tid: Tid::new(5, 3),

@@ -212,14 +212,13 @@ impl Ctx<'_> {
                 Ok(Box::new(move |f, tx| {
                     let row = match &moved_slots {
                         // Every value moves out of consecutive slots (a replay plan's parameters).
-                        Some(slots) => f.vals[slots.clone()].iter_mut().map(std::mem::take).collect(),
-                        None => {
-                            let mut row = Vec::with_capacity(values.len());
+                        Some(slots) => Row::from_exact_iter(f.vals[slots.clone()].iter_mut().map(std::mem::take)),
+                        None => Row::build(|row| {
                             for v in &values {
                                 row.push(v.eval(f).map_err(|m| loc.err(m))?);
                             }
-                            row
-                        }
+                            Ok::<(), TxnError>(())
+                        })?,
                     };
                     runtime::insert(tx, table, row)?;
                     Ok(Flow::Next)
@@ -339,23 +338,28 @@ impl Ctx<'_> {
                     // Nothing reads the old row: build the new one in its place, allocation
                     // included, when no one else holds it (replay's fresh rows), else from a copy.
                     let mut new = old;
-                    let row = Arc::make_mut(&mut new);
-                    for (p, e) in &sets {
-                        row[*p] = e.eval(f).map_err(|m| loc.err(m))?;
-                    }
+                    new.update_values(|row| {
+                        sets.iter().try_for_each(|(p, e)| {
+                            row[*p] = e.eval(f).map_err(|m| loc.err(m))?;
+                            Ok::<(), TxnError>(())
+                        })
+                    })?;
                     return Ok(new);
                 }
-                let mut new = old.to_vec();
+                // One allocation: a copy of the old row, changed in place (it is not shared).
+                let mut new = Row::from_slice(&old);
                 f.row = Some(old);
                 // All set expressions see the old row (`f.row`), never `new`, so writing each value
                 // into `new` as soon as it is computed is the same as computing them all first.
-                let values: RtResult<()> = sets.iter().try_for_each(|(p, e)| {
-                    new[*p] = e.eval(f)?;
-                    Ok(())
+                let values: RtResult<()> = new.update_values(|row| {
+                    sets.iter().try_for_each(|(p, e)| {
+                        row[*p] = e.eval(f)?;
+                        Ok(())
+                    })
                 });
                 f.row = None;
                 values.map_err(|m| loc.err(m))?;
-                Ok(Arc::new(new))
+                Ok(new)
             })?;
             f.vals[found] = Value::Bool(updated);
             Ok(Flow::Next)

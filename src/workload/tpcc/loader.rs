@@ -13,7 +13,6 @@ use super::{DISTRICTS_PER_WAREHOUSE, ITEMS, TableIds, Tpcc};
 use crate::bench::workload::WorkloadError;
 use crate::db::{Database, Worker};
 use crate::storage::{Row, TableId, Value};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Rows per loader transaction.
@@ -107,7 +106,7 @@ struct Loader {
 
 impl Loader {
     fn put(&mut self, table: TableId, row: Vec<Value>) -> Result<(), WorkloadError> {
-        self.batch.push((table, Arc::from(row)));
+        self.batch.push((table, Row::from(row)));
         if self.batch.len() >= BATCH_ROWS { self.flush() } else { Ok(()) }
     }
 
@@ -116,7 +115,7 @@ impl Loader {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        self.worker.run(100, |tx| batch.iter().try_for_each(|(t, row)| tx.put(*t, Arc::clone(row))))?;
+        self.worker.run(100, |tx| batch.iter().try_for_each(|(t, row)| tx.put(*t, Row::clone(row))))?;
         Ok(())
     }
 

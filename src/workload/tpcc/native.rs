@@ -7,7 +7,6 @@ use super::TableIds;
 use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value};
 use crate::txn::{Scan, Transaction, TxnError};
 use std::ops::Bound;
-use std::sync::Arc;
 
 /// The arguments of new-order (clause 2.4.1).
 #[derive(Clone, Debug)]
@@ -112,8 +111,8 @@ fn update(
     tx.update_with(table, key, |old| {
         let mut new = old.to_vec();
         change(&mut new);
-        let new: Row = Arc::from(new);
-        written = Some(Arc::clone(&new));
+        let new: Row = Row::from(new);
+        written = Some(Row::clone(&new));
         Ok(new)
     })?;
     Ok(written)
@@ -139,8 +138,8 @@ pub fn new_order(tx: &mut Transaction<'_>, t: &TableIds, a: &NewOrder) -> Result
     let order = vec![w.clone(), d.clone(), Value::Int(o_id), Value::Int(a.c), Value::Int(a.entry_d), Value::Null];
     let mut order = order;
     order.extend([Value::Int(lines), Value::Int(all_local)]);
-    tx.insert(t.orders, Arc::from(order))?;
-    tx.insert(t.new_order, Arc::from(vec![w.clone(), d.clone(), Value::Int(o_id)]))?;
+    tx.insert(t.orders, Row::from(order))?;
+    tx.insert(t.new_order, Row::from(vec![w.clone(), d.clone(), Value::Int(o_id)]))?;
     let mut total = 0;
     for (i, ((&iid, &sw), &qty)) in a.items.iter().zip(&a.supply).zip(&a.quantities).enumerate() {
         let Some(item) = tx.get(t.item, &[Value::Int(iid)])? else {
@@ -173,7 +172,7 @@ pub fn new_order(tx: &mut Transaction<'_>, t: &TableIds, a: &NewOrder) -> Result
             Value::Int(amount),
             dist,
         ];
-        tx.insert(t.order_line, Arc::from(line))?;
+        tx.insert(t.order_line, Row::from(line))?;
     }
     Ok((o_id, (total as f64 * (1.0 - c_discount) * (1.0 + w_tax + d_tax)) as i64))
 }
@@ -228,6 +227,6 @@ pub fn payment(tx: &mut Transaction<'_>, t: &TableIds, a: &Payment) -> Result<(i
         Value::Int(a.amount),
         h_data,
     ];
-    tx.insert(t.history, Arc::from(history))?;
+    tx.insert(t.history, Row::from(history))?;
     Ok((c, int(&customer, 16)))
 }
