@@ -2,8 +2,8 @@
 //!
 //! Connection threads parse and wait for durability; the commands of each batch they read run
 //! on one of a few executor threads. Engine structures shared by every thread that touches them
-//! (e.g. the `ArcSwap` of a record's row, whose writers pay for every reader thread ever
-//! registered) then see a handful of threads instead of one per connection.
+//! (the catalog's `ArcSwap`, the epoch collector's list of pinned threads) then see a handful of
+//! threads instead of one per connection.
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;

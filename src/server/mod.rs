@@ -15,8 +15,8 @@
 //! several pipelined requests runs on one of [`ServerConfig::workers`] executor threads
 //! ([`executor`]); a lone request runs on the connection thread, where a hand-off would cost more
 //! than it saves (redis-benchmark `-P 1`: no hand-off is 10–30% faster; `-P 16`: executors are
-//! 1.3–2× faster for SET, because a record's `ArcSwap` row makes every writer pay for every thread
-//! that ever read one — docs/PERFORMANCE.md). Transactions take a [`crate::Worker`] from a pool of
+//! 1.3–2× faster for SET, measured when a record's row was an `ArcSwap` whose writers paid for every
+//! thread that ever read one — docs/PERFORMANCE.md). Transactions take a [`crate::Worker`] from a pool of
 //! [`ServerConfig::workers`] for one command (or one EXEC) and give it back before the connection
 //! waits for durability, so waiting connections hold no worker and the number of log buffers is
 //! that of the pool. The engine is synchronous (a commit and a durability wait block the calling

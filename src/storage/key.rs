@@ -113,10 +113,41 @@ impl std::borrow::Borrow<[u8]> for Key {
     }
 }
 
+/// Inline keys are zero beyond their length (`From<&[u8]>` is the only constructor), so two inline
+/// keys compare as their fixed-size arrays and then their lengths: where the arrays first differ,
+/// either both keys have a byte there or the shorter key's padding (zero) meets a byte of the
+/// longer one, whose bytes up to there equal the shorter key, which is then its prefix and sorts
+/// first, as the zero does. Words are compared big-endian, without a call to `memcmp`: index
+/// inserts compare keys with keys (a checkpoint load spent 6 % of its time in `memcmp`).
+#[inline]
+fn inline_cmp(a_len: u8, a: &[u8; KEY_INLINE_BYTES], b_len: u8, b: &[u8; KEY_INLINE_BYTES]) -> std::cmp::Ordering {
+    const WORD: usize = 8;
+    let mut at = 0;
+    while at + WORD <= KEY_INLINE_BYTES {
+        let x = u64::from_be_bytes(word_at(a, at));
+        let y = u64::from_be_bytes(word_at(b, at));
+        if x != y {
+            return x.cmp(&y);
+        }
+        at += WORD;
+    }
+    a[at..].cmp(&b[at..]).then(a_len.cmp(&b_len))
+}
+
+#[inline]
+fn word_at(bytes: &[u8; KEY_INLINE_BYTES], at: usize) -> [u8; 8] {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    word
+}
+
 impl PartialEq for Key {
     #[inline]
     fn eq(&self, other: &Key) -> bool {
-        self.as_bytes() == other.as_bytes()
+        match (&self.0, &other.0) {
+            (Repr::Inline { len: a_len, bytes: a }, Repr::Inline { len: b_len, bytes: b }) => a_len == b_len && a == b,
+            _ => self.as_bytes() == other.as_bytes(),
+        }
     }
 }
 
@@ -132,7 +163,12 @@ impl PartialOrd for Key {
 impl Ord for Key {
     #[inline]
     fn cmp(&self, other: &Key) -> std::cmp::Ordering {
-        self.as_bytes().cmp(other.as_bytes())
+        match (&self.0, &other.0) {
+            (Repr::Inline { len: a_len, bytes: a }, Repr::Inline { len: b_len, bytes: b }) => {
+                inline_cmp(*a_len, a, *b_len, b)
+            }
+            _ => self.as_bytes().cmp(other.as_bytes()),
+        }
     }
 }
 
@@ -360,6 +396,23 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        /// Inline keys compare and equal exactly as their bytes do, including keys that are
+        /// prefixes of each other and keys with zero bytes (which meet the padding).
+        #[test]
+        fn key_order_and_equality_are_the_bytes(
+            a in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), 0u8..4, proptest::num::u8::ANY], 0..48),
+            b in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), 0u8..4, proptest::num::u8::ANY], 0..48),
+            cut in 0usize..48,
+        ) {
+            // Half the cases compare a key with a prefix of itself or of a near copy.
+            let b = if cut % 2 == 0 { a[..cut.min(a.len())].to_vec() } else { b };
+            let (ka, kb) = (Key::from(&a[..]), Key::from(&b[..]));
+            proptest::prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+            proptest::prop_assert_eq!(ka == kb, a == b);
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -45,18 +45,23 @@ impl PointIndex {
 
     /// Stores `record` under `key` unless an entry exists; returns the existing record if so.
     pub fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+        // The entry moves in, and comes back on a failed insert: cloning it for each attempt cost
+        // an atomic increment and decrement of the record's count per insert (a sixth of
+        // `insert_if_absent` while a checkpoint loads, by `perf annotate`).
+        let mut entry = (key, record);
         // Bounded: each retry means a remover took the entry between our insert and our read.
         for _ in 0..1000 {
-            match self.map.insert_sync(key.clone(), Arc::clone(&record)) {
+            match self.map.insert_sync(entry.0, entry.1) {
                 Ok(()) => return Ok(()),
-                Err(_) => {
-                    if let Some(existing) = self.get(&key) {
+                Err(back) => {
+                    if let Some(existing) = self.get(&back.0) {
                         return Err(existing);
                     }
+                    entry = back;
                 }
             }
         }
-        Err(record)
+        Err(entry.1)
     }
 
     /// Removes the entry for `key` only if it is `record`.

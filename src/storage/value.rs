@@ -258,7 +258,7 @@ thread_local! {
 /// (`triomphe::ThinArc`). An `Arc<Vec<Value>>` was two (the `Arc` around the vector, and the
 /// vector's buffer), so every row read chased one more pointer and every row built or loaded by
 /// recovery paid one more allocation; the pointer is thin, so a record can still swap its row
-/// atomically (`arc_swap`, see [`crate::storage::record`]).
+/// atomically (see [`crate::storage::record`]).
 #[derive(Clone, PartialEq)]
 pub struct Row(ThinArc<(), Value>);
 
@@ -337,12 +337,12 @@ impl Row {
         self.to_vec()
     }
 
-    /// The thin pointer the record's `ArcSwap` holds.
+    /// The thin pointer a record holds.
     pub(crate) fn into_thin(self) -> ThinArc<(), Value> {
         self.0
     }
 
-    /// A row from the record's `ArcSwap`.
+    /// A row from a record's thin pointer.
     pub(crate) fn from_thin(thin: ThinArc<(), Value>) -> Row {
         Row(thin)
     }

@@ -568,7 +568,17 @@ fn model(shared: &Shared<'_>, load: &[u64], per_block: &[(u64, u64)], n: usize) 
 impl Shared<'_> {
     fn fail(&self, message: String) {
         self.error.lock().get_or_insert(message);
+        self.stop_workers();
+    }
+
+    /// Tells every worker to return. `stop` is set under the queue's lock, which a worker holds
+    /// from its check of `stop` until it sleeps on `ready`: set without it, the notification
+    /// could fall between a worker's check and its sleep, and that worker would never wake (a
+    /// `clr-p` replay hung so in `pacman_replay` on a loaded machine).
+    fn stop_workers(&self) {
+        let queue = self.queue.lock();
         self.stop.store(true, Ordering::SeqCst);
+        drop(queue);
         self.ready.notify_all();
     }
 
@@ -612,8 +622,7 @@ impl Shared<'_> {
             }
         }
         if self.sets_left.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.stop.store(true, Ordering::SeqCst);
-            self.ready.notify_all();
+            self.stop_workers();
         }
     }
 
