@@ -93,7 +93,8 @@ impl IndexedOptions {
 #[derive(Clone, Debug, Default)]
 pub struct IndexedRecoveryReport {
     /// `fresh` (nothing to recover), `instant` (tail indexed, restore in the background) or
-    /// `rebuilt` (the indexed log was missing or damaged: blocking value recovery, B-tree rebuilt).
+    /// `rebuilt` (the indexed log was missing, damaged or ahead of the durable `pepoch`: blocking
+    /// value recovery, B-tree rebuilt).
     pub kind: &'static str,
     /// Why the indexed log was rebuilt, when it was.
     pub rebuild_reason: Option<String>,
@@ -163,8 +164,12 @@ impl Shared {
     /// One Indexer round against the `pepoch` file as it is now.
     fn index_round(&self) -> Result<(), DurabilityError> {
         let Some(store) = self.store.read().clone() else { return Ok(()) };
-        let fs = self.options.value.fs.as_ref();
-        let pepoch = recovery::read_pepoch(fs, &self.options.value.log_dirs[0])?;
+        // Not the `pepoch` file on disk: it is renamed into place before its directory is
+        // synced, and after a failed (or not yet done) sync a crash takes it back. Indexing from
+        // it put records of epochs that then became void into the indexed log, with a resume
+        // position past the durable length of a file that recovery then closed shorter (the
+        // Indexer stalled on it, looking for the end block behind its cursor).
+        let pepoch = self.inner.durable_pepoch();
         let mut guard = self.indexer.lock();
         let Some(indexer) = guard.as_mut() else { return Ok(()) };
         if pepoch.epoch <= indexer.indexed_epoch() && indexer.pending_writes() == 0 {
@@ -374,6 +379,14 @@ impl IndexedLogging {
             }
             Err(e) => return Err(e),
         };
+        // An indexed log ahead of the durable `pepoch` holds records of epochs that are void
+        // now (an older build indexed from a `pepoch` file whose directory sync failed): it
+        // cannot be resumed, and it is rebuilt like a damaged one.
+        let durable = recovery::read_pepoch(fs, &options.log_dirs[0])?;
+        if let Some(reason) = ahead_of_the_log(&progress, &durable) {
+            store.close()?;
+            return self.rebuild(db, options, modules, format!("{}: {reason}", path.display()));
+        }
         let store_open_ms = store_started.elapsed().as_secs_f64() * 1e3;
         let (mut report, pepoch) = recovery::begin(options, db, modules)?;
         let tail_started = Instant::now();
@@ -481,6 +494,27 @@ impl IndexedLogging {
         r.rebuild_reason = Some(reason);
         Ok(report)
     }
+}
+
+/// Why an indexed log at `progress` is ahead of the sequential log's durable `pepoch`, if it is:
+/// its indexed epoch is above the persistent epoch, or it has read a logger's durable file past
+/// the durable length.
+fn ahead_of_the_log(progress: &Progress, pepoch: &files::Pepoch) -> Option<String> {
+    if progress.indexed_epoch > pepoch.epoch {
+        return Some(format!(
+            "indexed to epoch {}, above the persistent epoch {} of the pepoch file",
+            progress.indexed_epoch, pepoch.epoch
+        ));
+    }
+    progress.positions.iter().find_map(|at| {
+        let durable = pepoch.positions.iter().find(|p| p.logger == at.logger)?;
+        (at.file_seq == durable.file_seq && at.offset > durable.durable_len_bytes).then(|| {
+            format!(
+                "indexed logger {}'s file {} to byte {}, past its durable length {}",
+                at.logger, at.file_seq, at.offset, durable.durable_len_bytes
+            )
+        })
+    })
 }
 
 /// The largest epoch the names of rotated files give (a file's name records its max epoch).
