@@ -393,7 +393,8 @@ impl IndexedLogging {
         let (replay, discard, next_seq) = recovery::plan(fs, options, &pepoch)?;
         // Index the tail: every record of a persistent, non-void epoch after the resume
         // positions. Later records are void (record_void_epochs below makes them so for good).
-        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone());
+        let mut indexer =
+            Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone()).at_rest();
         let stats = indexer.round(&store, &pepoch)?;
         let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
         indexer.drop_pending();
