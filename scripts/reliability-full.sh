@@ -45,7 +45,8 @@ note "reliability-full: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $
 cargo build --release --quiet || exit 1
 lazarus=target/release/lazarus
 
-schemes="value command value-checkpoint command-checkpoint serial-data serial-cmd taurus-data taurus-cmd indexed indexed-sync"
+# Longest runs first, so that PARALLEL runs at once end together.
+schemes="indexed indexed-sync command-checkpoint value-checkpoint command value taurus-cmd taurus-data serial-cmd serial-data"
 sweeps="tests/reliability_*.rs tests/power_loss_*.rs"
 if [ "${INDEXED_ONLY:-0}" = 1 ]; then
   schemes="indexed indexed-sync"
