@@ -58,6 +58,9 @@ pub struct RoundStats {
     pub max_epoch: u64,
     /// Tombstones purged.
     pub purged: u64,
+    /// Every logger was read up to its target (the round did not stop at the pending-bytes
+    /// bound): every record of an epoch ≤ the round's persistent epoch is indexed.
+    pub complete: bool,
 }
 
 /// The Indexer's state: where it has read each logger's log to, and the records waiting for
@@ -220,6 +223,7 @@ impl Indexer {
         if complete {
             self.indexed_epoch = self.indexed_epoch.max(p);
         }
+        stats.complete = complete;
         // With nothing pending every later record has an epoch > the indexed epoch, so the
         // tombstones up to it can never be needed again.
         let purge = self.pending.is_empty().then_some(self.indexed_epoch);

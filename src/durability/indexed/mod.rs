@@ -399,12 +399,24 @@ impl IndexedLogging {
         let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
         indexer.drop_pending();
         let tail_ms = tail_started.elapsed().as_secs_f64() * 1e3;
+        // After a complete tail every persistent record is indexed and every later one is void
+        // (the pending records dropped above): the Indexer resumes at each logger's next file,
+        // as after a rebuild. Not at the durable positions: the files recovery discards lie
+        // between, and the running Indexer waited for each one it looked up (200 ms, for a
+        // rotation in flight), which made every recovery of such a directory that much slower.
+        let resume = if stats.complete {
+            let positions = (next_seq.iter().enumerate())
+                .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
+                .collect();
+            Progress { indexed_epoch: pepoch.epoch, positions }
+        } else {
+            indexer.progress()
+        };
         report.next_file_seq = next_seq;
         report.bytes = stats.bytes;
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
-        // The pending records dropped are void now; the resume positions are the durable ones.
-        store.apply(&Default::default(), &indexer.progress(), Some(pepoch.epoch))?;
+        store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
         self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
         report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);
@@ -417,8 +429,7 @@ impl IndexedLogging {
             }
             *self.restorer.lock() = Some(restorer);
         }
-        let mut indexer =
-            Indexer::new(options.fs.clone(), options.log_dirs.clone(), &indexer.progress(), report.holes.clone());
+        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &resume, report.holes.clone());
         indexer.set_indexed_epoch(pepoch.epoch);
         *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
         *self.shared.indexer.lock() = Some(indexer);
