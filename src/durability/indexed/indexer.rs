@@ -58,6 +58,9 @@ pub struct RoundStats {
     pub max_epoch: u64,
     /// Tombstones purged.
     pub purged: u64,
+    /// Every logger was read up to its target (the round did not stop at the pending-bytes
+    /// bound): every record of an epoch ≤ the round's persistent epoch is indexed.
+    pub complete: bool,
 }
 
 /// The Indexer's state: where it has read each logger's log to, and the records waiting for
@@ -75,6 +78,11 @@ pub struct Indexer {
     /// The last closed file read to its end without finding its end block (named if the
     /// round stalls on it).
     unended: Option<PathBuf>,
+    /// How many times a lookup that finds nothing, or a read that makes no progress, is tried
+    /// again (1 ms apart) before the file counts as missing or the round as stuck: a logger may
+    /// be between renaming `data.log` and creating the next one. 0 during recovery, when
+    /// nothing else writes the directories.
+    retries: usize,
 }
 
 impl Indexer {
@@ -100,7 +108,18 @@ impl Indexer {
             holes,
             indexed_epoch: progress.indexed_epoch,
             unended: None,
+            retries: LOOKUP_ATTEMPTS,
         }
+    }
+
+    /// This Indexer reads directories nothing else writes (recovery, before the loggers start):
+    /// a file not found is missing and a read without progress is stuck, at once. Retrying
+    /// there cost every such recovery at least 200 ms of sleeping (one lookup of a file a
+    /// crashed recovery had discarded), which made the crashed-recovery loops of the power-loss
+    /// sweeps take hours.
+    pub fn at_rest(mut self) -> Indexer {
+        self.retries = 0;
+        self
     }
 
     /// Every record of an epoch ≤ this is in the B-tree.
@@ -176,7 +195,7 @@ impl Indexer {
                 let before = self.cursors[logger];
                 let reached = self.read_logger(logger, target, p, &mut batch, &mut batch_bytes, &mut stats)?;
                 stalled = if self.cursors[logger] == before { stalled + 1 } else { 0 };
-                if stalled > LOOKUP_ATTEMPTS {
+                if !reached && stalled > self.retries {
                     let reason = format!("no progress reading logger {logger}'s file {}", before.file_seq);
                     return match self.unended.take() {
                         Some(file) => {
@@ -204,6 +223,7 @@ impl Indexer {
         if complete {
             self.indexed_epoch = self.indexed_epoch.max(p);
         }
+        stats.complete = complete;
         // With nothing pending every later record has an epoch > the indexed epoch, so the
         // tombstones up to it can never be needed again.
         let purge = self.pending.is_empty().then_some(self.indexed_epoch);
@@ -243,7 +263,8 @@ impl Indexer {
         {
             return Ok(true);
         }
-        let Some(path) = settled(|| find_file(self.fs.as_ref(), &dir, cursor.file_seq))? else {
+        let retries = self.retries;
+        let Some(path) = settled(retries, || find_file(self.fs.as_ref(), &dir, cursor.file_seq))? else {
             if cursor.file_seq == target.file_seq {
                 return Err(corrupt(
                     &dir,
@@ -252,7 +273,7 @@ impl Indexer {
                 ));
             }
             // Sequences may skip (recovery discards files above the durable one).
-            match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
+            match settled(retries, || next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
                 Some(seq) if seq <= target.file_seq => {
                     self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 };
                     return Ok(false);
@@ -326,7 +347,7 @@ impl Indexer {
             self.unended = Some(path.clone());
         }
         if closed && ended {
-            match settled(|| next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
+            match settled(retries, || next_file_seq(self.fs.as_ref(), &dir, cursor.file_seq))? {
                 Some(seq) => self.cursors[logger] = LogPosition { logger: logger as u32, file_seq: seq, offset: 0 },
                 None => return Err(corrupt(&dir, 0, "no log file after a closed one")),
             }
@@ -396,11 +417,14 @@ fn resolve(batch: &mut Batch, key: Vec<u8>, write: Resolved) {
     }
 }
 
-/// Runs a directory lookup until it finds something, a bounded number of times: a logger
+/// Runs a directory lookup until it finds something, `1 + retries` times at most: a logger
 /// rotating its file renames `data.log` and then creates the next one, and a listing taken in
 /// between sees neither under the sequence it looks for.
-fn settled<T>(mut lookup: impl FnMut() -> Result<Option<T>, DurabilityError>) -> Result<Option<T>, DurabilityError> {
-    for _ in 0..LOOKUP_ATTEMPTS {
+fn settled<T>(
+    retries: usize,
+    mut lookup: impl FnMut() -> Result<Option<T>, DurabilityError>,
+) -> Result<Option<T>, DurabilityError> {
+    for _ in 0..retries {
         if let Some(found) = lookup()? {
             return Ok(Some(found));
         }

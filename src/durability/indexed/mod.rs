@@ -93,7 +93,8 @@ impl IndexedOptions {
 #[derive(Clone, Debug, Default)]
 pub struct IndexedRecoveryReport {
     /// `fresh` (nothing to recover), `instant` (tail indexed, restore in the background) or
-    /// `rebuilt` (the indexed log was missing or damaged: blocking value recovery, B-tree rebuilt).
+    /// `rebuilt` (the indexed log was missing, damaged or ahead of the durable `pepoch`: blocking
+    /// value recovery, B-tree rebuilt).
     pub kind: &'static str,
     /// Why the indexed log was rebuilt, when it was.
     pub rebuild_reason: Option<String>,
@@ -163,8 +164,12 @@ impl Shared {
     /// One Indexer round against the `pepoch` file as it is now.
     fn index_round(&self) -> Result<(), DurabilityError> {
         let Some(store) = self.store.read().clone() else { return Ok(()) };
-        let fs = self.options.value.fs.as_ref();
-        let pepoch = recovery::read_pepoch(fs, &self.options.value.log_dirs[0])?;
+        // Not the `pepoch` file on disk: it is renamed into place before its directory is
+        // synced, and after a failed (or not yet done) sync a crash takes it back. Indexing from
+        // it put records of epochs that then became void into the indexed log, with a resume
+        // position past the durable length of a file that recovery then closed shorter (the
+        // Indexer stalled on it, looking for the end block behind its cursor).
+        let pepoch = self.inner.durable_pepoch();
         let mut guard = self.indexer.lock();
         let Some(indexer) = guard.as_mut() else { return Ok(()) };
         if pepoch.epoch <= indexer.indexed_epoch() && indexer.pending_writes() == 0 {
@@ -374,23 +379,44 @@ impl IndexedLogging {
             }
             Err(e) => return Err(e),
         };
+        // An indexed log ahead of the durable `pepoch` holds records of epochs that are void
+        // now (an older build indexed from a `pepoch` file whose directory sync failed): it
+        // cannot be resumed, and it is rebuilt like a damaged one.
+        let durable = recovery::read_pepoch(fs, &options.log_dirs[0])?;
+        if let Some(reason) = ahead_of_the_log(&progress, &durable) {
+            store.close()?;
+            return self.rebuild(db, options, modules, format!("{}: {reason}", path.display()));
+        }
         let store_open_ms = store_started.elapsed().as_secs_f64() * 1e3;
         let (mut report, pepoch) = recovery::begin(options, db, modules)?;
         let tail_started = Instant::now();
         let (replay, discard, next_seq) = recovery::plan(fs, options, &pepoch)?;
         // Index the tail: every record of a persistent, non-void epoch after the resume
         // positions. Later records are void (record_void_epochs below makes them so for good).
-        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone());
+        let mut indexer =
+            Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone()).at_rest();
         let stats = indexer.round(&store, &pepoch)?;
         let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
         indexer.drop_pending();
         let tail_ms = tail_started.elapsed().as_secs_f64() * 1e3;
+        // After a complete tail every persistent record is indexed and every later one is void
+        // (the pending records dropped above): the Indexer resumes at each logger's next file,
+        // as after a rebuild. Not at the durable positions: the files recovery discards lie
+        // between, and the running Indexer waited for each one it looked up (200 ms, for a
+        // rotation in flight), which made every recovery of such a directory that much slower.
+        let resume = if stats.complete {
+            let positions = (next_seq.iter().enumerate())
+                .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
+                .collect();
+            Progress { indexed_epoch: pepoch.epoch, positions }
+        } else {
+            indexer.progress()
+        };
         report.next_file_seq = next_seq;
         report.bytes = stats.bytes;
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
-        // The pending records dropped are void now; the resume positions are the durable ones.
-        store.apply(&Default::default(), &indexer.progress(), Some(pepoch.epoch))?;
+        store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
         self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
         report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);
@@ -403,8 +429,7 @@ impl IndexedLogging {
             }
             *self.restorer.lock() = Some(restorer);
         }
-        let mut indexer =
-            Indexer::new(options.fs.clone(), options.log_dirs.clone(), &indexer.progress(), report.holes.clone());
+        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &resume, report.holes.clone());
         indexer.set_indexed_epoch(pepoch.epoch);
         *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
         *self.shared.indexer.lock() = Some(indexer);
@@ -481,6 +506,27 @@ impl IndexedLogging {
         r.rebuild_reason = Some(reason);
         Ok(report)
     }
+}
+
+/// Why an indexed log at `progress` is ahead of the sequential log's durable `pepoch`, if it is:
+/// its indexed epoch is above the persistent epoch, or it has read a logger's durable file past
+/// the durable length.
+fn ahead_of_the_log(progress: &Progress, pepoch: &files::Pepoch) -> Option<String> {
+    if progress.indexed_epoch > pepoch.epoch {
+        return Some(format!(
+            "indexed to epoch {}, above the persistent epoch {} of the pepoch file",
+            progress.indexed_epoch, pepoch.epoch
+        ));
+    }
+    progress.positions.iter().find_map(|at| {
+        let durable = pepoch.positions.iter().find(|p| p.logger == at.logger)?;
+        (at.file_seq == durable.file_seq && at.offset > durable.durable_len_bytes).then(|| {
+            format!(
+                "indexed logger {}'s file {} to byte {}, past its durable length {}",
+                at.logger, at.file_seq, at.offset, durable.durable_len_bytes
+            )
+        })
+    })
 }
 
 /// The largest epoch the names of rotated files give (a file's name records its max epoch).

@@ -162,7 +162,7 @@ pub struct DurablePosition {
 }
 
 /// The contents of the `pepoch` file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pepoch {
     /// The persistent epoch: every transaction of an epoch ≤ this is durable.
     pub epoch: u64,

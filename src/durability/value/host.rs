@@ -56,7 +56,7 @@ impl CheckpointHost for ValueHost {
         if !self.scheme.pepoch_names_checkpoint(e_l) {
             return Ok(0);
         }
-        let written = self.scheme.written_positions.lock().clone();
+        let written = self.scheme.written_pepoch.lock().positions.clone();
         let keep_from = |logger: usize| written.iter().find(|p| p.logger as usize == logger).map(|p| p.file_seq);
         remove_logs_before(self.fs(), self.dirs(), e_l, &keep_from)
     }

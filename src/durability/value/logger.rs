@@ -211,7 +211,7 @@ fn pepoch_loop(scheme: &SchemeShared) -> std::io::Result<()> {
             let positions = positions.into_iter().map(|(_, p)| p).collect();
             let pepoch = Pepoch { epoch, positions, holes, checkpoint_e_l };
             write_pepoch(scheme, &pepoch)?;
-            *scheme.written_positions.lock() = pepoch.positions;
+            *scheme.written_pepoch.lock() = pepoch;
             scheme.written_checkpoint_e_l.store(checkpoint_e_l, Ordering::SeqCst);
             scheme.publish_pepoch(epoch);
         }

@@ -47,7 +47,7 @@ use super::{DurabilityError, DurabilityTicket, LogScheme, SchemeStart, WorkerLog
 use crate::io::FileSystem;
 use crate::io::real::RealFs;
 use crate::txn::epoch::EpochManager;
-use files::DurablePosition;
+use files::{DurablePosition, Pepoch};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -205,9 +205,12 @@ pub struct SchemeShared {
     modules: Mutex<Vec<(String, String)>>,
     /// Void epoch ranges carried in every `pepoch` file (see [`files::Pepoch::holes`]).
     holes: Mutex<Vec<(u64, u64)>>,
-    /// The logger positions of the last `pepoch` file written: a log file may be removed only
-    /// if it is older than the durable file that file names.
-    written_positions: Mutex<Vec<DurablePosition>>,
+    /// The last `pepoch` file known durable (written by the pepoch writer, whose write ends with
+    /// a directory sync, or settled by recovery). A log file may be removed only if it is older
+    /// than the durable file it names, and the indexed schemes' Indexer reads only up to its
+    /// positions: the `pepoch` file on disk may be newer than this and not durable (renamed
+    /// into place, its directory sync not done yet or failed), and a crash can take it back.
+    written_pepoch: Mutex<Pepoch>,
     /// The `e_l` the next `pepoch` file carries as [`files::Pepoch::checkpoint_e_l`]: raised by
     /// log truncation before it removes anything.
     checkpoint_e_l: AtomicU64,
@@ -243,8 +246,6 @@ impl SchemeShared {
         self.pepoch_cv.notify_all();
     }
 
-    /// Asks the pepoch writer to name the checkpoint of `e_l` and waits, bounded, until a
-    /// `pepoch` file that does is durable.
     /// Asks the pepoch writer to name the checkpoint of `e_l` and waits, bounded, until a
     /// `pepoch` file that does is durable.
     pub(crate) fn pepoch_names_checkpoint(&self, e_l: u64) -> bool {
@@ -338,7 +339,7 @@ impl ValueLogging {
             failed,
             modules: Mutex::new(Vec::new()),
             holes: Mutex::new(Vec::new()),
-            written_positions: Mutex::new(Vec::new()),
+            written_pepoch: Mutex::new(Pepoch::default()),
             checkpoint_e_l: AtomicU64::new(0),
             written_checkpoint_e_l: AtomicU64::new(0),
             checkpoint: Arc::new(CheckpointStatus::default()),
@@ -355,7 +356,6 @@ impl ValueLogging {
         })
     }
 
-    /// The published persistent epoch.
     /// Stops the scheme as a failed write would: nothing more is acknowledged and no later
     /// `pepoch` is written. For a scheme layered on this one whose own part failed (the
     /// `indexed-sync` Indexer: what it acknowledges must stop becoming durable too).
@@ -363,8 +363,16 @@ impl ValueLogging {
         self.shared.fail(message);
     }
 
+    /// The published persistent epoch.
     pub fn pepoch(&self) -> u64 {
         self.shared.pepoch()
+    }
+
+    /// The last `pepoch` file known durable: at least the published persistent epoch, with the
+    /// logger positions that make it so. A reader of the log that must not get ahead of what a
+    /// crash keeps (the indexed schemes' Indexer) uses this, not the `pepoch` file on disk.
+    pub(crate) fn durable_pepoch(&self) -> Pepoch {
+        self.shared.written_pepoch.lock().clone()
     }
 
     /// The checkpoint manager's state: the last checkpoint installed, the last error.
@@ -387,7 +395,12 @@ impl ValueLogging {
         self.shared.pepoch.store(report.pepoch, Ordering::SeqCst);
         *self.first_seq.lock() = report.next_file_seq.clone();
         *self.shared.holes.lock() = report.holes.clone();
-        *self.shared.written_positions.lock() = report.positions.clone();
+        *self.shared.written_pepoch.lock() = Pepoch {
+            epoch: report.pepoch,
+            positions: report.positions.clone(),
+            holes: report.holes.clone(),
+            checkpoint_e_l: report.checkpoint_e_l,
+        };
         self.shared.checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
         self.shared.written_checkpoint_e_l.store(report.checkpoint_e_l, Ordering::SeqCst);
         let max_epoch = report.restart_after_epoch;
