@@ -184,7 +184,7 @@ pub fn apply(
     let schema = &table.schema;
     let (op, columns) = choose(schema, record.row.is_some(), record.key_seen);
     let mut row = match record.row {
-        Some(row) => row.into_values(),
+        Some(row) => row.to_vec(),
         None => Vec::new(),
     };
     let mut key_parts = match op {

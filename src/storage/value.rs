@@ -308,11 +308,6 @@ impl Row {
         Row::from_exact_iter(std::iter::empty())
     }
 
-    /// Whether both are the same allocation.
-    pub fn ptr_eq(a: &Row, b: &Row) -> bool {
-        a.0.as_ptr() == b.0.as_ptr()
-    }
-
     /// Changes the values through `f`: in place when this is the only reference to the row, else
     /// in a copy that replaces it (copy on write, as `Arc::make_mut`).
     pub fn update_values<R>(&mut self, f: impl FnOnce(&mut [Value]) -> R) -> R {
@@ -329,12 +324,6 @@ impl Row {
                 self.update_values(f)
             }
         }
-    }
-
-    /// The values, as a vector of their clones (a value clone is a copy for inline text and
-    /// numbers, a reference-count increment for bytes).
-    pub fn into_values(self) -> Vec<Value> {
-        self.to_vec()
     }
 
     /// The thin pointer a record holds.
