@@ -56,8 +56,9 @@ fi
 
 # The indexed schemes' full power-loss sweep (recovery crashed at every I/O of every crash
 # point: a few hundred crash points, each with a few hundred recovery I/Os recovered three times)
-# takes hours on two cores: it runs last (part 4), after every bounded part has its result.
-indexed_power_loss=power_loss_at_every_io_indexed_schemes_recover_a_prefix_with_every_acknowledged_step
+# takes hours on two cores: it runs last (part 4), after every bounded part has its result. It is
+# four tests (scheme x history), two at once.
+indexed_power_loss=power_loss_at_every_io_indexed_schemes_
 if [ "${SKIP_SWEEPS:-0}" != 1 ]; then
   for t in $sweeps; do
     name=$(basename "$t" .rs)
@@ -112,7 +113,7 @@ fi
 if [ "${SKIP_SWEEPS:-0}" != 1 ] && [ "${SKIP_INDEXED_POWER_LOSS_SWEEP:-0}" != 1 ]; then
   name=sweep-reliability_indexed-power-loss
   timed "$name" env LAZARUS_RELIABILITY_FULL=1 \
-    cargo test --test reliability_indexed -- --nocapture --exact "$indexed_power_loss"
+    cargo test --test reliability_indexed -- --nocapture --test-threads 2 "$indexed_power_loss"
   grep -h '^RELIABILITY' "$out/$name.log" >>"$summary" || true
 fi
 

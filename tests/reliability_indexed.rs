@@ -68,26 +68,39 @@ fn the_indexed_log_is_written_on_the_simulated_disk_and_recovers_the_history() {
     }
 }
 
+/// One power-loss sweep per scheme and history (four tests, so that the full sweep, hours on two
+/// cores, runs two at once under `--test-threads 2`).
+fn power_loss_at_every_io(mode: IndexMode, history: History) {
+    // CI: 2 seeds, recovery crashed only after the completed run (the full sweep: the knobs of
+    // every other scheme, recovery crashed at every I/O of every crash point).
+    let knobs = knobs();
+    let sweep = match knobs.full {
+        true => SweepKnobs { seeds: knobs.seeds, crash_stride: 1, recovery_crash_stride: 1, trace: false },
+        false => SweepKnobs { seeds: 2, crash_stride: CI_CRASH_STRIDE as u64, recovery_crash_stride: 0, trace: false },
+    };
+    assert_eq!(history.setup.scheme, setup(mode).scheme, "the history runs the scheme named");
+    let what = format!("{}/{} power loss", history.setup.label, history.name);
+    power_loss_sweep_with(&history, sweep).assert_clean(&what);
+}
+
 #[test]
-fn power_loss_at_every_io_indexed_schemes_recover_a_prefix_with_every_acknowledged_step() {
-    for mode in MODES {
-        for history in histories(mode) {
-            // CI: 2 seeds, recovery crashed only after the completed run (the full sweep: the
-            // knobs of every other scheme, recovery crashed at every I/O of every crash point).
-            let knobs = knobs();
-            let sweep = match knobs.full {
-                true => SweepKnobs { seeds: knobs.seeds, crash_stride: 1, recovery_crash_stride: 1, trace: false },
-                false => SweepKnobs {
-                    seeds: 2,
-                    crash_stride: CI_CRASH_STRIDE as u64,
-                    recovery_crash_stride: 0,
-                    trace: false,
-                },
-            };
-            let what = format!("{}/{} power loss", history.setup.label, history.name);
-            power_loss_sweep_with(&history, sweep).assert_clean(&what);
-        }
-    }
+fn power_loss_at_every_io_indexed_schemes_async_transfer_recovers_a_prefix_with_every_acknowledged_step() {
+    power_loss_at_every_io(IndexMode::Async, transfer_history(setup(IndexMode::Async), 24));
+}
+
+#[test]
+fn power_loss_at_every_io_indexed_schemes_async_kv_recovers_a_prefix_with_every_acknowledged_step() {
+    power_loss_at_every_io(IndexMode::Async, kv_history(setup(IndexMode::Async), 24, 0));
+}
+
+#[test]
+fn power_loss_at_every_io_indexed_schemes_sync_transfer_recovers_a_prefix_with_every_acknowledged_step() {
+    power_loss_at_every_io(IndexMode::Sync, transfer_history(setup(IndexMode::Sync), 24));
+}
+
+#[test]
+fn power_loss_at_every_io_indexed_schemes_sync_kv_recovers_a_prefix_with_every_acknowledged_step() {
+    power_loss_at_every_io(IndexMode::Sync, kv_history(setup(IndexMode::Sync), 24, 0));
 }
 
 /// The operations on the sequential log that only its writers (loggers, `pepoch`, `catalog`)
