@@ -210,3 +210,52 @@ fn a_real_bench_run_reports() {
     assert!(figure(&html, "latency-1-real").contains("p99 to durability"));
     assert!(html.contains("<td>real</td>"));
 }
+
+/// A result of `label` (`workload/scheme/Nt`) run on `threads` threads.
+fn threaded_result(label: &str, threads: usize, throughput: f64) -> String {
+    result_json(label, throughput, 1_000, 9_000).replace("\"threads\": 2", &format!("\"threads\": {threads}"))
+}
+
+fn stream_recovery_json(label: &str, scheme: &str, threads: usize, recovered: u64) -> String {
+    format!(
+        r#"{{"kind": "stream-recovery", "format_version": 1, "label": "{label}", "scheme": "{scheme}",
+        "threads": {threads}, "recovered": {recovered}, "read_ms": 100.0, "graph_ms": 400.0, "replay_ms": 500.0}}"#
+    )
+}
+
+/// Taurus Figures 5/6 (throughput and latency against worker threads, per scheme) and 8
+/// (recovery throughput against recovery threads): drawn from result files with thread counts.
+#[test]
+fn results_over_thread_counts_give_scaling_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (scheme, base) in [("none", 100_000.0), ("taurus-data", 80_000.0)] {
+        for threads in [1, 2, 4] {
+            let label = format!("ycsb/{scheme}/{threads}t");
+            let name = format!("{scheme}-{threads}.json");
+            files.push(write(dir.path(), &name, &threaded_result(&label, threads, base * threads as f64)));
+        }
+    }
+    let html = render(&files, &dir.path().join("bench"), "bars");
+    assert_eq!(html.matches("<svg").count(), 2 + 2, "per-run bars, then throughput and latency against threads");
+    let chart = figure(&html, "bars-scaling-throughput-ycsb");
+    assert!(chart.contains("taurus-data") && chart.contains("none"), "one series per scheme");
+    assert_eq!(figure(&html, "bars-scaling-latency-ycsb").matches("<svg").count(), 1);
+
+    // One thread count: nothing to scale over.
+    let html = render(&files[..1], &dir.path().join("one"), "bars");
+    assert!(!html.contains("bars-scaling-"), "no scaling chart from one thread count");
+
+    let recoveries = [
+        write(dir.path(), "r1.json", &stream_recovery_json("tpcc/taurus-cmd/1t", "taurus-cmd", 1, 10_000)),
+        write(dir.path(), "r2.json", &stream_recovery_json("tpcc/taurus-cmd/2t", "taurus-cmd", 2, 10_000)),
+        write(dir.path(), "r3.json", &stream_recovery_json("tpcc/serial-cmd/1t", "serial-cmd", 1, 10_000)),
+    ];
+    let html = render(&recoveries, &dir.path().join("recovery"), "bars");
+    assert_eq!(html.matches("<svg").count(), 1, "one recovery figure for the tpcc runs");
+    let chart = figure(&html, "bars-scaling-recovery-tpcc");
+    assert!(chart.contains("taurus-cmd") && chart.contains("serial-cmd"));
+    let bad = write(dir.path(), "bad.json", &stream_recovery_json("x", "y", 1, 1).replace("\"recovered\": 1,", ""));
+    let error = render_report(&[bad], &ReportOptions::default()).unwrap_err().to_string();
+    assert!(error.contains("not a stream-recovery result") && error.contains("recovered"), "{error}");
+}

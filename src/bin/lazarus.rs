@@ -84,7 +84,8 @@ enum Command {
         /// `--durability command-data`). See docs/pacman.md.
         #[arg(long, default_value = "clr")]
         command_replay: lazarus::durability::command::CommandReplay,
-        /// Command logs: write the replay's phases to this JSON file (`lazarus report` draws them).
+        /// Command logs: write the replay's phases to this JSON file; serial and Taurus logs: the
+        /// transactions recovered and each phase's time (`lazarus report` draws either).
         #[arg(long)]
         result_json: Option<std::path::PathBuf>,
         /// Label of this recovery in reports [default: engine and threads].
@@ -529,9 +530,15 @@ fn write_recovery_result(
         scheduling_ms: b.scheduling_ms,
         execution_ms: b.execution_ms,
     };
-    let mut value = serde_json::to_value(&run)?;
+    write_result_kind(path, &run, lazarus::report::input::RECOVERY_KIND)
+}
+
+/// Writes a recovery result for `lazarus report`: `run`'s fields with its `kind` and
+/// `format_version` 1.
+fn write_result_kind(path: &std::path::Path, run: &impl serde::Serialize, kind: &str) -> anyhow::Result<()> {
+    let mut value = serde_json::to_value(run)?;
     if let Some(object) = value.as_object_mut() {
-        object.insert("kind".into(), lazarus::report::input::RECOVERY_KIND.into());
+        object.insert("kind".into(), kind.into());
         object.insert("format_version".into(), 1.into());
     }
     std::fs::write(path, serde_json::to_string_pretty(&value)?)
@@ -599,6 +606,7 @@ fn recover_stream(
     log_dirs: Vec<std::path::PathBuf>,
     threads: Option<usize>,
     header: lazarus::durability::taurus::format::StreamHeader,
+    output: RecoveryOutput,
 ) -> anyhow::Result<ExitCode> {
     let mut options = StreamOptions::new(header.flavor, log_dirs);
     options.loggers = header.loggers as usize;
@@ -636,6 +644,20 @@ fn recover_stream(
     println!("index rebuild   {:>10.1} ms", r.rebuild_ms);
     println!("total           {:>10.1} ms", total_s * 1e3);
     println!("recovery        {:.0} txn/s (graph and replay)", r.txns_per_s());
+    let run = lazarus::report::StreamRecoveryRun {
+        label: output.label.unwrap_or_else(|| format!("{}/{}t", header.flavor.name(), r.threads)),
+        scheme: header.flavor.name().to_string(),
+        threads: r.threads,
+        recovered: r.recovered,
+        read_ms: r.read_ms,
+        graph_ms: r.graph_ms,
+        replay_ms: r.replay_ms,
+    };
+    println!("recovery        {:.0} txn/s (reading, graph and replay)", run.txns_per_s());
+    if let Some(path) = &output.result_json {
+        let kind = lazarus::report::input::STREAM_RECOVERY_KIND;
+        write_result_kind(path, &run, kind)?;
+    }
     db.close()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -682,7 +704,7 @@ fn recover(
         evict_all(&files)?;
     }
     if let Some(header) = stream_log_header(&log_dirs)? {
-        return recover_stream(log_dirs, threads, header);
+        return recover_stream(log_dirs, threads, header, output);
     }
     let format = log_format(&log_dirs[0])?;
     let mut options = ValueOptions::new(log_dirs);

@@ -34,7 +34,7 @@ pub(super) fn page(title: &str, inputs: &Inputs, plots: PlotSet, figures: &[Figu
         body += &timeline_table(&inputs.timelines);
     }
     if plots.bars {
-        body += &section("Runs", figures, "bars-", inputs.results.is_empty() && inputs.recoveries.is_empty(), "result");
+        body += &section("Runs", figures, "bars-", runs_missing(inputs), "result");
     }
     if !inputs.results.is_empty() {
         body += &result_table(&inputs.results);
@@ -46,6 +46,11 @@ pub(super) fn page(title: &str, inputs: &Inputs, plots: PlotSet, figures: &[Figu
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n\
          <style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
     )
+}
+
+/// Whether no file gave a run for the "Runs" section.
+fn runs_missing(inputs: &Inputs) -> bool {
+    inputs.results.is_empty() && inputs.recoveries.is_empty() && inputs.stream_recoveries.is_empty()
 }
 
 fn input_list(inputs: &Inputs) -> String {

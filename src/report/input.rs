@@ -120,6 +120,38 @@ impl RecoveryRun {
 /// The `kind` of a command-recovery result file.
 pub const RECOVERY_KIND: &str = "command-recovery";
 
+/// What `lazarus recover --result-json` writes for serial and Taurus logs (`"kind":
+/// "stream-recovery"`, `format_version` 1): transactions recovered and the time of each phase, for
+/// Taurus's Figure 8 (recovery throughput per scheme and thread count).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct StreamRecoveryRun {
+    /// The run's label (default: scheme and threads).
+    pub label: String,
+    /// `serial-data`, `serial-cmd`, `taurus-data` or `taurus-cmd`.
+    pub scheme: String,
+    /// Recovery threads.
+    pub threads: usize,
+    /// Transactions recovered (replayed).
+    pub recovered: u64,
+    /// Reading and decoding the logs, ms.
+    pub read_ms: f64,
+    /// Building the recovery graph, ms.
+    pub graph_ms: f64,
+    /// Replaying, ms.
+    pub replay_ms: f64,
+}
+
+impl StreamRecoveryRun {
+    /// Transactions recovered per second of reading, graph building and replay (the paper's
+    /// recovery throughput: log in, transactions applied).
+    pub fn txns_per_s(&self) -> f64 {
+        self.recovered as f64 / ((self.read_ms + self.graph_ms + self.replay_ms) / 1e3).max(1e-9)
+    }
+}
+
+/// The `kind` of a stream-recovery result file.
+pub const STREAM_RECOVERY_KIND: &str = "stream-recovery";
+
 /// All inputs of a report, each kind in the order given.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
@@ -131,6 +163,8 @@ pub struct Inputs {
     pub figures: Vec<FigureFile>,
     /// Command-recovery result files.
     pub recoveries: Vec<RecoveryRun>,
+    /// Stream-recovery (serial and Taurus) result files.
+    pub stream_recoveries: Vec<StreamRecoveryRun>,
 }
 
 /// Reads every file: `.csv` as a timeline, `.json` as a figure file if it has
@@ -150,6 +184,8 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
                     inputs.figures.push(FigureFile { path: path.clone(), figure: figure::parse_figure(path, value)? });
                 } else if value.get("kind").and_then(serde_json::Value::as_str) == Some(RECOVERY_KIND) {
                     inputs.recoveries.push(parse_recovery(path, &text)?);
+                } else if value.get("kind").and_then(serde_json::Value::as_str) == Some(STREAM_RECOVERY_KIND) {
+                    inputs.stream_recoveries.push(parse_kind(path, value, STREAM_RECOVERY_KIND)?);
                 } else {
                     inputs.results.push(ResultFile { path: path.clone(), summary: result_from_json(path, value)? });
                 }
@@ -247,12 +283,22 @@ fn result_from_json(path: &Path, value: serde_json::Value) -> Result<RunSummary,
 pub fn parse_recovery(path: &Path, text: &str) -> Result<RecoveryRun, ReportError> {
     let error = |message: String| ReportError::Parse { path: path.to_path_buf(), line: 1, message };
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
-    if value.get("kind").and_then(serde_json::Value::as_str) != Some(RECOVERY_KIND)
+    parse_kind(path, value, RECOVERY_KIND)
+}
+
+/// Parses a result file of `kind` and `format_version` 1 (a recovery result of some scheme).
+fn parse_kind<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    value: serde_json::Value,
+    kind: &str,
+) -> Result<T, ReportError> {
+    let error = |message: String| ReportError::Parse { path: path.to_path_buf(), line: 1, message };
+    if value.get("kind").and_then(serde_json::Value::as_str) != Some(kind)
         || value.get("format_version").and_then(serde_json::Value::as_u64) != Some(1)
     {
-        return Err(error(format!("not a {RECOVERY_KIND} result of format_version 1")));
+        return Err(error(format!("not a {kind} result of format_version 1")));
     }
-    serde_json::from_value(value).map_err(|e| error(format!("not a recovery result: {e}")))
+    serde_json::from_value(value).map_err(|e| error(format!("not a {kind} result: {e}")))
 }
 
 fn file_stem(path: &Path) -> String {
@@ -273,6 +319,23 @@ mod tests {
         let wrong = text.replace("\"format_version\": 1", "\"format_version\": 2");
         assert!(parse_recovery(Path::new("r.json"), &wrong).is_err());
         assert!(parse_recovery(Path::new("r.json"), "{\"kind\": \"command-recovery\"}").is_err());
+    }
+
+    #[test]
+    fn a_stream_recovery_result_parses_and_its_rate_counts_every_phase() {
+        let text = r#"{"kind": "stream-recovery", "format_version": 1, "label": "taurus-data 2t",
+            "scheme": "taurus-data", "threads": 2, "recovered": 3000, "read_ms": 500.0, "graph_ms": 250.0,
+            "replay_ms": 250.0}"#;
+        let path = Path::new("s.json");
+        let run: StreamRecoveryRun =
+            parse_kind(path, serde_json::from_str(text).unwrap(), STREAM_RECOVERY_KIND).unwrap();
+        assert_eq!((run.scheme.as_str(), run.threads), ("taurus-data", 2));
+        assert_eq!(run.txns_per_s(), 3000.0);
+        let wrong: serde_json::Value = serde_json::from_str(&text.replace("stream-recovery", "x")).unwrap();
+        assert!(parse_kind::<StreamRecoveryRun>(path, wrong, STREAM_RECOVERY_KIND).is_err());
+        let missing = serde_json::json!({"kind": "stream-recovery", "format_version": 1, "label": "l"});
+        let e = parse_kind::<StreamRecoveryRun>(path, missing, STREAM_RECOVERY_KIND).unwrap_err().to_string();
+        assert!(e.starts_with("s.json:1: not a stream-recovery result"), "{e}");
     }
 
     fn csv(rows: &[&str]) -> String {

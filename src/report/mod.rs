@@ -14,6 +14,11 @@
 //! - [`PlotKind::Bars`]: two charts side by side, throughput per run label and p50/p99 latency to
 //!   durability per run label, plus a table of the summaries.
 //!
+//!   With results of two or more thread counts for a workload, or serial/Taurus recovery results,
+//!   it also draws scaling charts (`scaling`): throughput and p99 latency to durability against
+//!   worker threads per scheme (Taurus Figures 5 and 6), recovery throughput against recovery
+//!   threads per scheme (Taurus Figure 8).
+//!
 //! - [`PlotKind::Figures`]: one chart per figure file (`.json` with `figure_format_version`, see
 //!   [`figure`]): grouped or stacked bars that another benchmark measured, e.g. the replay bench's
 //!   Figures 4.1–4.3.
@@ -21,7 +26,7 @@
 //! So a report has `T + L·n + 2·B` charts, where `n` is the number of timeline files, `T` is 1 if
 //! throughput is requested and `n > 0`, `L` is 1 if latency is requested, and `B` is 1 if bars are
 //! requested and at least one result file was given, plus one per figure file when figures are
-//! requested. Each chart is exactly one `<svg` element in
+//! requested, plus the scaling charts with bars. Each chart is exactly one `<svg` element in
 //! the page. A requested plot with no matching input is skipped with a note on the page.
 
 mod bars;
@@ -29,9 +34,10 @@ pub mod figure;
 mod html;
 pub mod input;
 mod plot;
+mod scaling;
 mod timeline;
 
-pub use input::{Inputs, ResultFile, Timeline, TimelineWindow, read_inputs};
+pub use input::{Inputs, ResultFile, StreamRecoveryRun, Timeline, TimelineWindow, read_inputs};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! Text is measured (and, in PNGs, drawn) with DejaVu Sans, embedded in the binary and registered
 //! with plotters' `ab_glyph` font table as `sans-serif`, so nothing depends on system fonts.
 
-use super::figure::FigureFile;
+use super::figure::{Figure, FigureFile};
 use super::input::{Inputs, RecoveryRun, ResultFile, Timeline};
-use super::{PlotSet, ReportError, bars, timeline};
+use super::{PlotSet, ReportError, bars, scaling, timeline};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
@@ -35,6 +35,8 @@ pub(super) enum Chart<'a> {
     Figure(&'a FigureFile),
     /// Command-log replay time per run, stacked by phase.
     RecoveryBars(&'a [RecoveryRun]),
+    /// A measure per scheme against threads, built from result files ([`scaling`]).
+    Scaling(Figure),
 }
 
 impl Chart<'_> {
@@ -47,6 +49,7 @@ impl Chart<'_> {
             Chart::LatencyBars(_) => "bars-latency".to_string(),
             Chart::Figure(f) => format!("figure-{}", f.figure.id),
             Chart::RecoveryBars(_) => "bars-recovery".to_string(),
+            Chart::Scaling(f) => format!("bars-{}", f.id),
         }
     }
 
@@ -57,6 +60,7 @@ impl Chart<'_> {
             Chart::ThroughputBars(_) | Chart::LatencyBars(_) => (520, 400),
             Chart::Figure(f) => (figure_width(&f.figure), 420),
             Chart::RecoveryBars(r) => (180 + 90 * r.len() as u32, 420),
+            Chart::Scaling(f) => (figure_width(f), 420),
         }
     }
 
@@ -72,6 +76,7 @@ impl Chart<'_> {
             Chart::LatencyBars(r) => bars::draw_latency(root, r),
             Chart::Figure(f) => bars::draw_figure(root, &f.figure),
             Chart::RecoveryBars(r) => bars::draw_recovery(root, r),
+            Chart::Scaling(f) => bars::draw_figure(root, f),
         }?;
         root.present()?;
         Ok(())
@@ -93,6 +98,9 @@ pub(super) fn charts(inputs: &Inputs, plots: PlotSet) -> Vec<Chart<'_>> {
     }
     if plots.bars && !inputs.recoveries.is_empty() {
         charts.push(Chart::RecoveryBars(&inputs.recoveries));
+    }
+    if plots.bars {
+        charts.extend(scaling::figures(inputs).into_iter().map(Chart::Scaling));
     }
     if plots.figures {
         charts.extend(inputs.figures.iter().map(Chart::Figure));
