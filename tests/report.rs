@@ -219,7 +219,7 @@ fn threaded_result(label: &str, threads: usize, throughput: f64) -> String {
 fn stream_recovery_json(label: &str, scheme: &str, threads: usize, recovered: u64) -> String {
     format!(
         r#"{{"kind": "stream-recovery", "format_version": 1, "label": "{label}", "scheme": "{scheme}",
-        "threads": {threads}, "recovered": {recovered}, "read_ms": 100.0, "graph_ms": 400.0, "replay_ms": 500.0}}"#
+        "threads": {threads}, "recovered": {recovered}, "graph_ms": 400.0, "replay_ms": 500.0}}"#
     )
 }
 
