@@ -193,16 +193,23 @@ impl ProcedurePlan {
     }
 }
 
-/// `compiled` sliced for a piece with `roles` and compiled against `catalog`. The sliced body is a
-/// subset of a body that compiled, so it compiles too; were it not to, the piece runs the whole
-/// body, skipping the other slices' operations one by one (slower, as exact).
+/// `compiled` sliced for a piece with `roles` and compiled against `catalog`, with the operation
+/// hooks a piece needs ([`CompiledProcedure::compile_for_pieces`]). The sliced body is a subset of a
+/// body that compiled, so it compiles too; were it not to, the piece runs the whole body, skipping
+/// the other slices' operations one by one (slower, as exact).
 fn sliced_compiled(compiled: &Arc<CompiledProcedure>, roles: &[Role], catalog: &Catalog) -> Arc<CompiledProcedure> {
     let sliced = super::sliced::sliced_body(compiled.ir(), roles);
-    match CompiledProcedure::compile(Arc::new(sliced), catalog) {
+    let whole = || CompiledProcedure::compile_for_pieces(Arc::clone(compiled.ir()), catalog);
+    match CompiledProcedure::compile_for_pieces(Arc::new(sliced), catalog) {
         Ok(body) => Arc::new(body),
         Err(e) => {
             debug_assert!(false, "a sliced body of {} does not compile: {e}", compiled.name());
-            Arc::clone(compiled)
+            // The whole body compiled against this catalog when it was registered; the same
+            // compiler gives the same answer, so this cannot fail.
+            match whole() {
+                Ok(body) => Arc::new(body),
+                Err(e) => panic!("{} compiled once and no longer does: {e}", compiled.name()),
+            }
         }
     }
 }

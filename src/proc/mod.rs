@@ -111,9 +111,17 @@ pub struct CompiledProcedure {
 }
 
 impl CompiledProcedure {
-    /// Compiles a procedure against a catalog that contains every table it names.
+    /// Compiles a procedure against a catalog that contains every table it names, to run in a
+    /// transaction or a replay context (every database operation it reaches runs).
     pub fn compile(ir: Arc<Procedure>, catalog: &Catalog) -> Result<CompiledProcedure, Diagnostic> {
-        let body = compile::compile_body(&ir, catalog)?;
+        let body = compile::compile_body(&ir, catalog, compile::OpHooks::Off)?;
+        Ok(CompiledProcedure { ir, body })
+    }
+
+    /// [`CompiledProcedure::compile`] for a PACMAN piece: each database operation first calls
+    /// [`runtime::Storage::enter_op`], which may skip it.
+    pub fn compile_for_pieces(ir: Arc<Procedure>, catalog: &Catalog) -> Result<CompiledProcedure, Diagnostic> {
+        let body = compile::compile_body(&ir, catalog, compile::OpHooks::Pieces)?;
         Ok(CompiledProcedure { ir, body })
     }
 

@@ -125,7 +125,8 @@ pub trait Storage {
     /// Names the statement whose database operation comes next (PACMAN piece replay,
     /// `crate::pacman::piece`, decides per statement whether to run, feed back or skip it).
     /// `false`: skip the whole statement — its expressions are not evaluated and it assigns
-    /// nothing, so a piece pays nothing for the other slices' operations.
+    /// nothing, so a piece pays nothing for the other slices' operations. Only procedures compiled
+    /// with [`crate::proc::CompiledProcedure::compile_for_pieces`] call it.
     fn enter_op(&mut self, _stmt: u32) -> bool {
         true
     }

@@ -22,6 +22,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) name: Arc<str>,
     /// Per variable: whether its one read may move the value ([`super::moves`]).
     pub(crate) movable: Vec<bool>,
+    /// Whether database operations call [`Storage::enter_op`] first.
+    pub(crate) hooks: super::OpHooks,
 }
 
 /// A value a statement stores (an inserted column, an updated one): moved out of a variable
@@ -172,7 +174,7 @@ impl Ctx<'_> {
 
     fn stmt(&self, s: &Stmt) -> Result<StmtFn, Diagnostic> {
         let compiled = self.stmt_inner(s)?;
-        if s.db_op().is_none() {
+        if s.db_op().is_none() || self.hooks == super::OpHooks::Off {
             return Ok(compiled);
         }
         // A database operation names itself to the storage first (PACMAN piece replay), which
