@@ -39,7 +39,11 @@ run() { # round workload scheme threads loggers
   local round=$1 w=$2 scheme=$3 threads=$4 loggers=$5
   local series=$scheme
   [ "$loggers" -gt 0 ] && case $scheme in taurus-*) series="$scheme-${loggers}L" ;; esac
-  local name="$w-$series-${threads}t" label="$w/$series/${threads}t"
+  # The logger-count runs (1 and 4 loggers, 2 threads only) get a figure of their own, so that
+  # the thread-sweep figures (Figures 5 and 6) hold one series per scheme.
+  local figure=$w
+  case $series in taurus-*-1L | taurus-*-4L) figure="$w-loggers" ;; esac
+  local name="$w-$series-${threads}t" label="$figure/$series/${threads}t"
   local result="$out/r$round-$name.json"
   # shellcheck disable=SC2046
   if [ "$scheme" = none ]; then
@@ -117,7 +121,9 @@ for w, s, t in keys:
 EOF
 for f in "$out"/recovery-*.log; do echo "$(basename "$f" .log): $(grep -h 'txn/s from generation' "$f")"; done \
   >"$out/recovery.txt"
-for f in "$out"/r"$rounds"-*.log; do echo "$(basename "$f" .log): $(grep -h '^log records' "$f")"; done \
-  >"$out/log-bytes.txt"
+for f in "$out"/r"$rounds"-*.log; do
+  case $f in *.load.log) continue ;; esac
+  bytes=$(grep -h '^log records' "$f") && echo "$(basename "$f" .log): $bytes"
+done >"$out/log-bytes.txt"
 echo "taurus-bench: $([ $failed = 0 ] && echo ok || echo FAILED), out $out"
 exit $failed
