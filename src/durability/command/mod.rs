@@ -63,6 +63,7 @@
 
 pub mod parallel;
 pub mod recovery;
+mod wake_queue;
 
 use super::codec::{self, DecodeError, Reader};
 use super::value::worker::ValueWorkerLog;

@@ -42,6 +42,7 @@
 //! [`crate::storage::Table::install_if_newer`] and the logged TID — no latch, no transaction, as
 //! no other thread touches those keys; secondary indexes are built afterwards.
 
+use super::wake_queue::WakeQueue;
 use super::{CommandEntry, CommandReplay};
 use crate::db::Database;
 use crate::durability::DurabilityError;
@@ -49,9 +50,9 @@ use crate::pacman::piece::{ProcedurePlan, Recording};
 use crate::pacman::{self, SliceId};
 use crate::storage::Value;
 use crate::storage::key::{decode_key, encode_value};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -394,10 +395,9 @@ struct Shared<'a> {
     sets: Vec<PieceSet>,
     batches: Vec<Batch>,
     variant: Variant,
-    queue: Mutex<Vec<Task>>,
-    ready: Condvar,
+    /// Partitions ready to run; stopped when every set is done or one failed.
+    tasks: WakeQueue<Task>,
     sets_left: AtomicUsize,
-    stop: AtomicBool,
     error: Mutex<Option<String>>,
 }
 
@@ -496,10 +496,8 @@ pub fn replay_clr_p(
         sets,
         batches,
         variant,
-        queue: Mutex::new(Vec::new()),
-        ready: Condvar::new(),
+        tasks: WakeQueue::new(total_sets == 0),
         sets_left: AtomicUsize::new(total_sets),
-        stop: AtomicBool::new(total_sets == 0),
         error: Mutex::new(None),
     };
     // The first batch's roots are ready.
@@ -571,15 +569,9 @@ impl Shared<'_> {
         self.stop_workers();
     }
 
-    /// Tells every worker to return. `stop` is set under the queue's lock, which a worker holds
-    /// from its check of `stop` until it sleeps on `ready`: set without it, the notification
-    /// could fall between a worker's check and its sleep, and that worker would never wake (a
-    /// `clr-p` replay hung so in `pacman_replay` on a loaded machine).
+    /// Tells every worker to return (without a lost wake-up: [`WakeQueue`]).
     fn stop_workers(&self) {
-        let queue = self.queue.lock();
-        self.stop.store(true, Ordering::SeqCst);
-        drop(queue);
-        self.ready.notify_all();
+        self.tasks.stop();
     }
 
     /// A piece-set whose dependencies are met: queue its partitions (or finish it if empty).
@@ -589,10 +581,7 @@ impl Shared<'_> {
             self.finish_set(set);
             return;
         }
-        let mut queue = self.queue.lock();
-        queue.extend((0..parts).map(|p| Task { set, part: p as u32, pos: 0 }));
-        drop(queue);
-        self.ready.notify_all();
+        self.tasks.push_all((0..parts).map(|p| Task { set, part: p as u32, pos: 0 }));
     }
 
     fn release(&self, set: usize) {
@@ -630,19 +619,7 @@ impl Shared<'_> {
         let mut stats = ThreadStats { per_block: vec![(0, 0); self.plans.blocks], busy_ns: 0 };
         let mut worker = self.db.replay_worker();
         loop {
-            let task = {
-                let mut queue = self.queue.lock();
-                loop {
-                    if let Some(t) = queue.pop() {
-                        break Some(t);
-                    }
-                    if self.stop.load(Ordering::SeqCst) {
-                        break None;
-                    }
-                    self.ready.wait(&mut queue);
-                }
-            };
-            let Some(task) = task else { return stats };
+            let Some(task) = self.tasks.pop_or_wait() else { return stats };
             if let Err(e) = self.run_task(task, &mut worker, &mut stats) {
                 self.fail(e);
                 return stats;
@@ -662,7 +639,7 @@ impl Shared<'_> {
             .clone();
         let mut pos = task.pos as usize;
         while pos < part.len() {
-            if self.stop.load(Ordering::Relaxed) {
+            if self.tasks.is_stopped() {
                 return Ok(());
             }
             let index = part[pos] as usize;
@@ -685,8 +662,7 @@ impl Shared<'_> {
             if cross != u32::MAX {
                 let waiters = std::mem::take(&mut set.cross[cross as usize].1.lock().waiters);
                 if !waiters.is_empty() {
-                    self.queue.lock().extend(waiters);
-                    self.ready.notify_all();
+                    self.tasks.push_all(waiters);
                 }
             }
             pos += 1;
