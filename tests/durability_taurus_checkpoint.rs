@@ -41,8 +41,11 @@ fn options(dir: &Path, flavor: Flavor) -> StreamOptions {
 
 fn open(o: StreamOptions) -> (Database, Arc<StreamLogging>) {
     let scheme = Arc::new(StreamLogging::new(o).unwrap());
-    let config =
-        DatabaseConfig { epoch_interval_ms: 5, scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>, ..Default::default() };
+    let config = DatabaseConfig {
+        epoch_interval_ms: 5,
+        scheme: Arc::clone(&scheme) as Arc<dyn LogScheme>,
+        ..Default::default()
+    };
     (Database::open(config).unwrap(), scheme)
 }
 
@@ -317,7 +320,11 @@ fn last_segment(dir: &Path, logger: usize) -> (PathBuf, u64) {
 /// a fraction of what was written after the durable length the persistent vector file recorded
 /// when the checkpoint was installed (a crash after it cannot lose less), recovers to serial
 /// replay of the committable transactions (as in `tests/durability_taurus.rs`).
-fn check_history_with_checkpoint(history: &[GenTxn], checkpoint_at: usize, cuts: &[f64; 2]) -> Result<(), TestCaseError> {
+fn check_history_with_checkpoint(
+    history: &[GenTxn],
+    checkpoint_at: usize,
+    cuts: &[f64; 2],
+) -> Result<(), TestCaseError> {
     let base = tempfile::tempdir().unwrap();
     let logged = base.path().join("logged");
     let (db, scheme) = open(options(&logged, Flavor::TaurusData));
@@ -368,7 +375,8 @@ fn check_history_with_checkpoint(history: &[GenTxn], checkpoint_at: usize, cuts:
     if checkpoint_at >= history.len() {
         checkpoint(&scheme);
         let pv_path = logged.join("a").join(format::persistent_vector_name(Flavor::TaurusData));
-        durable_at_checkpoint = Some(format::decode_persistent_vector_file(&std::fs::read(&pv_path).unwrap()).unwrap().1);
+        durable_at_checkpoint =
+            Some(format::decode_persistent_vector_file(&std::fs::read(&pv_path).unwrap()).unwrap().1);
     }
     drop(workers);
     db.close().unwrap();

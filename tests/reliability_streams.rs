@@ -239,7 +239,10 @@ fn checkpoint_setup(flavor: Flavor) -> Setup {
 #[test]
 fn power_loss_at_every_io_taurus_data_with_checkpoints_recovers_a_prefix_with_every_acknowledged_step() {
     let setup = checkpoint_setup(Flavor::TaurusData);
-    assert_power_loss_clean_with_checkpoints(&transfer_history(setup, 24), "taurus-data-checkpoint/transfer power loss");
+    assert_power_loss_clean_with_checkpoints(
+        &transfer_history(setup, 24),
+        "taurus-data-checkpoint/transfer power loss",
+    );
     assert_power_loss_clean_with_checkpoints(&kv_history(setup, 24, 5), "taurus-data-checkpoint/kv power loss");
 }
 

@@ -626,7 +626,15 @@ fn recover_stream(
         Some(c) => println!(
             "checkpoint      {:>10.1} ms  checkpoint {} (e_l {}, e_h {}): {} files, {} bytes, {} records; {} \
              logged transactions left to it, {} window write sets installed over it",
-            c.load_ms, c.checkpoint_id, c.e_l, c.e_h, c.files, c.bytes, c.records, r.before_checkpoint, r.window_installed
+            c.load_ms,
+            c.checkpoint_id,
+            c.e_l,
+            c.e_h,
+            c.files,
+            c.bytes,
+            c.records,
+            r.before_checkpoint,
+            r.window_installed
         ),
         None => println!("checkpoint      none installed"),
     }

@@ -1008,7 +1008,6 @@ fn run_dataflow(
     }
 }
 
-
 /// Settles the current generation's logs: cuts the last segment of each to its valid length and
 /// ends it with an end record, and removes the segments after its valid end (a torn tail, or a
 /// file without a whole header), synced, so that what was recovered is exactly what any later

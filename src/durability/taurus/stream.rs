@@ -265,7 +265,9 @@ pub fn run_logger(
             return;
         }
         if let Some(batch) = stream.take(std::mem::take(&mut spare)) {
-            debug_assert!(batch.segments.iter().all(|&(start, base)| base == batch.end - (batch.data.len() - start) as u64));
+            debug_assert!(
+                batch.segments.iter().all(|&(start, base)| base == batch.end - (batch.data.len() - start) as u64)
+            );
             if let Err(e) = files.write(&batch) {
                 durable.fail(format!("log stream {}: {e}", stream.id));
                 stream.space.notify_all();
