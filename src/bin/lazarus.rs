@@ -964,8 +964,8 @@ struct CrashTestArgs {
     #[arg(long, hide = true)]
     ack_before_durable: bool,
     /// Power loss on the simulated disk at the k-th I/O of a short history (workloads kv,
-    /// transfer; schemes value, command, value-checkpoint, command-checkpoint, serial-*, taurus-*, taurus-*-checkpoint,
-    /// indexed, indexed-sync), in process.
+    /// transfer; schemes value, command, value-checkpoint, command-checkpoint, serial-*, taurus-*,
+    /// taurus-*-checkpoint, indexed, indexed-sync), in process.
     #[arg(long)]
     power_loss: bool,
     /// --power-loss: steps of the history.
