@@ -86,7 +86,7 @@ impl CheckpointHost for StreamHost {
         *self.rotated.lock() = rotated;
         // A record in an old segment was appended before its rotation, after its transaction read
         // the epoch: its epoch is below the one this makes current, so below e_l.
-        // self.epochs.advance(); // BREAK
+        self.epochs.advance();
         true
     }
 }
