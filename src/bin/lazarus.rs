@@ -601,6 +601,24 @@ fn stream_log_header(
     Ok(None)
 }
 
+/// The `checkpoint` line of `lazarus recover`, the same for every scheme that loads SiloR's.
+fn checkpoint_line(c: Option<&lazarus::durability::checkpoint::loader::CheckpointLoadReport>) -> String {
+    match c {
+        Some(c) => format!(
+            "checkpoint      {:>10.1} ms  id {}, epochs [{}, {}], {} files, {} bytes, {} records, {:.3} GB/s",
+            c.load_ms,
+            c.checkpoint_id,
+            c.e_l,
+            c.e_h,
+            c.files,
+            c.bytes,
+            c.records,
+            c.bytes as f64 / (c.load_ms / 1e3).max(1e-9) / 1e9
+        ),
+        None => "checkpoint               -   none installed".to_string(),
+    }
+}
+
 /// `lazarus recover` on serial or Taurus logs.
 fn recover_stream(
     log_dirs: Vec<std::path::PathBuf>,
@@ -622,21 +640,12 @@ fn recover_stream(
     let r = scheme.recovery.lock().clone().context("recovery did not run")?;
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered       {} tables, {rows} rows", db.catalog().tables().len());
-    match &r.checkpoint {
-        Some(c) => println!(
-            "checkpoint      {:>10.1} ms  checkpoint {} (e_l {}, e_h {}): {} files, {} bytes, {} records; {} \
-             logged transactions left to it, {} window write sets installed over it",
-            c.load_ms,
-            c.checkpoint_id,
-            c.e_l,
-            c.e_h,
-            c.files,
-            c.bytes,
-            c.records,
-            r.before_checkpoint,
-            r.window_installed
-        ),
-        None => println!("checkpoint      none installed"),
+    println!("{}", checkpoint_line(r.checkpoint.as_ref()));
+    if r.checkpoint.is_some() {
+        println!(
+            "  over it       {} logged transactions left to it, {} window write sets installed",
+            r.before_checkpoint, r.window_installed
+        );
     }
     println!(
         "read            {:>10.1} ms  {} generation(s), {} files, {} bytes, {} records, {} torn bytes cut",
@@ -725,20 +734,7 @@ fn recover(
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered to pepoch {} ({} tables, {rows} rows)", report.pepoch, db.catalog().tables().len());
     println!("catalog         {:>10.1} ms", report.catalog_ms);
-    match &report.checkpoint {
-        Some(c) => println!(
-            "checkpoint      {:>10.1} ms  id {}, epochs [{}, {}], {} files, {} bytes, {} records, {:.3} GB/s",
-            c.load_ms,
-            c.checkpoint_id,
-            c.e_l,
-            c.e_h,
-            c.files,
-            c.bytes,
-            c.records,
-            c.bytes as f64 / (c.load_ms / 1e3).max(1e-9) / 1e9
-        ),
-        None => println!("checkpoint               -   none installed"),
-    }
+    println!("{}", checkpoint_line(report.checkpoint.as_ref()));
     let how = match format {
         lazarus::durability::value::files::EntryFormat::Value => format!("{replay} replay"),
         lazarus::durability::value::files::EntryFormat::Command => match command_replay {
