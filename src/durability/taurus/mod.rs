@@ -7,7 +7,10 @@
 //!   before it is published (see there: exactly when a commit is durable).
 //! - [`cdt`]: the commit dependency table (§4.1.3).
 //! - [`recovery`]: reading the logs in parallel, the recovery dependency graph (§4.4.2,
-//!   Algorithms 3–5), and replay.
+//!   Algorithms 3–5), and replay, over SiloR's checkpoint when one is installed.
+//! - [`host`]: the schemes as a [`super::checkpoint::CheckpointHost`]: SiloR's checkpoints, a new
+//!   log segment per checkpoint, and removal of the segments a checkpoint covers
+//!   (`docs/taurus.md`, "Checkpoints").
 //!
 //! # Logging (Algorithms 1 and 2)
 //!
