@@ -226,3 +226,29 @@ fn a_persistent_vector_of_a_generation_whose_logs_were_lost_does_not_block_the_n
         db.close().expect("close");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints (`docs/taurus.md`, "Checkpoints"): a checkpoint every 5 ms and a 2 ms pause after
+// every step, so the history sees several rotations, installs and truncations, and crash points
+// fall in each of them.
+
+fn checkpoint_setup(flavor: Flavor) -> Setup {
+    Setup { ci_crash_stride: 3, ..stream_checkpoint_setup(flavor) }
+}
+
+#[test]
+fn power_loss_at_every_io_taurus_data_with_checkpoints_recovers_a_prefix_with_every_acknowledged_step() {
+    let setup = checkpoint_setup(Flavor::TaurusData);
+    assert_power_loss_clean_with_checkpoints(
+        &transfer_history(setup, 24),
+        "taurus-data-checkpoint/transfer power loss",
+    );
+    assert_power_loss_clean_with_checkpoints(&kv_history(setup, 24, 5), "taurus-data-checkpoint/kv power loss");
+}
+
+#[test]
+fn power_loss_at_every_io_taurus_cmd_with_checkpoints_recovers_a_prefix_with_every_acknowledged_step() {
+    let setup = checkpoint_setup(Flavor::TaurusCmd);
+    assert_power_loss_clean_with_checkpoints(&transfer_history(setup, 24), "taurus-cmd-checkpoint/transfer power loss");
+    assert_power_loss_clean_with_checkpoints(&kv_history(setup, 24, 5), "taurus-cmd-checkpoint/kv power loss");
+}

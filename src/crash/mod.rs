@@ -179,6 +179,7 @@ impl CrashConfig {
             // Two loggers in one directory, so that the Taurus trials have dependencies across logs.
             options.loggers = if flavor.is_taurus() { 2 } else { 1 };
             options.recovery_threads = options.recovery_threads.clamp(1, 4);
+            options.checkpoint.interval_ms = self.checkpoint_interval_ms;
             return Ok((Arc::new(crate::durability::taurus::StreamLogging::new(options)?), None));
         }
         let mut options = ValueOptions::new(vec![log_dir.to_path_buf()]);

@@ -141,12 +141,26 @@ pub fn setup_of(durability: &str) -> Option<Setup> {
             step_pause_ms: 2,
             ..VALUE
         }),
+        "taurus-data-checkpoint" => Some(stream_checkpoint_setup(Flavor::TaurusData)),
+        "taurus-cmd-checkpoint" => Some(stream_checkpoint_setup(Flavor::TaurusCmd)),
         name => Flavor::from_name(name).map(|flavor| Setup {
             label: flavor.name(),
             scheme: SchemeKind::Stream(flavor),
             ..VALUE
         }),
     }
+}
+
+/// A stream scheme with a checkpoint every 5 ms and a 2 ms pause after every step, so that a
+/// short history sees several checkpoints, segment rotations and truncations.
+pub fn stream_checkpoint_setup(flavor: Flavor) -> Setup {
+    let label = match flavor {
+        Flavor::TaurusData => "taurus-data-checkpoint",
+        Flavor::TaurusCmd => "taurus-cmd-checkpoint",
+        Flavor::SerialData => "serial-data-checkpoint",
+        Flavor::SerialCmd => "serial-cmd-checkpoint",
+    };
+    Setup { label, checkpoint_interval_ms: 5, step_pause_ms: 2, scheme: SchemeKind::Stream(flavor), ..VALUE }
 }
 
 /// The value scheme's options for `setup` on `disk`: small buffers and frequent rotation, so a
@@ -175,7 +189,7 @@ pub fn open(setup: Setup, disk: &SimDisk) -> Result<Database, DbError> {
 /// checkpoint status.
 pub fn open_scheme(setup: Setup, disk: &SimDisk) -> Result<(Database, Option<Arc<ValueLogging>>), DbError> {
     match setup.scheme {
-        SchemeKind::Stream(flavor) => Ok((open_stream(flavor, disk)?, None)),
+        SchemeKind::Stream(flavor) => Ok((open_stream_with(setup, flavor, disk)?, None)),
         SchemeKind::Indexed { .. } => Ok((open_indexed(setup, disk)?.0, None)),
         SchemeKind::Value => {
             let scheme = Arc::new(ValueLogging::new(options(setup, disk))?);
@@ -223,10 +237,16 @@ pub fn setup_for_frozen_recovery(setup: Setup) -> Setup {
 /// Opens (recovers) a stream scheme on `disk`: serial with one logger, Taurus with one logger per
 /// log directory (two), 4 KiB buffers.
 pub fn open_stream(flavor: Flavor, disk: &SimDisk) -> Result<Database, DbError> {
+    open_stream_with(Setup { scheme: SchemeKind::Stream(flavor), ..VALUE }, flavor, disk)
+}
+
+/// [`open_stream`] with the checkpoint settings of `setup` (the value scheme's of [`options`]).
+fn open_stream_with(setup: Setup, flavor: Flavor, disk: &SimDisk) -> Result<Database, DbError> {
     let mut o = StreamOptions::new(flavor, LOG_DIRS.iter().map(PathBuf::from).collect());
     o.flush_interval_ms = STREAM_FLUSH_INTERVAL_MS;
     o.buffer_size_bytes = 4096;
     o.recovery_threads = 2;
+    o.checkpoint = options(setup, disk).checkpoint;
     o.fs = Arc::new(disk.clone());
     let scheme: Arc<dyn LogScheme> = Arc::new(StreamLogging::new(o)?);
     // The epoch matters to stream schemes only for TIDs; the history advances it by hand.
@@ -771,6 +791,8 @@ pub const POWER_LOSS_SCHEMES: &[&str] = &[
     "serial-cmd",
     "taurus-data",
     "taurus-cmd",
+    "taurus-data-checkpoint",
+    "taurus-cmd-checkpoint",
     "indexed",
     "indexed-sync",
 ];

@@ -146,6 +146,8 @@ pub struct CheckpointStatus {
     stop_cv: Condvar,
     /// Set to interrupt checkpointers in the middle of a walk.
     stopping: AtomicBool,
+    /// Set to start the next checkpoint now rather than after the interval.
+    now: AtomicBool,
 }
 
 impl CheckpointStatus {
@@ -181,11 +183,21 @@ impl CheckpointStatus {
         self.stop_cv.notify_all();
     }
 
-    /// Sleeps up to `duration`; returns whether a stop was requested.
+    /// Asks the manager to start the next checkpoint now (tests place a checkpoint at a chosen
+    /// point of a history this way).
+    pub fn request_checkpoint(&self) {
+        self.now.store(true, Ordering::SeqCst);
+        let _guard = self.stop.lock();
+        self.stop_cv.notify_all();
+    }
+
+    /// Sleeps up to `duration`, or until a checkpoint is requested; returns whether a stop was
+    /// requested.
     fn sleep(&self, duration: Duration) -> bool {
         let mut stop = self.stop.lock();
-        if !*stop {
+        if !*stop && !self.now.swap(false, Ordering::SeqCst) {
             self.stop_cv.wait_for(&mut stop, duration);
+            self.now.store(false, Ordering::SeqCst);
         }
         *stop
     }

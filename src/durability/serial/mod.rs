@@ -61,7 +61,7 @@ impl WorkerLog for SerialWorkerLog {
             return Ok(CommitTicket { last_writer: 0, durability: DurabilityTicket::Sequence(stream.appended_end()) });
         }
         self.redo.clear();
-        encode_redo(shared.options.flavor, view, &mut self.redo);
+        encode_redo(&shared, view, &mut self.redo);
         self.payload.clear();
         let dependency_bytes = format::encode_txn(&format::Deps::None, &self.redo, &mut self.payload);
         let end = append_record(&shared, stream, &self.payload, &mut self.framed)?;

@@ -1,30 +1,37 @@
 //! Files and records of the stream schemes (`serial-data`, `serial-cmd`, `taurus-data`,
 //! `taurus-cmd`). `docs/FORMAT.md` has the same tables.
 //!
-//! **Log file** `<prefix>.<logger>.<generation>.log` (`prefix` is `serial` or `taurus`), in the
-//! log directory `logger % directories`. It starts with a header block and then holds one framed
-//! block ([`crate::durability::frame`]) per record. A record's *address* is the file offset just
-//! past its block: a transaction's id is `logger << 56 | address` (Taurus §4.1.2: "the address of
-//! a transaction in a log file concatenated with the logger ID").
+//! **Log segment** `<prefix>.<logger>.<generation>.log` (the first segment, base 0) or
+//! `<prefix>.<logger>.<generation>.<base>.log` (a later one), `prefix` `serial` or `taurus`, in
+//! the log directory `logger % directories`. A logger's log of a generation is one *logical*
+//! byte stream cut into segments (a new one at every checkpoint, so whole files can be removed
+//! once a checkpoint covers them); a segment holds the stream's bytes from its `base` on: a
+//! header block, then one framed block ([`crate::durability::frame`]) per record. A record's
+//! *address* is the logical offset just past its block (`base` + file offset): a transaction's id
+//! is `logger << 56 | address` (Taurus §4.1.2: "the address of a transaction in a log file
+//! concatenated with the logger ID"). A segment's `base` is the logical end of the one before.
 //!
-//! Header block payload (version 2):
+//! Header block payload (version 3):
 //!
 //! ```text
 //! 8   magic        "LZSTREAM"
-//! u32 version      2 (1 had sync marks and `.synced` files; refused)
+//! u32 version      3 (2 had no base and no segments: read as base 0; 1 had sync marks and
+//!                  `.synced` files; refused)
 //! u8  flavor       1 = serial-data, 2 = serial-cmd, 3 = taurus-data, 4 = taurus-cmd
 //! u32 logger       this file's logger
 //! u32 loggers      loggers of the generation
 //! u64 generation   incremented by every recovery: a file of an older generation is never
 //!                  appended to again
+//! u64 base         (version 3) logical offset of this file's first byte
 //! ```
 //!
 //! Record block payload:
 //!
 //! ```text
 //! u8 kind          1 = transaction, 3 = end of a settled file (2 was version 1's sync mark)
-//! kind 3: u64 len_bytes   the offset of this block: recovery settled the file to here and ended
-//!                         it (a settled file must end with this block: a cut one does not)
+//! kind 3: u64 len_bytes   the file offset of this block: recovery settled the segment to here
+//!                         and ended it (the last segment of a settled log must end with this
+//!                         block: a cut one does not)
 //! kind 1: u8 deps  0 = none (serial), 1 = predecessor lists, 2 = predecessor vectors (§6.6)
 //!   deps 1: u32 raw_count, raw_count × u64 RAW predecessor ids,
 //!           u32 waw_count, waw_count × u64 WAW predecessor ids,
@@ -39,20 +46,20 @@
 //!
 //! **Persistent vector file** `<prefix>.persistent_vector` in the first log directory (Taurus's
 //! *persistent vector*, the vector of every logger's persistent point; "PLV" in later versions of
-//! the paper): the durable length of every log file of the current generation. Two slots of
+//! the paper): the durable logical length of every logger's log of the current generation. Two slots of
 //! [`PERSISTENT_VECTOR_SLOT_BYTES`] each, at offsets 0 and 4096, each one framed block:
 //!
 //! ```text
 //! 8   magic              "LZPVECTR"
-//! u32 version            2
+//! u32 version            3 (2: the same fields, written when a log had one segment; read)
 //! u8  flavor             as in the header
 //! u8  slot               0 or 1: the slot this record was written to (a copy misdirected
 //!                        into the other slot does not match it)
 //! u64 sequence           rounds written; the valid slot with the larger one is current
 //! u64 generation         the generation whose log files it describes
 //! u32 loggers            1..=64
-//! loggers × u64 durable_len_bytes   logger l's file was synced up to here before this record
-//!                        was written (0: nothing of the generation is durable yet)
+//! loggers × u64 durable_len_bytes   logger l's log was synced up to this logical offset before
+//!                        this record was written (0: nothing of the generation is durable yet)
 //! ```
 //!
 //! Written whole at the start of each generation (temp file, sync, rename, directory sync;
@@ -70,7 +77,9 @@ use crate::durability::frame;
 use std::path::Path;
 
 /// Version of the header, record and persistent vector layouts.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+/// The previous version, still read: one segment per log, so every base is 0.
+pub const FORMAT_VERSION_UNSEGMENTED: u32 = 2;
 const MAGIC: &[u8; 8] = b"LZSTREAM";
 const PERSISTENT_VECTOR_MAGIC: &[u8; 8] = b"LZPVECTR";
 /// Bytes of each slot of the persistent vector file: a write to one slot never shares a sector
@@ -177,15 +186,31 @@ pub struct StreamHeader {
     pub loggers: u32,
     /// Its generation.
     pub generation: u64,
+    /// The logical offset of the file's first byte (0 for a log's first segment).
+    pub base: u64,
 }
 
-/// The name of a logger's file of a generation.
+/// The name of a logger's first segment of a generation.
 pub fn log_name(flavor: Flavor, logger: usize, generation: u64) -> String {
-    format!("{}.{logger}.{generation}.log", flavor.prefix())
+    segment_name(flavor, logger, generation, 0)
 }
 
-/// `(is_taurus, logger, generation)` of a stream log file name.
+/// The name of a logger's segment of a generation starting at logical offset `base`.
+pub fn segment_name(flavor: Flavor, logger: usize, generation: u64, base: u64) -> String {
+    if base == 0 {
+        format!("{}.{logger}.{generation}.log", flavor.prefix())
+    } else {
+        format!("{}.{logger}.{generation}.{base}.log", flavor.prefix())
+    }
+}
+
+/// `(is_taurus, logger, generation)` of a stream log segment name.
 pub fn parse_log_name(name: &Path) -> Option<(bool, usize, u64)> {
+    parse_segment_name(name).map(|(taurus, logger, generation, _)| (taurus, logger, generation))
+}
+
+/// `(is_taurus, logger, generation, base)` of a stream log segment name.
+pub fn parse_segment_name(name: &Path) -> Option<(bool, usize, u64, u64)> {
     let name = name.to_str()?;
     let rest = name.strip_suffix(".log")?;
     let (taurus, rest) = match rest.split_once('.')? {
@@ -193,42 +218,50 @@ pub fn parse_log_name(name: &Path) -> Option<(bool, usize, u64)> {
         ("serial", rest) => (false, rest),
         _ => return None,
     };
-    let (logger, generation) = rest.split_once('.')?;
-    Some((taurus, logger.parse().ok()?, generation.parse().ok()?))
+    let (logger, rest) = rest.split_once('.')?;
+    let (generation, base) = match rest.split_once('.') {
+        // A later segment's base is never 0 (the header comes first), and is spelled one way.
+        Some((generation, base)) => (generation, base.parse().ok().filter(|&b: &u64| b > 0 && b.to_string() == base)?),
+        None => (rest, 0),
+    };
+    Some((taurus, logger.parse().ok()?, generation.parse().ok()?, base))
 }
 
 /// Encodes a file's header block.
 pub fn encode_header(header: &StreamHeader) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(29);
+    let mut payload = Vec::with_capacity(37);
     payload.extend_from_slice(MAGIC);
     payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     payload.push(header.flavor.code());
     payload.extend_from_slice(&header.logger.to_le_bytes());
     payload.extend_from_slice(&header.loggers.to_le_bytes());
     payload.extend_from_slice(&header.generation.to_le_bytes());
+    payload.extend_from_slice(&header.base.to_le_bytes());
     let mut out = Vec::new();
     frame::encode_block(&payload, &mut out);
     out
 }
 
 /// The payload of the block at the start of `bytes`, past its `magic` and version (checked),
-/// and the block's size; `what` names the block in errors.
-fn versioned_block<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &str) -> Result<(Reader<'a>, usize), String> {
+/// the version, and the block's size; `what` names the block in errors.
+fn versioned_block<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &str) -> Result<(Reader<'a>, u32, usize), String> {
     let (payload, size) = frame::decode_block(bytes).map_err(|e| e.to_string())?;
     let mut r = Reader::new(payload);
     if r.take(8).map_err(|e| e.to_string())? != magic {
         return Err(format!("not a {what} (wrong magic)"));
     }
     let version = r.u32().map_err(|e| e.to_string())?;
-    if version != FORMAT_VERSION {
-        return Err(format!("format version {version}, this build reads version {FORMAT_VERSION}"));
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_UNSEGMENTED {
+        return Err(format!(
+            "format version {version}, this build reads versions {FORMAT_VERSION_UNSEGMENTED} and {FORMAT_VERSION}"
+        ));
     }
-    Ok((r, size))
+    Ok((r, version, size))
 }
 
 /// Decodes the header block at the start of a file; returns it and its size.
 pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
-    let (mut r, size) = versioned_block(bytes, MAGIC, "stream log file")?;
+    let (mut r, version, size) = versioned_block(bytes, MAGIC, "stream log file")?;
     let bad = |e: DecodeError| e.to_string();
     let flavor = Flavor::from_code(r.u8().map_err(bad)?).ok_or("unknown flavor")?;
     let header = StreamHeader {
@@ -236,6 +269,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<(StreamHeader, usize), String> {
         logger: r.u32().map_err(bad)?,
         loggers: r.u32().map_err(bad)?,
         generation: r.u64().map_err(bad)?,
+        base: if version == FORMAT_VERSION_UNSEGMENTED { 0 } else { r.u64().map_err(bad)? },
     };
     if !r.is_empty() || header.loggers == 0 || header.loggers as usize > LOGGERS_MAX || header.logger >= header.loggers
     {
@@ -296,7 +330,7 @@ pub fn encode_persistent_vector_file(flavor: Flavor, pv: &PersistentVector) -> V
 
 /// Decodes the record of slot `slot` (its bytes start at the slot's offset).
 fn decode_persistent_vector_slot(slot: u64, bytes: &[u8]) -> Result<(Flavor, PersistentVector), String> {
-    let (mut r, _) = versioned_block(bytes, PERSISTENT_VECTOR_MAGIC, "persistent vector record")?;
+    let (mut r, _, _) = versioned_block(bytes, PERSISTENT_VECTOR_MAGIC, "persistent vector record")?;
     let bad = |e: DecodeError| e.to_string();
     let flavor = Flavor::from_code(r.u8().map_err(bad)?).ok_or("unknown flavor")?;
     if u64::from(r.u8().map_err(bad)?) != slot {
@@ -463,12 +497,27 @@ mod tests {
 
     #[test]
     fn headers_names_and_records_round_trip() {
-        let header = StreamHeader { flavor: Flavor::TaurusCmd, logger: 2, loggers: 3, generation: 7 };
+        let header = StreamHeader { flavor: Flavor::TaurusCmd, logger: 2, loggers: 3, generation: 7, base: 9000 };
         let bytes = encode_header(&header);
         assert_eq!(decode_header(&bytes).unwrap(), (header, bytes.len()));
         assert!(decode_header(&bytes[..bytes.len() - 1]).is_err());
         let name = log_name(Flavor::TaurusCmd, 2, 7);
         assert_eq!(parse_log_name(Path::new(&name)), Some((true, 2, 7)));
+        let name = segment_name(Flavor::TaurusCmd, 2, 7, 9000);
+        assert_eq!(parse_segment_name(Path::new(&name)), Some((true, 2, 7, 9000)));
+        assert_eq!(parse_segment_name(Path::new("taurus.2.7.0.log")), None);
+        assert_eq!(parse_segment_name(Path::new("taurus.2.7.09.log")), None);
+        // A version 2 header (no base) reads as base 0.
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(MAGIC);
+        v2.extend_from_slice(&FORMAT_VERSION_UNSEGMENTED.to_le_bytes());
+        v2.push(Flavor::TaurusData.code());
+        [1u32, 2].iter().for_each(|v| v2.extend_from_slice(&v.to_le_bytes()));
+        v2.extend_from_slice(&5u64.to_le_bytes());
+        let mut block = Vec::new();
+        frame::encode_block(&v2, &mut block);
+        let old = StreamHeader { flavor: Flavor::TaurusData, logger: 1, loggers: 2, generation: 5, base: 0 };
+        assert_eq!(decode_header(&block).unwrap().0, old);
         assert_eq!(parse_log_name(Path::new("serial.0.3.log")), Some((false, 0, 3)));
         assert_eq!(parse_log_name(Path::new("data.log")), None);
         let view =

@@ -7,7 +7,10 @@
 //!   before it is published (see there: exactly when a commit is durable).
 //! - [`cdt`]: the commit dependency table (§4.1.3).
 //! - [`recovery`]: reading the logs in parallel, the recovery dependency graph (§4.4.2,
-//!   Algorithms 3–5), and replay.
+//!   Algorithms 3–5), and replay, over SiloR's checkpoint when one is installed.
+//! - [`host`]: the schemes as a [`super::checkpoint::CheckpointHost`]: SiloR's checkpoints, a new
+//!   log segment per checkpoint, and removal of the segments a checkpoint covers
+//!   (`docs/taurus.md`, "Checkpoints").
 //!
 //! # Logging (Algorithms 1 and 2)
 //!
@@ -34,9 +37,12 @@
 
 pub mod cdt;
 pub mod format;
+pub mod host;
 pub mod recovery;
 pub mod stream;
 
+use super::checkpoint::{self, CheckpointOptions, CheckpointStatus};
+use super::command::DataWindow;
 use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, SchemeStart, WorkerLog};
 use crate::io::real::RealFs;
 use crate::io::{FileSystem, OpenMode};
@@ -48,7 +54,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use stream::{Durable, PersistentVectorFile, PersistentVectorWriter, Stream};
+use stream::{Durable, PersistentVectorFile, PersistentVectorWriter, SegmentFiles, Stream};
 
 /// Options of the stream schemes.
 #[derive(Clone)]
@@ -67,6 +73,9 @@ pub struct StreamOptions {
     pub compress_predecessors: bool,
     /// Recovery threads.
     pub recovery_threads: usize,
+    /// SiloR's checkpoints over these logs (`docs/taurus.md`, "Checkpoints"); off by default
+    /// (`interval_ms` 0), so the measured figures of `docs/PERFORMANCE.md` keep their meaning.
+    pub checkpoint: CheckpointOptions,
     /// The file system.
     pub fs: Arc<dyn FileSystem>,
 }
@@ -75,6 +84,7 @@ impl StreamOptions {
     /// Defaults for `flavor` over `log_dirs`, one logger per directory (serial: one logger).
     pub fn new(flavor: Flavor, log_dirs: Vec<PathBuf>) -> StreamOptions {
         let loggers = if flavor.is_taurus() { log_dirs.len().max(1) } else { 1 };
+        let dirs = log_dirs.len();
         StreamOptions {
             flavor,
             log_dirs,
@@ -83,6 +93,7 @@ impl StreamOptions {
             buffer_size_bytes: 16 << 20,
             compress_predecessors: false,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            checkpoint: CheckpointOptions { interval_ms: 0, ..CheckpointOptions::new(dirs) },
             fs: Arc::new(RealFs),
         }
     }
@@ -101,7 +112,7 @@ impl StreamOptions {
         if !(1..=1024).contains(&self.recovery_threads) {
             return bad("recovery threads must be 1..=1024".into());
         }
-        Ok(())
+        self.checkpoint.validate().or_else(bad)
     }
 
     /// The directory of logger `l`.
@@ -136,6 +147,11 @@ pub struct Shared {
     delete_chain: Mutex<u64>,
     delete_head: AtomicU64,
     modules: Mutex<Vec<(String, String)>>,
+    /// Command flavors: the epochs whose transactions log write sets because a checkpoint is
+    /// being taken (`docs/taurus.md`, "Checkpoints").
+    pub(crate) window: Arc<DataWindow>,
+    /// The checkpoint manager's state.
+    pub(crate) checkpoint: Arc<CheckpointStatus>,
     records: AtomicU64,
     redo_bytes: AtomicU64,
     dependency_bytes: AtomicU64,
@@ -147,7 +163,7 @@ impl Shared {
     }
 
     /// The streams; empty before the scheme starts.
-    fn streams(&self) -> &[Arc<Stream>] {
+    pub(crate) fn streams(&self) -> &[Arc<Stream>] {
         self.streams.get().map_or(&[], |v| v.as_slice())
     }
 
@@ -182,6 +198,8 @@ pub struct StreamLogging {
     shared: Arc<Shared>,
     /// The loggers.
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The checkpoint manager.
+    manager: Mutex<Option<JoinHandle<()>>>,
     generation: AtomicU64,
     /// What recovery found and did.
     pub recovery: Mutex<Option<recovery::StreamRecoveryReport>>,
@@ -208,6 +226,8 @@ impl StreamLogging {
             delete_chain: Mutex::new(0),
             delete_head: AtomicU64::new(0),
             modules: Mutex::new(Vec::new()),
+            window: Arc::default(),
+            checkpoint: Arc::default(),
             records: AtomicU64::new(0),
             redo_bytes: AtomicU64::new(0),
             dependency_bytes: AtomicU64::new(0),
@@ -215,6 +235,7 @@ impl StreamLogging {
         Ok(StreamLogging {
             shared: Arc::new(shared),
             threads: Mutex::new(Vec::new()),
+            manager: Mutex::new(None),
             generation: AtomicU64::new(0),
             recovery: Mutex::new(None),
             shut_down: AtomicBool::new(false),
@@ -229,6 +250,11 @@ impl StreamLogging {
             redo_bytes: self.shared.redo_bytes.load(Ordering::Relaxed),
             dependency_bytes: self.shared.dependency_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    /// The checkpoint manager's state: the last checkpoint installed, the last error.
+    pub fn checkpoints(&self) -> &CheckpointStatus {
+        &self.shared.checkpoint
     }
 
     /// Entries now in the commit dependency table.
@@ -285,6 +311,12 @@ impl LogScheme for StreamLogging {
 
     fn shutdown(&self) -> Result<(), DurabilityError> {
         if !self.shut_down.swap(true, Ordering::SeqCst) {
+            // A checkpoint in progress is abandoned (its files are debris the next recovery
+            // removes); the manager waits on the loggers, so it stops first.
+            self.shared.checkpoint.request_stop();
+            if let Some(handle) = self.manager.lock().take() {
+                let _ = handle.join();
+            }
             // The loggers flush what they hold before they stop, so a clean close loses nothing.
             for stream in self.shared.streams() {
                 stream.request_stop();
@@ -327,7 +359,7 @@ impl LogScheme for StreamLogging {
         Ok(restart)
     }
 
-    fn start(&self, _start: SchemeStart) -> Result<(), DurabilityError> {
+    fn start(&self, start: SchemeStart) -> Result<(), DurabilityError> {
         let options = &self.shared.options;
         let generation = self.generation.load(Ordering::SeqCst);
         // The persistent vector file of the generation is durable before its log files exist:
@@ -351,14 +383,24 @@ impl LogScheme for StreamLogging {
                 logger: logger as u32,
                 loggers: options.loggers as u32,
                 generation,
+                base: 0,
             };
-            let path = options.dir_of(logger).join(format::log_name(options.flavor, logger, generation));
+            let dir = options.dir_of(logger).to_path_buf();
+            let path = dir.join(format::log_name(options.flavor, logger, generation));
             let mut file = options.fs.open(&path, OpenMode::CreateNew)?;
             let bytes = format::encode_header(&header);
             file.append(&bytes)?;
             file.sync_data()?;
-            streams.push(Arc::new(Stream::new(logger, bytes.len() as u64, options.buffer_size_bytes)));
-            files.push(file);
+            streams.push(Arc::new(Stream::new(header, bytes.len() as u64, options.buffer_size_bytes)));
+            let (fs, flavor) = (Arc::clone(&options.fs), options.flavor);
+            let (fs_dir, sync_path) = (Arc::clone(&options.fs), dir.clone());
+            files.push(SegmentFiles {
+                file,
+                open: Box::new(move |base| {
+                    fs.open(&dir.join(format::segment_name(flavor, logger, generation, base)), OpenMode::CreateNew)
+                }),
+                sync_dir: Box::new(move || fs_dir.sync_dir(&sync_path)),
+            });
         }
         for dir in &options.log_dirs {
             options.fs.sync_dir(dir)?;
@@ -379,7 +421,22 @@ impl LogScheme for StreamLogging {
             })?;
             self.threads.lock().push(handle);
         }
+        if options.checkpoint.interval_ms > 0 {
+            let host: Arc<dyn checkpoint::CheckpointHost> =
+                Arc::new(host::StreamHost::new(Arc::clone(&self.shared), Arc::clone(&start.epochs), generation));
+            let (checkpoint_options, status) = (options.checkpoint.clone(), Arc::clone(&self.shared.checkpoint));
+            let first_id = self.recovery.lock().as_ref().map_or(1, |r| r.next_checkpoint_id);
+            let name = format!("lazarus-{}-checkpoint", options.flavor.name());
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || checkpoint::run_manager(host, start, checkpoint_options, status, first_id))?;
+            *self.manager.lock() = Some(handle);
+        }
         Ok(())
+    }
+
+    fn checkpoint_active(&self) -> bool {
+        self.shared.checkpoint.is_active()
     }
 
     fn log_bytes_written(&self) -> u64 {
@@ -393,9 +450,10 @@ impl Drop for StreamLogging {
     }
 }
 
-/// Encodes the REDO data of `view`: a procedure call for command flavors, otherwise its write set.
-pub(crate) fn encode_redo(flavor: Flavor, view: &CommitView<'_>, out: &mut Vec<u8>) {
-    if flavor.is_command() {
+/// Encodes the REDO data of `view`: a procedure call for command flavors (outside a checkpoint's
+/// data window), otherwise its write set.
+pub(crate) fn encode_redo(shared: &Shared, view: &CommitView<'_>, out: &mut Vec<u8>) {
+    if shared.options.flavor.is_command() && !shared.window.covers(view.tid.epoch()) {
         crate::durability::command::encode(view, out);
     } else {
         let data = CommitView { invocation: None, ..*view };
@@ -491,7 +549,7 @@ impl WorkerLog for TaurusWorkerLog {
             Deps::Lists { raw: std::mem::take(&mut raw), waw: std::mem::take(&mut waw), fresh_writes }
         };
         self.redo.clear();
-        encode_redo(shared.options.flavor, view, &mut self.redo);
+        encode_redo(&shared, view, &mut self.redo);
         self.payload.clear();
         let dependency_bytes = format::encode_txn(&deps, &self.redo, &mut self.payload);
         // Keep the lists' allocations for the next transaction.

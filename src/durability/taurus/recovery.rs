@@ -2,39 +2,50 @@
 //!
 //! 1. Rebuild the catalog from the `catalog` file (shared with the value scheme).
 //! 2. Read the persistent vector file ([`format`]): the current generation and every logger's
-//!    durable length in it. Group the log files by generation. Every generation before the
-//!    current one was settled by an earlier recovery: its files must be whole and end with
-//!    their end record (a file cut at a record boundary lacks it). A current file must be whole
-//!    up to its durable length — every acknowledged transaction lies before it, so damage or a
-//!    cut there is corruption, reported with the file and offset, never a shorter prefix; after
-//!    it the file may end in a torn tail (never acknowledged), which is cut off. Log files
-//!    without a persistent vector file (a directory of format version 1, or a removed file) are
-//!    refused.
-//! 3. Per generation, one I/O thread per file reads and decodes it (Algorithm 3's I/O threads).
+//!    durable (logical) length in it. Group the log segments by generation and logger. If a
+//!    checkpoint is installed (SiloR's manifest), load it with all cores
+//!    ([`crate::durability::checkpoint::loader`]).
+//! 3. Per generation, one I/O thread per segment reads and decodes it (Algorithm 3's I/O
+//!    threads); each logger's segments are chained from the first present one (the ones before
+//!    were removed after a checkpoint: its *retained start*). Every generation before the
+//!    current one was settled by an earlier recovery: its logs must be whole, each segment ending
+//!    where the next begins, the last with its end record (a segment cut at a record boundary
+//!    lacks it or leaves a gap). A current log must be whole up to its durable length — every
+//!    acknowledged transaction lies before it, so damage or a cut there is corruption, reported
+//!    with the file and offset, never a shorter prefix; after it the log may end in a torn tail
+//!    (never acknowledged), which is cut off. Log files without a persistent vector file (a
+//!    directory of format version 1, or a removed file) are refused; segments removed without
+//!    an installed checkpoint are refused.
 //! 4. Serial: replay the records sorted by LSN on one thread. Taurus: build the recovery
 //!    dependency graph. A transaction is recoverable iff all its RAW predecessors are found and
-//!    recoverable (§4.4.1 phase 2; with compressed records: iff its predecessor vector is
-//!    within the files' valid lengths, which is the committability test of §4.2 against the
-//!    persistent vector at the crash). Unrecoverable transactions and their RAW successors are
-//!    dropped. `taurus-data` replays the recoverable ones on `recovery_threads` threads, each
-//!    once its recoverable WAW predecessors are replayed (Algorithms 3 and 5); `taurus-cmd`
-//!    re-executes them in commit-timestamp order (see `docs/taurus.md`: without multi-version
-//!    records, WAR dependencies forbid running RAW/WAW-independent commands at once).
-//! 5. Data flavors install after-images with the largest-TID-wins rule of SiloR
+//!    recoverable, or lie before their logger's retained start (then a checkpoint covers them)
+//!    (§4.4.1 phase 2; with compressed records: iff its predecessor vector is within the logs'
+//!    valid lengths, which is the committability test of §4.2 against the persistent vector at
+//!    the crash). Unrecoverable transactions and their RAW successors are dropped. `taurus-data`
+//!    replays the recoverable ones on `recovery_threads` threads, each once its recoverable WAW
+//!    predecessors are replayed (Algorithms 3 and 5); `taurus-cmd` re-executes them after their
+//!    RAW, WAW and inferred WAR predecessors (see `docs/taurus.md`).
+//! 5. Over a checkpoint of `[e_l, e_h]`: transactions of epochs < `e_l` are in it and are not
+//!    replayed; command flavors install the write sets of epochs `[e_l, e_h]` (their data window)
+//!    with the largest TID winning, which makes it the state as of the end of `e_h`, rebuild the
+//!    indexes, and re-execute the later transactions.
+//! 6. Data flavors install after-images with the largest-TID-wins rule of SiloR
 //!    ([`crate::storage::Table::install_if_newer`]) and sweep tombstones and build secondary
 //!    indexes at the end; command flavors run transactions through a replay worker.
-//! 6. Settle the current generation's files: cut each to its valid length and end it with an
+//! 7. Settle the current generation's logs: cut each to its valid length and end it with an
 //!    end record, synced; the scheme then starts the next generation, so a dropped transaction
-//!    can never become recoverable later.
+//!    can never become recoverable later. Remove the files of unfinished checkpoints.
 //!
 //! The whole graph of a generation is built before replay (phases merged as in §4.4.2 would
-//! bound its memory; a generation's files are bounded by [`LOG_FILE_SIZE_MAX_BYTES`]).
+//! bound its memory; a segment is bounded by [`LOG_FILE_SIZE_MAX_BYTES`]).
 
 use super::StreamOptions;
 use super::cdt;
 use super::format::{self, Deps, Flavor, PersistentVector, Record};
 use crate::db::Database;
 use crate::durability::DurabilityError;
+use crate::durability::checkpoint::format::Manifest;
+use crate::durability::checkpoint::{loader, writer};
 use crate::durability::command::CommandEntry;
 use crate::durability::frame;
 use crate::durability::value::recovery::{corrupt, rebuild_catalog};
@@ -46,7 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// The largest log file recovery reads, in bytes.
+/// The largest log segment recovery reads, in bytes.
 pub const LOG_FILE_SIZE_MAX_BYTES: u64 = crate::durability::value::recovery::LOG_FILE_SIZE_MAX_BYTES;
 /// Command replay advances the (not yet running) epoch every so many transactions, so that TIDs
 /// never run out of sequence numbers within one epoch.
@@ -55,9 +66,13 @@ const TXNS_PER_EPOCH: u64 = 1 << 20;
 /// What recovery found and did.
 #[derive(Clone, Debug, Default)]
 pub struct StreamRecoveryReport {
+    /// The checkpoint loaded, if one was installed.
+    pub checkpoint: Option<loader::CheckpointLoadReport>,
+    /// The id the next checkpoint takes.
+    pub next_checkpoint_id: u64,
     /// Generations read.
     pub generations: usize,
-    /// Log files read.
+    /// Log segments read.
     pub files: usize,
     /// Bytes of log read (valid parts).
     pub bytes: u64,
@@ -69,6 +84,10 @@ pub struct StreamRecoveryReport {
     pub recovered: u64,
     /// Transactions dropped as unrecoverable (a RAW predecessor missing from every log).
     pub dropped: u64,
+    /// Recoverable transactions not replayed because the checkpoint holds them (epoch < `e_l`).
+    pub before_checkpoint: u64,
+    /// Write sets of a command flavor's checkpoint window installed over the checkpoint.
+    pub window_installed: u64,
     /// Milliseconds reading and decoding the files.
     pub read_ms: f64,
     /// Milliseconds deciding recoverability (the graph).
@@ -100,6 +119,8 @@ pub struct GenerationReport {
     pub recovered: u64,
     /// Transactions dropped.
     pub dropped: u64,
+    /// Per logger, the logical offset its log starts at (> 0 once a checkpoint removed segments).
+    pub retained_start: Vec<u64>,
     /// Milliseconds deciding recoverability.
     pub graph_ms: f64,
     /// Milliseconds replaying.
@@ -122,27 +143,76 @@ impl StreamRecoveryReport {
 
 /// A logged transaction.
 struct Txn {
-    /// `logger << 56 | address past the record`.
+    /// `logger << 56 | logical address past the record`.
     id: u64,
     /// The record's block offset in its file, for errors.
     offset: u64,
-    /// Index of its file in the generation.
+    /// Index of its segment in the generation.
     file: usize,
     deps: Deps,
     entry: CommandEntry,
 }
 
-/// One file of a generation after reading.
-struct ParsedLog {
+/// A segment file found in a log directory.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SegmentPath {
+    logger: usize,
+    base: u64,
+    path: PathBuf,
+}
+
+/// One segment after reading: decoded as far as its blocks decode.
+struct ParsedSegment {
     path: PathBuf,
     logger: usize,
+    base: u64,
     loggers: Option<usize>,
+    header_ok: bool,
+    /// File offset up to which the file decodes (through the end record, if any).
     valid_len: u64,
     file_len: u64,
-    header_ok: bool,
     /// Whether it ends with its end record (settled by a recovery).
     ended: bool,
+    /// Why decoding stopped before the file's end, if it did.
+    stop: Option<String>,
     txns: Vec<Txn>,
+}
+
+impl ParsedSegment {
+    fn valid_end(&self) -> u64 {
+        self.base + self.valid_len
+    }
+}
+
+/// A logger's log of a generation: its segments (indexes into the generation's), chained.
+struct LoggerLog {
+    logger: usize,
+    /// The segments that make up the log, in order.
+    chain: Vec<usize>,
+    /// Segments after the log's valid end (the current generation's torn tail): removed.
+    discarded: Vec<usize>,
+    /// Logical offset where the log starts: segments before it were removed after a checkpoint.
+    retained_start: u64,
+    /// Logical offset up to which it is valid.
+    valid_end: u64,
+}
+
+/// A generation after reading.
+struct Generation {
+    segments: Vec<ParsedSegment>,
+    logs: Vec<LoggerLog>,
+    loggers: usize,
+}
+
+/// How recovery treats a transaction over a checkpoint of `[e_l, e_h]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Epoch < `e_l`: the checkpoint holds it.
+    Covered,
+    /// Command flavors, epoch in `[e_l, e_h]`: a write set installed over the checkpoint.
+    Window,
+    /// Replayed.
+    Replay,
 }
 
 /// Recovers `db` from the stream logs in `options.log_dirs`.
@@ -156,27 +226,60 @@ pub fn recover(
     let generations = list_generations(options)?;
     let pv_path = options.log_dirs[0].join(format::persistent_vector_name(options.flavor));
     let current = current_generation(options, &pv_path, &generations)?;
-    let mut report = StreamRecoveryReport { threads: options.recovery_threads, next_lsn: 1, ..Default::default() };
-    let mut current_logs = Vec::new();
+    let mut report = StreamRecoveryReport {
+        threads: options.recovery_threads,
+        next_lsn: 1,
+        next_checkpoint_id: 1,
+        ..Default::default()
+    };
+    let manifest = loader::read_manifest(fs, &options.log_dirs[0])?;
+    if let Some(manifest) = &manifest {
+        let loaded = loader::load(fs, &options.log_dirs, manifest, &db.catalog(), options.recovery_threads)?;
+        report.checkpoint = Some(loaded);
+        report.next_checkpoint_id = manifest.checkpoint_id + 1;
+        report.restart_after_epoch = manifest.e_h;
+    }
+    // Command flavors over a checkpoint: indexes are rebuilt and the epoch raised once, before
+    // the first command re-executes.
+    let mut state_ready = manifest.is_none() || !options.flavor.is_command();
+    let mut current_logs = None;
     for (generation, paths) in generations {
         let durable_len = current.as_ref().filter(|pv| pv.generation == generation).map(|pv| &pv.durable_len_bytes[..]);
         let start = Instant::now();
-        let logs = read_generation(options, generation, &paths, durable_len, &pv_path)?;
+        let read = read_generation(options, generation, &paths, durable_len, &pv_path)?;
         report.read_ms += start.elapsed().as_secs_f64() * 1e3;
+        if manifest.is_none()
+            && let Some(log) = read.logs.iter().find(|l| l.retained_start > 0)
+        {
+            let first = &read.segments[log.chain.first().or(log.discarded.first()).copied().unwrap_or(0)];
+            let reason = format!(
+                "the log of logger {} starts at logical offset {}: its segments before were removed for a \
+                 checkpoint, but no checkpoint manifest is installed",
+                log.logger, log.retained_start
+            );
+            return Err(corrupt(&first.path, 0, reason));
+        }
         report.generations += 1;
-        report.files += logs.len();
-        for log in &logs {
-            report.bytes += log.valid_len;
-            report.torn_bytes += log.file_len - log.valid_len;
-            report.records += log.txns.len() as u64;
-            for txn in &log.txns {
+        report.files += read.segments.len();
+        for segment in &read.segments {
+            report.bytes += segment.valid_len;
+            report.torn_bytes += segment.file_len - segment.valid_len;
+            report.records += segment.txns.len() as u64;
+            for txn in &segment.txns {
                 report.restart_after_epoch = report.restart_after_epoch.max(txn.entry.epoch());
                 report.next_lsn = report.next_lsn.max(txn.entry.seq() + 1);
             }
         }
-        let mut one =
-            GenerationReport { generation, bytes: logs.iter().map(|l| l.valid_len).sum(), ..Default::default() };
-        replay_generation(options, db, &logs, &mut one)?;
+        let mut one = GenerationReport {
+            generation,
+            bytes: read.segments.iter().map(|s| s.valid_len).sum(),
+            retained_start: read.logs.iter().map(|l| l.retained_start).collect(),
+            ..Default::default()
+        };
+        let over = Over { manifest: manifest.as_ref(), restart_after_epoch: report.restart_after_epoch };
+        let counts = replay_generation(options, db, &read, over, &mut state_ready, &mut one)?;
+        report.before_checkpoint += counts.0;
+        report.window_installed += counts.1;
         report.recovered += one.recovered;
         report.dropped += one.dropped;
         report.graph_ms += one.graph_ms;
@@ -184,7 +287,7 @@ pub fn recover(
         report.per_generation.push(one);
         report.next_generation = generation + 1;
         if durable_len.is_some() {
-            current_logs = logs;
+            current_logs = Some(read);
         }
     }
     // A current generation whose log files were never created (a crash right after its
@@ -192,16 +295,30 @@ pub fn recover(
     if let Some(pv) = &current {
         report.next_generation = report.next_generation.max(pv.generation);
     }
+    let start = Instant::now();
     if !options.flavor.is_command() {
-        let start = Instant::now();
         for table in db.catalog().tables() {
             table.finish_recovery();
         }
-        report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
+    } else if !state_ready {
+        crate::durability::value::recovery::rebuild_indexes(db, options.recovery_threads);
     }
+    report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
     report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
-    settle(options, &current_logs)?;
+    if let Some(read) = &current_logs {
+        settle(options, read)?;
+    }
+    for dir in dedup_dirs(options) {
+        writer::remove_other_checkpoints(fs, &dir, manifest.as_ref().map(|m| m.checkpoint_id))?;
+    }
     Ok(report)
+}
+
+fn dedup_dirs(options: &StreamOptions) -> Vec<PathBuf> {
+    let mut dirs = options.log_dirs.clone();
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 /// The persistent vector of the current generation, checked against the log files found;
@@ -209,7 +326,7 @@ pub fn recover(
 fn current_generation(
     options: &StreamOptions,
     pv_path: &Path,
-    generations: &BTreeMap<u64, Vec<(usize, PathBuf)>>,
+    generations: &BTreeMap<u64, Vec<SegmentPath>>,
 ) -> Result<Option<PersistentVector>, DurabilityError> {
     let fs = options.fs.as_ref();
     let newest_logs = generations.keys().next_back().copied();
@@ -223,7 +340,7 @@ fn current_generation(
                     "missing, but {} log files exist: a directory written before stream format version {} (which \
                      this build does not read), or the file was removed",
                     options.flavor.name(),
-                    format::FORMAT_VERSION
+                    format::FORMAT_VERSION_UNSEGMENTED
                 ),
             )),
         };
@@ -237,10 +354,10 @@ fn current_generation(
         let reason = format!("records generation {}, but log files of generation {newest} exist", pv.generation);
         return Err(corrupt(pv_path, 0, reason));
     }
-    // Every logger with durable data must have its file (it is read, and its length checked).
+    // Every logger with durable data must have its log (it is read, and its length checked).
     let found = generations.get(&pv.generation).map_or(&[][..], Vec::as_slice);
     for (logger, &len) in pv.durable_len_bytes.iter().enumerate() {
-        if len > 0 && !found.iter().any(|(l, _)| *l == logger) {
+        if len > 0 && !found.iter().any(|s| s.logger == logger) {
             let log = options.dir_of(logger).join(format::log_name(options.flavor, logger, pv.generation));
             let reason = format!("missing, but {} records {len} durable bytes of it", pv_path.display());
             return Err(corrupt(&log, 0, reason));
@@ -249,15 +366,12 @@ fn current_generation(
     Ok(Some(pv))
 }
 
-/// The stream log files of every directory, by generation: `(logger, path)`.
-fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize, PathBuf)>>, DurabilityError> {
-    let mut generations: BTreeMap<u64, Vec<(usize, PathBuf)>> = BTreeMap::new();
-    let mut dirs = options.log_dirs.clone();
-    dirs.sort();
-    dirs.dedup();
-    for dir in &dirs {
+/// The stream log segments of every directory, by generation, sorted by logger and base.
+fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<SegmentPath>>, DurabilityError> {
+    let mut generations: BTreeMap<u64, Vec<SegmentPath>> = BTreeMap::new();
+    for dir in &dedup_dirs(options) {
         for name in options.fs.list(dir)? {
-            let Some((taurus, logger, generation)) = format::parse_log_name(&name) else {
+            let Some((taurus, logger, generation, base)) = format::parse_segment_name(&name) else {
                 continue;
             };
             let path = dir.join(name);
@@ -268,7 +382,7 @@ fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize,
                 );
                 return Err(corrupt(&path, 0, reason));
             }
-            generations.entry(generation).or_default().push((logger, path));
+            generations.entry(generation).or_default().push(SegmentPath { logger, base, path });
         }
     }
     for files in generations.values_mut() {
@@ -277,37 +391,33 @@ fn list_generations(options: &StreamOptions) -> Result<BTreeMap<u64, Vec<(usize,
     Ok(generations)
 }
 
-/// Reads a generation's files, one I/O thread each. `durable_len` is the persistent vector's
-/// durable length per logger for the current generation, `None` for a settled one.
+/// Reads a generation's segments, one I/O thread each, and chains each logger's. `durable_len`
+/// is the persistent vector's durable length per logger for the current generation, `None` for
+/// a settled one.
 fn read_generation(
     options: &StreamOptions,
     generation: u64,
-    paths: &[(usize, PathBuf)],
+    paths: &[SegmentPath],
     durable_len: Option<&[u64]>,
     pv_path: &Path,
-) -> Result<Vec<ParsedLog>, DurabilityError> {
-    let results: Vec<Result<ParsedLog, DurabilityError>> = std::thread::scope(|scope| {
+) -> Result<Generation, DurabilityError> {
+    let results: Vec<Result<ParsedSegment, DurabilityError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = paths
             .iter()
             .enumerate()
-            .map(|(index, (logger, path))| {
-                // A logger beyond the vector's is caught below (the headers disagree with it).
-                let durable_len = durable_len.map(|d| d.get(*logger).copied().unwrap_or(0));
-                let file = LogToRead { generation, index, logger: *logger, path, durable_len, pv_path };
-                scope.spawn(move || read_log(options, &file))
-            })
+            .map(|(index, segment)| scope.spawn(move || read_segment(options, generation, index, segment)))
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(DurabilityError::Failed("reader panicked".into()))))
             .collect()
     });
-    let logs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let loggers: Vec<usize> = logs.iter().filter_map(|l| l.loggers).collect();
+    let segments = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let loggers: Vec<usize> = segments.iter().filter_map(|s| s.loggers).collect();
     if let Some(&n) = loggers.first()
-        && (loggers.iter().any(|&m| m != n) || logs.iter().any(|l| l.logger >= n))
+        && (loggers.iter().any(|&m| m != n) || segments.iter().any(|s| s.logger >= n))
     {
-        return Err(corrupt(&logs[0].path, 0, "the files of one generation disagree on the number of loggers"));
+        return Err(corrupt(&segments[0].path, 0, "the files of one generation disagree on the number of loggers"));
     }
     if let (Some(&n), Some(durable_len)) = (loggers.first(), durable_len)
         && n != durable_len.len()
@@ -315,76 +425,160 @@ fn read_generation(
         let reason = format!("records {} loggers for generation {generation}, its log files {n}", durable_len.len());
         return Err(corrupt(pv_path, 0, reason));
     }
-    Ok(logs)
+    let loggers = loggers.first().copied().or(durable_len.map(<[u64]>::len)).unwrap_or(0);
+    let mut logs = Vec::new();
+    let mut at = 0;
+    while at < segments.len() {
+        let logger = segments[at].logger;
+        let end = at + segments[at..].iter().take_while(|s| s.logger == logger).count();
+        let durable = durable_len.map(|d| d.get(logger).copied().unwrap_or(0));
+        logs.push(chain_log(&segments, at..end, durable, pv_path)?);
+        at = end;
+    }
+    Ok(Generation { segments, logs, loggers })
 }
 
-/// A log file to read, and where it stands.
-struct LogToRead<'a> {
-    generation: u64,
-    /// Its index in the generation.
-    index: usize,
-    logger: usize,
-    path: &'a Path,
-    /// In the current generation, the length the persistent vector file records as durable;
-    /// `None` in a settled generation (the file must be whole and end with its end record).
-    durable_len: Option<u64>,
-    /// The persistent vector file, for errors.
-    pv_path: &'a Path,
-}
-
-fn read_log(options: &StreamOptions, file: &LogToRead<'_>) -> Result<ParsedLog, DurabilityError> {
-    let path = file.path;
-    let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
-    let log = read_records(options, file, &bytes)?;
-    if let Some(durable) = file.durable_len
-        && log.valid_len < durable
+/// Chains the segments `range` (one logger's, sorted by base) into its log, and checks it
+/// against `durable` (the current generation's durable length; `None`: settled, must be whole).
+fn chain_log(
+    segments: &[ParsedSegment],
+    range: std::ops::Range<usize>,
+    durable: Option<u64>,
+    pv_path: &Path,
+) -> Result<LoggerLog, DurabilityError> {
+    let first = &segments[range.start];
+    let mut log = LoggerLog {
+        logger: first.logger,
+        chain: Vec::new(),
+        discarded: Vec::new(),
+        retained_start: first.base,
+        valid_end: first.base,
+    };
+    // Why the log ends where it does: the file and file offset to name, and the reason.
+    let mut ended_at: Option<(usize, u64, String)> = None;
+    for k in range.clone() {
+        let segment = &segments[k];
+        if ended_at.is_some() {
+            log.discarded.push(k);
+            continue;
+        }
+        if let Some(&previous) = log.chain.last() {
+            let prev = &segments[previous];
+            let reason = match &prev.stop {
+                Some(stop) => Some(stop.clone()),
+                None if prev.ended => Some("a segment follows the end record".to_string()),
+                None if prev.valid_end() != segment.base => Some(format!(
+                    "ends at logical offset {}, but the next segment starts at {} (cut short)",
+                    prev.valid_end(),
+                    segment.base
+                )),
+                None => None,
+            };
+            if let Some(reason) = reason {
+                ended_at = Some((previous, prev.valid_len, reason));
+                log.discarded.push(k);
+                continue;
+            }
+        }
+        if !segment.header_ok {
+            let reason = segment.stop.clone().unwrap_or_else(|| "no header".into());
+            ended_at = Some((k, 0, reason));
+            log.discarded.push(k);
+            continue;
+        }
+        log.chain.push(k);
+        log.valid_end = segment.valid_end();
+    }
+    if ended_at.is_none()
+        && let Some(&last) = log.chain.last()
     {
-        let reason = format!(
-            "the log ends before its durable length {durable}, which {} records: acknowledged transactions are \
-             missing (a lost or misdirected write, or a cut)",
-            file.pv_path.display()
-        );
-        return Err(corrupt(path, log.valid_len, reason));
+        let last_segment = &segments[last];
+        match &last_segment.stop {
+            Some(stop) => ended_at = Some((last, last_segment.valid_len, stop.clone())),
+            None if durable.is_none() && !last_segment.ended => {
+                let reason = "a log of a settled generation ends without its end record (cut short)".to_string();
+                ended_at = Some((last, last_segment.valid_len, reason));
+            }
+            None => {}
+        }
+    }
+    match durable {
+        None => {
+            if let Some((k, offset, reason)) = ended_at {
+                return Err(corrupt(&segments[k].path, offset, format!("{reason} in a settled generation")));
+            }
+        }
+        Some(durable) if log.valid_end < durable => {
+            let (k, offset, reason) = ended_at.unwrap_or_else(|| {
+                let last = log.chain.last().copied().unwrap_or(range.start);
+                (last, segments[last].valid_len, "the log ends".to_string())
+            });
+            let reason = format!(
+                "{reason}, before the log's durable length {durable} (logical), which {} records: acknowledged \
+                 transactions are missing (damage, a lost or misdirected write, or a cut)",
+                pv_path.display()
+            );
+            return Err(corrupt(&segments[k].path, offset, reason));
+        }
+        Some(_) => {}
     }
     Ok(log)
 }
 
-fn read_records(options: &StreamOptions, file: &LogToRead<'_>, bytes: &[u8]) -> Result<ParsedLog, DurabilityError> {
-    let LogToRead { generation, index, logger, path, durable_len, .. } = *file;
-    let mut log = ParsedLog {
-        path: path.to_path_buf(),
+/// Reads one segment, decoding blocks until one does not decode. A header that names another
+/// scheme, generation, logger or base than the file's name is an error.
+fn read_segment(
+    options: &StreamOptions,
+    generation: u64,
+    index: usize,
+    segment: &SegmentPath,
+) -> Result<ParsedSegment, DurabilityError> {
+    let SegmentPath { logger, base, ref path } = *segment;
+    let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
+    let mut parsed = ParsedSegment {
+        path: path.clone(),
         logger,
+        base,
         loggers: None,
+        header_ok: false,
         valid_len: 0,
         file_len: bytes.len() as u64,
-        header_ok: false,
         ended: false,
+        stop: None,
         txns: Vec::new(),
     };
-    let (header, mut at) = match format::decode_header(bytes) {
+    let (header, mut at) = match format::decode_header(&bytes) {
         Ok(h) => h,
-        // A file created just before the crash whose header never reached the disk.
-        Err(_) if durable_len == Some(0) => return Ok(log),
-        Err(e) => return Err(corrupt(path, 0, e)),
+        // A segment created just before the crash whose header never reached the disk, if
+        // nothing of it is durable (the log's chain decides).
+        Err(e) => {
+            parsed.stop = Some(format!("header: {e}"));
+            return Ok(parsed);
+        }
     };
-    if header.flavor != options.flavor || header.generation != generation || header.logger as usize != logger {
-        let reason =
-            format!("header says {} logger {} generation {}", header.flavor.name(), header.logger, header.generation);
+    if header.flavor != options.flavor
+        || header.generation != generation
+        || header.logger as usize != logger
+        || header.base != base
+    {
+        let reason = format!(
+            "header says {} logger {} generation {} base {}",
+            header.flavor.name(),
+            header.logger,
+            header.generation,
+            header.base
+        );
         return Err(corrupt(path, 0, format!("{reason}; the name or the scheme says otherwise")));
     }
-    log.header_ok = true;
-    log.loggers = Some(header.loggers as usize);
+    parsed.header_ok = true;
+    parsed.loggers = Some(header.loggers as usize);
     while at < bytes.len() {
         let (payload, size) = match frame::decode_block(&bytes[at..]) {
             Ok(block) => block,
-            Err(e) => match durable_len {
-                None => return Err(corrupt(path, at as u64, format!("{e} in a settled generation"))),
-                Some(durable) if (at as u64) < durable => {
-                    let reason = format!("{e} before the durable length {durable} (not a torn tail)");
-                    return Err(corrupt(path, at as u64, reason));
-                }
-                Some(_) => break,
-            },
+            Err(e) => {
+                parsed.stop = Some(e.to_string());
+                break;
+            }
         };
         let end = (at + size) as u64;
         match format::decode_record(payload).map_err(|e| corrupt(path, at as u64, e.to_string()))? {
@@ -394,53 +588,83 @@ fn read_records(options: &StreamOptions, file: &LogToRead<'_>, bytes: &[u8]) -> 
             Record::End(_) => {
                 // Nothing is appended after it; bytes after it (in the current generation, a
                 // truncation lost at a crash during settling) are cut off.
-                log.ended = true;
+                parsed.ended = true;
                 at += size;
+                if at < bytes.len() {
+                    parsed.stop = Some("bytes after the end record".into());
+                }
                 break;
             }
             Record::Txn { deps, entry } => {
-                log.txns.push(Txn { id: format::txn_id(logger, end), offset: at as u64, file: index, deps, entry });
+                let id = format::txn_id(logger, base + end);
+                parsed.txns.push(Txn { id, offset: at as u64, file: index, deps, entry });
             }
         }
         at += size;
     }
-    if durable_len.is_none() && !log.ended {
-        return Err(corrupt(path, at as u64, "a file of a settled generation ends without its end record (cut short)"));
-    }
-    if durable_len.is_none() && at < bytes.len() {
-        return Err(corrupt(path, at as u64, "bytes after the end record of a file of a settled generation"));
-    }
-    log.valid_len = at as u64;
-    Ok(log)
+    parsed.valid_len = at as u64;
+    Ok(parsed)
 }
 
-/// Decides which transactions of a generation are recoverable and replays them.
+/// What the generations are replayed over.
+#[derive(Clone, Copy)]
+struct Over<'a> {
+    /// The checkpoint loaded, if any.
+    manifest: Option<&'a Manifest>,
+    /// The largest epoch seen so far: command replay runs above it.
+    restart_after_epoch: u64,
+}
+
+/// Decides which transactions of a generation are recoverable and replays them. Returns the
+/// recoverable transactions left to the checkpoint and the window's write sets installed.
 fn replay_generation(
     options: &StreamOptions,
     db: &Database,
-    logs: &[ParsedLog],
+    read: &Generation,
+    over: Over<'_>,
+    state_ready: &mut bool,
     report: &mut GenerationReport,
-) -> Result<(), DurabilityError> {
+) -> Result<(u64, u64), DurabilityError> {
     let start = Instant::now();
-    let txns: Vec<&Txn> = logs.iter().flat_map(|l| l.txns.iter()).collect();
-    let recoverable = if options.flavor.is_taurus() { recoverable_set(logs, &txns) } else { vec![true; txns.len()] };
+    let txns: Vec<&Txn> = read.segments.iter().flat_map(|s| s.txns.iter()).collect();
+    let recoverable = if options.flavor.is_taurus() { recoverable_set(read, &txns) } else { vec![true; txns.len()] };
+    let (e_l, e_h) = over.manifest.map_or((0, 0), |m| (m.e_l, m.e_h));
+    let class = |t: &Txn| match t.entry.epoch() {
+        epoch if over.manifest.is_some() && epoch < e_l => Class::Covered,
+        epoch if over.manifest.is_some() && options.flavor.is_command() && epoch <= e_h => Class::Window,
+        _ => Class::Replay,
+    };
+    let classes: Vec<Class> = txns.iter().map(|t| class(t)).collect();
+    let replay: Vec<bool> = recoverable.iter().zip(&classes).map(|(&r, &c)| r && c == Class::Replay).collect();
+    let count = |c: Class| recoverable.iter().zip(&classes).filter(|&(&r, &k)| r && k == c).count() as u64;
+    let (covered, window) = (count(Class::Covered), count(Class::Window));
     let kept = recoverable.iter().filter(|&&r| r).count();
-    report.recovered += kept as u64;
+    report.recovered += kept as u64 - covered;
     report.dropped += (txns.len() - kept) as u64;
     let graph = match options.flavor {
-        Flavor::TaurusData => Some(data_graph(&txns, &recoverable)),
-        Flavor::TaurusCmd => command_graph(&txns, &recoverable),
+        Flavor::TaurusData => Some(data_graph(&txns, &replay)),
+        Flavor::TaurusCmd => command_graph(&txns, &replay),
         Flavor::SerialData | Flavor::SerialCmd => None,
     };
     report.graph_ms += start.elapsed().as_secs_f64() * 1e3;
     let start = Instant::now();
-    let paths: Vec<&Path> = logs.iter().map(|l| l.path.as_path()).collect();
+    let paths: Vec<&Path> = read.segments.iter().map(|s| s.path.as_path()).collect();
+    if window > 0 {
+        install_window(db, &paths, &txns, &recoverable, &classes, options.recovery_threads)?;
+    }
+    if !*state_ready && replay.iter().any(|&r| r) {
+        // The checkpoint and the window are the state as of the end of e_h: indexes are built
+        // over it, and re-executed transactions run in epochs above everything installed.
+        crate::durability::value::recovery::rebuild_indexes(db, options.recovery_threads);
+        db.epochs().advance_to(over.restart_after_epoch + 1);
+        *state_ready = true;
+    }
     let replayer = Replayer::new(db, &paths, &txns, options.flavor.is_command());
     match graph {
-        Some(graph) => run_dataflow(&graph, &recoverable, options.recovery_threads, &replayer)?,
+        Some(graph) => run_dataflow(&graph, &replay, options.recovery_threads, &replayer)?,
         None => {
             // Serial flavors: LSN order; compressed taurus-cmd records: commit-timestamp order.
-            let mut order: Vec<usize> = (0..txns.len()).filter(|&i| recoverable[i]).collect();
+            let mut order: Vec<usize> = (0..txns.len()).filter(|&i| replay[i]).collect();
             order.sort_unstable_by_key(|&i| txns[i].entry.seq());
             let mut worker = None;
             for i in order {
@@ -449,19 +673,51 @@ fn replay_generation(
         }
     }
     report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
+    Ok((covered, window))
+}
+
+/// Installs the recoverable write sets of a command flavor's checkpoint window over the
+/// checkpoint, the largest TID winning (`crate::durability::command`, "Checkpoints").
+fn install_window(
+    db: &Database,
+    paths: &[&Path],
+    txns: &[&Txn],
+    recoverable: &[bool],
+    classes: &[Class],
+    threads: usize,
+) -> Result<(), DurabilityError> {
+    let mut window = Vec::new();
+    for (i, txn) in txns.iter().enumerate().filter(|&(i, _)| recoverable[i] && classes[i] == Class::Window) {
+        if matches!(txn.entry, CommandEntry::Call { .. }) {
+            let reason = format!(
+                "commit {} of epoch {} in the checkpoint's window is a procedure call, not a write set",
+                txn.entry.seq(),
+                txn.entry.epoch()
+            );
+            return Err(corrupt(paths[txns[i].file], txn.offset, reason));
+        }
+        window.push(&txn.entry);
+    }
+    crate::durability::command::parallel::install_shuffled(db, &window, threads)?;
     Ok(())
 }
 
 /// Phase 2 of §4.4.1: which transactions are recoverable. The I/O threads have read everything,
-/// so a predecessor not found is missing from every log.
-fn recoverable_set(logs: &[ParsedLog], txns: &[&Txn]) -> Vec<bool> {
-    let loggers = logs.iter().filter_map(|l| l.loggers).next().unwrap_or(0);
-    let mut valid = vec![0u64; loggers];
-    for log in logs {
-        if let Some(v) = valid.get_mut(log.logger) {
-            *v = log.valid_len;
+/// so a predecessor not found is missing from every log — unless it lies before its logger's
+/// retained start: then it was in a segment removed after a checkpoint, which was installed only
+/// once everything before the segments' rotation was committable.
+fn recoverable_set(read: &Generation, txns: &[&Txn]) -> Vec<bool> {
+    let mut valid = vec![0u64; read.loggers];
+    let mut retained = vec![0u64; read.loggers];
+    for log in &read.logs {
+        if let (Some(v), Some(r)) = (valid.get_mut(log.logger), retained.get_mut(log.logger)) {
+            (*v, *r) = (log.valid_end, log.retained_start);
         }
     }
+    let removed = |id: u64| {
+        let (logger, address) = format::split_id(id);
+        retained.get(logger).is_some_and(|&r| address <= r)
+    };
     let index: HashMap<u64, usize, foldhash::fast::RandomState> =
         txns.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
     let mut pending = vec![0usize; txns.len()];
@@ -471,17 +727,18 @@ fn recoverable_set(logs: &[ParsedLog], txns: &[&Txn]) -> Vec<bool> {
         match &txn.deps {
             Deps::None => {}
             Deps::Lists { raw, .. } => {
-                for id in raw {
-                    match index.get(id) {
+                for &id in raw {
+                    match index.get(&id) {
                         Some(&j) => {
                             raw_successors[j].push(i);
                             pending[i] += 1;
                         }
+                        None if removed(id) => {}
                         None => doomed[i] = true,
                     }
                 }
             }
-            Deps::Vectors { pv, .. } => doomed[i] = pv.len() != loggers || !cdt::dominates(&valid, pv),
+            Deps::Vectors { pv, .. } => doomed[i] = pv.len() != read.loggers || !cdt::dominates(&valid, pv),
         }
     }
     // Algorithm 5: a node whose RAW predecessors are all recoverable is recoverable, and tells
@@ -550,34 +807,39 @@ const COMMAND_EDGES_MAX: usize = 1 << 26;
 /// commit timestamp to a larger one, so the graph has no cycle (the timestamp is taken at the
 /// serialization point, a serial order: `crate::durability::command`). `None` (replay in timestamp
 /// order) when a record is compressed or the graph would be too large.
-fn command_graph(txns: &[&Txn], recoverable: &[bool]) -> Option<ReplayGraph> {
-    let index = recoverable_index(txns, recoverable);
+fn command_graph(txns: &[&Txn], replay: &[bool]) -> Option<ReplayGraph> {
+    let index = recoverable_index(txns, replay);
     let ts = |i: usize| txns[i].entry.seq();
     let mut graph = ReplayGraph::new(txns.len());
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
-    let mut writers: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
+    // Readers and overwriters of each version, by the id of its writer, which need not be
+    // replayed itself: over a checkpoint it may be in it, in its window, or in a removed segment.
+    type ById = HashMap<u64, Vec<usize>, foldhash::fast::RandomState>;
+    let (mut readers, mut writers) = (ById::default(), ById::default());
     let mut order: Vec<usize> = Vec::new();
     let mut fresh = vec![false; txns.len()];
-    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| recoverable[*i]) {
+    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| replay[*i]) {
         let Deps::Lists { raw, waw, fresh_writes } = &txn.deps else { return None };
         fresh[i] = *fresh_writes;
         order.push(i);
         // A predecessor with a larger commit timestamp is the delete chain's head, listed
         // conservatively (a transaction that observed a delete took its timestamp after it);
         // it decides recoverability but not the order.
-        for &j in raw.iter().filter_map(|id| index.get(id)).filter(|&&j| ts(j) < ts(i)) {
-            graph.edge(j, i);
-            readers[j].push(i);
-        }
-        for &j in waw.iter().filter_map(|id| index.get(id)).filter(|&&j| ts(j) < ts(i)) {
-            graph.edge(j, i);
-            writers[j].push(i);
+        for (ids, by_id) in [(raw, &mut readers), (waw, &mut writers)] {
+            for &id in ids {
+                match index.get(&id) {
+                    Some(&j) if ts(j) >= ts(i) => continue,
+                    Some(&j) => graph.edge(j, i),
+                    None => {}
+                }
+                by_id.entry(id).or_default().push(i);
+            }
         }
     }
     let mut edges: usize = graph.pending.iter().sum();
-    for p in 0..txns.len() {
-        for &r in &readers[p] {
-            for &w in writers[p].iter().filter(|&&w| w != r && ts(r) < ts(w)) {
+    for (id, readers) in &readers {
+        let Some(writers) = writers.get(id) else { continue };
+        for &r in readers {
+            for &w in writers.iter().filter(|&&w| w != r && ts(r) < ts(w)) {
                 graph.edge(r, w);
                 edges += 1;
             }
@@ -746,32 +1008,34 @@ fn run_dataflow(
     }
 }
 
-/// Settles the current generation's files: cuts each to its valid length and ends it with an
-/// end record (a file without a whole header is removed), synced, so that what was recovered is
-/// exactly what any later recovery reads, and a later cut of the file is seen.
-fn settle(options: &StreamOptions, logs: &[ParsedLog]) -> Result<(), DurabilityError> {
+/// Settles the current generation's logs: cuts the last segment of each to its valid length and
+/// ends it with an end record, and removes the segments after its valid end (a torn tail, or a
+/// file without a whole header), synced, so that what was recovered is exactly what any later
+/// recovery reads, and a later cut is seen.
+fn settle(options: &StreamOptions, read: &Generation) -> Result<(), DurabilityError> {
     let fs = options.fs.as_ref();
-    for log in logs {
-        if !log.header_ok {
-            fs.remove(&log.path)?;
-        } else if log.file_len > log.valid_len || !log.ended {
-            let mut file = fs.open(&log.path, OpenMode::ReadWrite)?;
-            if log.file_len > log.valid_len {
-                file.truncate(log.valid_len)?;
+    for log in &read.logs {
+        for &k in log.discarded.iter().rev() {
+            fs.remove(&read.segments[k].path)?;
+        }
+        let Some(&last) = log.chain.last() else { continue };
+        let segment = &read.segments[last];
+        if segment.file_len > segment.valid_len || !segment.ended {
+            let mut file = fs.open(&segment.path, OpenMode::ReadWrite)?;
+            if segment.file_len > segment.valid_len {
+                file.truncate(segment.valid_len)?;
             }
-            if !log.ended {
+            if !segment.ended {
                 let mut payload = Vec::with_capacity(9);
-                format::encode_end(log.valid_len, &mut payload);
+                format::encode_end(segment.valid_len, &mut payload);
                 let mut block = Vec::with_capacity(frame::HEADER_SIZE_BYTES + payload.len());
                 frame::encode_block(&payload, &mut block);
-                file.write_at(log.valid_len, &block)?;
+                file.write_at(segment.valid_len, &block)?;
             }
             file.sync_data()?;
         }
     }
-    let mut dirs = options.log_dirs.clone();
-    dirs.dedup();
-    for dir in &dirs {
+    for dir in &dedup_dirs(options) {
         fs.sync_dir(dir)?;
     }
     Ok(())

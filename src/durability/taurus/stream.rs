@@ -40,18 +40,32 @@ use std::time::Duration;
 
 struct Buffer {
     data: Vec<u8>,
-    /// File offset just past `data`.
+    /// Logical offset just past `data`.
     end: u64,
+    /// Where in `data` a new segment starts (its header block is there), with its base; in order.
+    segments: Vec<(usize, u64)>,
+}
+
+/// The most segment starts one buffer may hold: a rotation beyond it waits for a flush.
+const SEGMENTS_PER_BATCH_MAX: usize = 4;
+
+/// A batch taken for a flush.
+struct Batch {
+    data: Vec<u8>,
+    end: u64,
+    segments: Vec<(usize, u64)>,
 }
 
 /// A log stream shared by its workers and its logger thread.
 pub struct Stream {
     /// The logger id.
     pub id: usize,
+    /// The header of its segments (the base is set per segment).
+    header: format::StreamHeader,
     buffer: Mutex<Buffer>,
     space: Condvar,
     capacity_bytes: usize,
-    /// The file offset up to which the logger has synced the file (not yet acknowledgeable).
+    /// The logical offset up to which the logger has synced its log (not yet acknowledgeable).
     synced: AtomicU64,
     /// The persistent point: synced, and recorded in the durable persistent vector file.
     persistent: AtomicU64,
@@ -91,11 +105,12 @@ impl Durable {
 }
 
 impl Stream {
-    /// A stream whose file already holds `start` bytes (its header), all synced.
-    pub fn new(id: usize, start: u64, capacity_bytes: usize) -> Stream {
+    /// A stream whose first segment already holds `start` bytes (its header), all synced.
+    pub fn new(header: format::StreamHeader, start: u64, capacity_bytes: usize) -> Stream {
         Stream {
-            id,
-            buffer: Mutex::new(Buffer { data: Vec::with_capacity(capacity_bytes), end: start }),
+            id: header.logger as usize,
+            header,
+            buffer: Mutex::new(Buffer { data: Vec::with_capacity(capacity_bytes), end: start, segments: Vec::new() }),
             space: Condvar::new(),
             capacity_bytes,
             synced: AtomicU64::new(start),
@@ -132,6 +147,28 @@ impl Stream {
         self.buffer.lock().end
     }
 
+    /// Starts a new segment after everything appended so far: records appended from now on go
+    /// to a new file (its header block is appended to the buffer here, so the logger writes it
+    /// in order). Returns the new segment's base, the logical end of the one before.
+    pub fn rotate(&self, durable: &Durable) -> Result<u64, DurabilityError> {
+        let mut buffer = self.buffer.lock();
+        while buffer.segments.len() >= SEGMENTS_PER_BATCH_MAX {
+            durable.check()?;
+            self.wake();
+            self.space.wait_for(&mut buffer, Duration::from_millis(10));
+        }
+        durable.check()?;
+        let base = buffer.end;
+        let header = format::encode_header(&format::StreamHeader { base, ..self.header });
+        let at = buffer.data.len();
+        buffer.segments.push((at, base));
+        buffer.data.extend_from_slice(&header);
+        buffer.end += header.len() as u64;
+        drop(buffer);
+        self.wake();
+        Ok(base)
+    }
+
     /// The persistent point.
     pub fn persistent(&self) -> u64 {
         self.persistent.load(Ordering::Acquire)
@@ -154,20 +191,53 @@ impl Stream {
         self.wake();
     }
 
-    /// Takes the buffer for a flush; `None` if there is nothing to write. Returns the batch and
-    /// the address just past it.
-    fn take(&self, spare: Vec<u8>) -> Option<(Vec<u8>, u64)> {
+    /// Takes the buffer for a flush; `None` if there is nothing to write.
+    fn take(&self, spare: Vec<u8>) -> Option<Batch> {
         let mut buffer = self.buffer.lock();
         if buffer.data.is_empty() {
             return None;
         }
-        let mut batch = spare;
-        batch.clear();
-        std::mem::swap(&mut batch, &mut buffer.data);
-        let end = buffer.end;
+        let mut data = spare;
+        data.clear();
+        std::mem::swap(&mut data, &mut buffer.data);
+        let batch = Batch { data, end: buffer.end, segments: std::mem::take(&mut buffer.segments) };
         drop(buffer);
         self.space.notify_all();
-        Some((batch, end))
+        Some(batch)
+    }
+}
+
+/// Where a logger's segments go: it writes to `file` and opens the next segment with `open`.
+pub struct SegmentFiles {
+    /// The open segment.
+    pub file: Box<dyn File>,
+    /// Creates the segment file of a base (`CreateNew`).
+    pub open: Box<dyn Fn(u64) -> std::io::Result<Box<dyn File>> + Send>,
+    /// Syncs the directory the segments are in.
+    pub sync_dir: Box<dyn Fn() -> std::io::Result<()> + Send>,
+}
+
+impl SegmentFiles {
+    /// Writes a batch: each segment's part to its file, a segment synced whole before the next
+    /// one is created, the last one synced, and the directory synced if a file was created. So
+    /// once the batch's end is recorded as synced, every segment before it is whole on disk.
+    fn write(&mut self, batch: &Batch) -> std::io::Result<()> {
+        let mut at = 0;
+        for &(start, _) in &batch.segments {
+            if start > at {
+                self.file.append(&batch.data[at..start])?;
+            }
+            self.file.sync_data()?;
+            let base = batch.end - (batch.data.len() - start) as u64;
+            self.file = (self.open)(base)?;
+            at = start;
+        }
+        self.file.append(&batch.data[at..])?;
+        self.file.sync_data()?;
+        if !batch.segments.is_empty() {
+            (self.sync_dir)()?;
+        }
+        Ok(())
     }
 }
 
@@ -176,7 +246,7 @@ impl Stream {
 /// fatal to the whole scheme (fsyncgate: nothing more is acknowledged).
 pub fn run_logger(
     stream: &Stream,
-    mut file: Box<dyn File>,
+    mut files: SegmentFiles,
     interval: Duration,
     durable: &Durable,
     after_sync: &dyn Fn(),
@@ -194,16 +264,19 @@ pub fn run_logger(
         if durable.failed.get().is_some() {
             return;
         }
-        if let Some((batch, end)) = stream.take(std::mem::take(&mut spare)) {
-            if let Err(e) = file.append(&batch).and_then(|()| file.sync_data()) {
+        if let Some(batch) = stream.take(std::mem::take(&mut spare)) {
+            debug_assert!(
+                batch.segments.iter().all(|&(start, base)| base == batch.end - (batch.data.len() - start) as u64)
+            );
+            if let Err(e) = files.write(&batch) {
                 durable.fail(format!("log stream {}: {e}", stream.id));
                 stream.space.notify_all();
                 return;
             }
-            durable.bytes_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            stream.synced.store(end, Ordering::Release);
+            durable.bytes_written.fetch_add(batch.data.len() as u64, Ordering::Relaxed);
+            stream.synced.store(batch.end, Ordering::Release);
             after_sync();
-            spare = batch;
+            spare = batch.data;
         }
         if stop {
             return;
