@@ -77,11 +77,16 @@ fn by_figure<'a>(points: impl Iterator<Item = Point<'a>>) -> BTreeMap<String, Ve
     map
 }
 
-fn thread_counts(points: &[Point<'_>]) -> usize {
+/// The thread counts of `points`, ascending, each once.
+fn distinct_threads(points: &[Point<'_>]) -> Vec<usize> {
     let mut threads: Vec<usize> = points.iter().map(|p| p.threads).collect();
     threads.sort_unstable();
     threads.dedup();
-    threads.len()
+    threads
+}
+
+fn thread_counts(points: &[Point<'_>]) -> usize {
+    distinct_threads(points).len()
 }
 
 /// Grouped bars: one group per thread count (ascending), one bar per series (in order of first
@@ -94,9 +99,7 @@ fn figure(id: &str, title: &str, y_label: &str, points: &[Point<'_>]) -> Figure 
             series.push(p.series);
         }
     }
-    let mut threads: Vec<usize> = points.iter().map(|p| p.threads).collect();
-    threads.sort_unstable();
-    threads.dedup();
+    let mut threads = distinct_threads(points);
     let dropped = series.len().saturating_sub(MAX_SERIES) + threads.len().saturating_sub(MAX_GROUPS);
     series.truncate(MAX_SERIES);
     threads.truncate(MAX_GROUPS);
