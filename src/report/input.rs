@@ -185,7 +185,7 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Inputs, ReportError> {
                 if figure::is_figure(&value) {
                     inputs.figures.push(FigureFile { path: path.clone(), figure: figure::parse_figure(path, value)? });
                 } else if value.get("kind").and_then(serde_json::Value::as_str) == Some(RECOVERY_KIND) {
-                    inputs.recoveries.push(parse_recovery(path, &text)?);
+                    inputs.recoveries.push(parse_kind(path, value, RECOVERY_KIND)?);
                 } else if value.get("kind").and_then(serde_json::Value::as_str) == Some(STREAM_RECOVERY_KIND) {
                     inputs.stream_recoveries.push(parse_kind(path, value, STREAM_RECOVERY_KIND)?);
                 } else {
