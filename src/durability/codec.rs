@@ -23,11 +23,17 @@
 //! u32  write_count
 //! write_count times:
 //!   u32  table        table id in the catalog
-//!   u8   op           1 = put (after-image follows), 2 = delete
+//!   u8   op           1 = put (after-image follows), 2 = delete, 3 = column patch
 //!   u16  key_len      encoded primary key (src/storage/key.rs), at most 4096 bytes
 //!   ..   key
 //!   ..   row          only for op = 1
+//!   ..   patch        only for op = 3
 //! ```
+//!
+//! **Column patch** (op 3): the columns an update changed, for logs replayed in each key's write
+//! order (serial and Taurus data logs). u16 `count`, then `count` times: u16 column position
+//! (strictly increasing), value. Applied to the key's previous row, which replay must hold; a
+//! log replayed in any order (SiloR's value log, a checkpoint window) never holds one.
 //!
 //! Decoding checks every length against the bytes that remain and reports the offset of the
 //! first byte it could not make sense of.
@@ -45,8 +51,20 @@ const TAG_TEXT: u8 = 4;
 const TAG_BYTES: u8 = 5;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+const OP_PATCH: u8 = 3;
 /// The most writes one logged transaction may hold.
 pub const WRITES_MAX: u32 = 1 << 20;
+
+/// A logged write's op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOpCode {
+    /// A whole after-image follows.
+    Put,
+    /// Nothing follows.
+    Delete,
+    /// A column patch follows.
+    Patch,
+}
 
 /// Bytes that are not a valid encoding.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -98,8 +116,81 @@ pub struct EntryWrite {
     pub table: TableId,
     /// The encoded primary key.
     pub key: Key,
-    /// The after-image; `None` for a delete.
-    pub row: Option<Row>,
+    /// What the write left.
+    pub image: Image,
+}
+
+/// What a logged write left of its key.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Image {
+    /// The whole after-image.
+    Put(Row),
+    /// The columns an update changed; the rest are the key's previous row's.
+    Patch(ColumnPatch),
+    /// The key was deleted.
+    Delete,
+}
+
+impl Image {
+    /// The whole after-image, if the write logged one.
+    pub fn row(&self) -> Option<&Row> {
+        match self {
+            Image::Put(row) => Some(row),
+            Image::Patch(_) | Image::Delete => None,
+        }
+    }
+}
+
+/// The changed columns of an update, by position, in increasing order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnPatch {
+    columns: Vec<(u16, Value)>,
+}
+
+impl ColumnPatch {
+    /// The changed columns.
+    pub fn columns(&self) -> &[(u16, Value)] {
+        &self.columns
+    }
+
+    /// The row `base` becomes with this patch applied; an error if a position is past its end.
+    pub fn apply(&self, base: &[Value]) -> Result<Row, &'static str> {
+        if self.columns.last().is_some_and(|&(position, _)| usize::from(position) >= base.len()) {
+            return Err("a column patch names a column past the row's end");
+        }
+        let mut patched = self.columns.iter().peekable();
+        let values = base.iter().enumerate().map(|(position, old)| {
+            match patched.next_if(|(at, _)| usize::from(*at) == position) {
+                Some((_, new)) => new.clone(),
+                None => old.clone(),
+            }
+        });
+        Ok(Row::from_exact_iter(values))
+    }
+}
+
+impl<'a> RedoImage<'a> {
+    /// The after-image whole (`Some`), or a delete (`None`).
+    pub fn whole(after: Option<&'a [Value]>) -> RedoImage<'a> {
+        after.map_or(RedoImage::Delete, RedoImage::Put)
+    }
+}
+
+/// What [`encode_entry`] logs of one write.
+#[derive(Clone, Copy, Debug)]
+pub enum RedoImage<'a> {
+    /// The after-image, whole.
+    Put(&'a [Value]),
+    /// An update whose replay will hold `before`: only the columns that differ are logged (whole,
+    /// when every column differs or the row changed width).
+    Patch {
+        /// The row the update replaced.
+        before: &'a [Value],
+        /// The row it installed.
+        after: &'a [Value],
+    },
+    /// A delete.
+    Delete,
 }
 
 /// A logged transaction.
@@ -114,23 +205,61 @@ pub struct Entry {
 /// Appends a transaction entry.
 pub fn encode_entry<'a>(
     tid: Tid,
-    writes: impl ExactSizeIterator<Item = (TableId, &'a [u8], Option<&'a [Value]>)>,
+    writes: impl ExactSizeIterator<Item = (TableId, &'a [u8], RedoImage<'a>)>,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(&tid.to_u64().to_le_bytes());
     let count = u32::try_from(writes.len()).unwrap_or(u32::MAX);
     assert!(count <= WRITES_MAX, "transaction of {} writes", writes.len());
     out.extend_from_slice(&count.to_le_bytes());
-    for (table, key, row) in writes {
+    for (table, key, image) in writes {
         assert!(key.len() <= KEY_SIZE_MAX_BYTES);
-        out.extend_from_slice(&table.to_le_bytes());
-        out.push(if row.is_some() { OP_PUT } else { OP_DELETE });
-        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        out.extend_from_slice(key);
-        if let Some(row) = row {
-            encode_row(row, out);
+        let head = |op: u8, out: &mut Vec<u8>| {
+            out.extend_from_slice(&table.to_le_bytes());
+            out.push(op);
+            out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+            out.extend_from_slice(key);
+        };
+        match image {
+            RedoImage::Put(row) => {
+                head(OP_PUT, out);
+                encode_row(row, out);
+            }
+            RedoImage::Delete => head(OP_DELETE, out),
+            RedoImage::Patch { before, after } => {
+                let start = out.len();
+                head(OP_PATCH, out);
+                if !encode_patch(before, after, out) {
+                    out.truncate(start);
+                    head(OP_PUT, out);
+                    encode_row(after, out);
+                }
+            }
         }
     }
+}
+
+/// Appends the columns of `after` that differ from `before`; `false` (and `out` partly written)
+/// when a patch would not be smaller than the row: every column changed, or the width did.
+fn encode_patch(before: &[Value], after: &[Value], out: &mut Vec<u8>) -> bool {
+    if before.len() != after.len() || after.is_empty() {
+        return false;
+    }
+    let count_at = out.len();
+    out.extend_from_slice(&0u16.to_le_bytes());
+    let mut count: u16 = 0;
+    for (position, (old, new)) in before.iter().zip(after).enumerate() {
+        if old != new {
+            out.extend_from_slice(&(position as u16).to_le_bytes());
+            encode_value(new, out);
+            count += 1;
+        }
+    }
+    if usize::from(count) == after.len() {
+        return false;
+    }
+    out[count_at..count_at + 2].copy_from_slice(&count.to_le_bytes());
+    true
 }
 
 /// A cursor over bytes being decoded.
@@ -268,20 +397,47 @@ impl<'a> Reader<'a> {
         Ok((tid, count))
     }
 
-    /// The head of an entry's next write: its table, whether a row follows (put) or not
-    /// (delete), and the encoded key. The caller reads or skips the row.
+    /// The head of an entry's next write in a log of whole rows (SiloR's value log, replayed in
+    /// any order): its table, whether a row follows (put) or not (delete), and the encoded key.
+    /// The caller reads or skips the row. A column patch is an error here.
     pub fn write_head(&mut self) -> Result<(TableId, bool, &'a [u8]), DecodeError> {
+        let at = self.at;
+        let (table, op, key) = self.write_head_op()?;
+        match op {
+            WriteOpCode::Put => Ok((table, true, key)),
+            WriteOpCode::Delete => Ok((table, false, key)),
+            WriteOpCode::Patch => Err(DecodeError { offset: at + 4, reason: "a column patch in a log of whole rows" }),
+        }
+    }
+
+    /// The head of an entry's next write: its table, its op and the encoded key.
+    pub fn write_head_op(&mut self) -> Result<(TableId, WriteOpCode, &'a [u8]), DecodeError> {
         let table = self.u32()?;
-        let put = match self.u8()? {
-            OP_PUT => true,
-            OP_DELETE => false,
+        let op = match self.u8()? {
+            OP_PUT => WriteOpCode::Put,
+            OP_DELETE => WriteOpCode::Delete,
+            OP_PATCH => WriteOpCode::Patch,
             _ => return self.fail("unknown write op"),
         };
         let key_len = usize::from(self.u16()?);
         if key_len > KEY_SIZE_MAX_BYTES {
             return self.fail("key longer than the limit");
         }
-        Ok((table, put, self.take(key_len)?))
+        Ok((table, op, self.take(key_len)?))
+    }
+
+    /// A column patch: positions strictly increasing.
+    pub fn patch(&mut self) -> Result<ColumnPatch, DecodeError> {
+        let count = self.u16()?;
+        let mut columns: Vec<(u16, Value)> = Vec::with_capacity(usize::from(count));
+        for _ in 0..count {
+            let position = self.u16()?;
+            if columns.last().is_some_and(|&(previous, _)| previous >= position) {
+                return self.fail("column patch positions not increasing");
+            }
+            columns.push((position, self.value()?));
+        }
+        Ok(ColumnPatch { columns })
     }
 
     /// A transaction entry.
@@ -289,10 +445,14 @@ impl<'a> Reader<'a> {
         let (tid, count) = self.entry_head()?;
         let mut writes = Vec::with_capacity(count.min(1024) as usize);
         for _ in 0..count {
-            let (table, put, key) = self.write_head()?;
+            let (table, op, key) = self.write_head_op()?;
             let key = Key::from(key);
-            let row = if put { Some(self.row()?) } else { None };
-            writes.push(EntryWrite { table, key, row });
+            let image = match op {
+                WriteOpCode::Put => Image::Put(self.row()?),
+                WriteOpCode::Patch => Image::Patch(self.patch()?),
+                WriteOpCode::Delete => Image::Delete,
+            };
+            writes.push(EntryWrite { table, key, image });
         }
         Ok(Entry { tid, writes })
     }
@@ -317,7 +477,7 @@ mod tests {
     fn entries_round_trip() {
         let row = sample_row();
         let mut out = Vec::new();
-        let writes = vec![(3u32, &b"key1"[..], Some(&row[..])), (4u32, &b"k2"[..], None)];
+        let writes = vec![(3u32, &b"key1"[..], RedoImage::Put(&row[..])), (4u32, &b"k2"[..], RedoImage::Delete)];
         encode_entry(Tid::new(9, 4), writes.into_iter(), &mut out);
         let mut r = Reader::new(&out);
         let entry = r.entry().unwrap();
@@ -332,20 +492,79 @@ mod tests {
         assert!(skipping.is_empty(), "skip_row must consume exactly the row");
         assert_eq!(entry.tid, Tid::new(9, 4));
         assert_eq!(entry.writes.len(), 2);
-        assert_eq!(entry.writes[0].row.as_deref(), Some(&row[..]));
-        assert_eq!(entry.writes[1], EntryWrite { table: 4, key: Key::from(&b"k2"[..]), row: None });
+        assert_eq!(entry.writes[0].image.row().map(|r| &r[..]), Some(&row[..]));
+        assert_eq!(entry.writes[1], EntryWrite { table: 4, key: Key::from(&b"k2"[..]), image: Image::Delete });
     }
 
     #[test]
     fn every_truncation_is_an_error_not_a_panic() {
         let row = sample_row();
         let mut out = Vec::new();
-        encode_entry(Tid::new(1, 1), vec![(0u32, &b"k"[..], Some(&row[..]))].into_iter(), &mut out);
+        encode_entry(Tid::new(1, 1), vec![(0u32, &b"k"[..], RedoImage::Put(&row[..]))].into_iter(), &mut out);
         for cut in 0..out.len() {
             assert!(Reader::new(&out[..cut]).entry().is_err(), "cut at {cut}");
         }
         let mut bad = out.clone();
         bad[8 + 4 + 4] = 9; // the op byte
         assert_eq!(Reader::new(&bad).entry().unwrap_err().reason, "unknown write op");
+    }
+
+    fn encode_one(image: RedoImage<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_entry(Tid::new(2, 1), std::iter::once((7u32, &b"k"[..], image)), &mut out);
+        out
+    }
+
+    #[test]
+    fn a_patch_logs_only_the_changed_columns_and_applies_to_the_previous_row() {
+        let before = sample_row();
+        let mut after = before.clone();
+        after[2] = Value::Int(77);
+        after[5] = Value::bytes(&[9; 100]);
+        let patched = encode_one(RedoImage::Patch { before: &before, after: &after });
+        let whole = encode_one(RedoImage::Put(&after));
+        assert!(patched.len() < whole.len(), "patch {} bytes, row {} bytes", patched.len(), whole.len());
+        let entry = Reader::new(&patched).entry().unwrap();
+        let Image::Patch(patch) = &entry.writes[0].image else { panic!("not a patch: {:?}", entry.writes[0]) };
+        assert_eq!(patch.columns().iter().map(|c| c.0).collect::<Vec<_>>(), vec![2, 5]);
+        assert_eq!(&patch.apply(&before).unwrap()[..], &after[..]);
+        assert!(patch.apply(&before[..3]).is_err(), "a base too narrow for the patch is an error");
+        // Logs replayed in any order hold whole rows only.
+        let mut r = Reader::new(&patched);
+        r.entry_head().unwrap();
+        assert_eq!(r.write_head().unwrap_err().reason, "a column patch in a log of whole rows");
+    }
+
+    #[test]
+    fn a_patch_that_would_change_every_column_or_the_width_is_logged_whole() {
+        let before = sample_row();
+        let all: Vec<Value> = (0..before.len() as i64).map(Value::Int).collect();
+        let wider: Vec<Value> = before.iter().cloned().chain([Value::Null]).collect();
+        for after in [&all, &wider] {
+            let out = encode_one(RedoImage::Patch { before: &before, after });
+            let entry = Reader::new(&out).entry().unwrap();
+            assert_eq!(entry.writes[0].image.row().map(|r| &r[..]), Some(&after[..]));
+        }
+        let same = encode_one(RedoImage::Patch { before: &before, after: &before });
+        let entry = Reader::new(&same).entry().unwrap();
+        let Image::Patch(patch) = &entry.writes[0].image else { panic!("an unchanged row is an empty patch") };
+        assert!(patch.columns().is_empty());
+    }
+
+    #[test]
+    fn a_patch_with_positions_out_of_order_or_cut_anywhere_is_an_error() {
+        let before = sample_row();
+        let mut after = before.clone();
+        after[1] = Value::Bool(false);
+        after[3] = Value::Float(0.5);
+        let out = encode_one(RedoImage::Patch { before: &before, after: &after });
+        for cut in 0..out.len() {
+            assert!(Reader::new(&out[..cut]).entry().is_err(), "cut at {cut}");
+        }
+        // The second position (3) is after the first column's value (tag + 1 byte).
+        let head = 8 + 4 + 4 + 1 + 2 + 1;
+        let mut bad = out.clone();
+        bad[head + 2 + 2 + 2..head + 2 + 2 + 2 + 2].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(Reader::new(&bad).entry().unwrap_err().reason, "column patch positions not increasing");
     }
 }

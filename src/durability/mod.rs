@@ -48,6 +48,10 @@ pub struct LoggedWrite<'a> {
     pub key: &'a Key,
     /// The after-image, or `None` for a delete.
     pub after: Option<&'a Row>,
+    /// The row this write replaced (read under the commit's lock), or `None` when the key was
+    /// absent: what a log replayed in write order may encode the after-image against
+    /// ([`codec::RedoImage::Patch`]).
+    pub before: Option<Row>,
     /// `last_writer` of the record before this write (Taurus's WAW predecessor); 0 for a new key.
     pub previous_writer: u64,
 }

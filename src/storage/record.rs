@@ -191,6 +191,12 @@ impl Record {
         self.unlock_with(word);
     }
 
+    /// The current row of a record the caller has locked: no writer can change it.
+    pub fn locked_row(&self, guard: &Guard) -> Row {
+        debug_assert!(self.word().is_locked(), "locked_row without the lock");
+        self.load_row(guard)
+    }
+
     /// The current row, without consistency checks (for tools and single-threaded recovery).
     pub fn row_unchecked(&self) -> Row {
         self.load_row(&crossbeam_epoch::pin())

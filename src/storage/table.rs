@@ -15,7 +15,7 @@ use super::key::Key;
 use super::point::PointIndex;
 use super::record::Record;
 use super::schema::{SchemaError, TableId, TableSchema};
-use super::value::Row;
+use super::value::{Row, Value};
 use crate::txn::tid::Tid;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -225,6 +225,38 @@ impl Table {
                 return true;
             }
         }
+    }
+
+    /// Recovery in each key's write order (serial and Taurus data logs): replaces the row the key
+    /// holds by `rebuild(row)` if `tid` is larger than its TID. `Ok(false)` if it is not (the row
+    /// already reflects the write: a checkpoint took a later version). An error, and nothing
+    /// changed, if the key holds no row or `rebuild` fails: the write's previous row is missing,
+    /// which replay in write order rules out.
+    pub fn rebuild_if_newer(
+        &self,
+        key: &Key,
+        tid: Tid,
+        rebuild: impl FnOnce(&[Value]) -> Result<Row, &'static str>,
+    ) -> Result<bool, &'static str> {
+        let Some(record) = self.point.get(key) else { return Err("the key holds no row to apply the write to") };
+        let word = record.lock();
+        if tid <= word.tid() {
+            record.unlock();
+            return Ok(false);
+        }
+        if word.is_absent() {
+            record.unlock();
+            return Err("the key holds no row to apply the write to");
+        }
+        let row = match rebuild(&record.locked_row(&crossbeam_epoch::pin())) {
+            Ok(row) => row,
+            Err(e) => {
+                record.unlock();
+                return Err(e);
+            }
+        };
+        record.install(row, crate::txn::tid::TidWord::new(tid, true, false), 0);
+        Ok(true)
     }
 
     /// [`Table::install_if_newer`] for a caller that has just looked the key up and found

@@ -816,6 +816,10 @@ impl<'w> Transaction<'w> {
                     table: w.table,
                     key: &w.key,
                     after: w.row.as_ref(),
+                    before: match (&w.record, w.locked_word) {
+                        (Some(record), Some(word)) if !word.is_absent() => Some(record.locked_row(&self.pin)),
+                        _ => None,
+                    },
                     previous_writer: w.record.as_ref().map_or(0, |r| r.last_writer()),
                 }
             })

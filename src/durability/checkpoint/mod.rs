@@ -110,6 +110,14 @@ pub trait CheckpointHost: Send + Sync {
     fn before_checkpoint(&self) -> bool {
         true
     }
+
+    /// Whether the checkpoint is SiloR's reduced one, skipping versions of epochs ≥ `e_l` (the
+    /// log from `e_l` on holds them). A scheme whose log replays a column patch over the row it
+    /// replaced needs every version the walk sees: the skipped key's full row may be in a log of
+    /// an epoch < `e_l`, which is not replayed.
+    fn reduced(&self) -> bool {
+        true
+    }
 }
 
 /// One installed checkpoint, for reports.
@@ -320,7 +328,7 @@ fn write_files(
             dir: dirs[d].clone(),
             dir_index: d as u32,
             files: options.files_per_dir as u32,
-            e_l,
+            skip_from_epoch: if host.reduced() { e_l } else { u64::MAX },
             shares: catalog.tables().iter().zip(&parts).map(|(t, p)| (Arc::clone(t), p[d].clone())).collect(),
             block_size_bytes: options.block_size_bytes,
             sync_every_bytes: options.sync_every_bytes,

@@ -5,7 +5,8 @@
 //! The walk is fuzzy: transactions keep committing, and the checkpointer coordinates with them
 //! only through the records' TID words ([`crate::storage::Record::stable_read`]), so it sees
 //! only committed rows. It skips records of an epoch ≥ `e_l` (the reduced checkpoint): the log
-//! from `e_l` on is replayed over the checkpoint anyway.
+//! from `e_l` on is replayed over the checkpoint anyway. A scheme whose log holds column patches
+//! keeps them ([`super::CheckpointHost::reduced`]): a patch needs the row it applies to.
 
 use super::format::{self, BlockBuilder, DataHeader, ManifestFile};
 use crate::io::{File, FileSystem, OpenMode};
@@ -31,8 +32,9 @@ pub struct CheckpointerPlan {
     pub dir_index: u32,
     /// Files to spread blocks over (SiloR's `m`: recovery threads for this directory).
     pub files: u32,
-    /// Records of an epoch ≥ `e_l` are skipped.
-    pub e_l: u64,
+    /// Records of this epoch or later are skipped: `e_l` for a reduced checkpoint, `u64::MAX`
+    /// for one that keeps every version it sees.
+    pub skip_from_epoch: u64,
     /// Each table with the key range that is this checkpointer's share of it.
     pub shares: Vec<(Arc<Table>, KeyRange)>,
     /// Target payload size of a block.
@@ -50,7 +52,7 @@ pub struct CheckpointerReport {
     pub bytes: u64,
     /// Records written.
     pub records: u64,
-    /// Records skipped because their epoch is ≥ `e_l`.
+    /// Records skipped because their epoch is ≥ the plan's `skip_from_epoch`.
     pub skipped: u64,
     /// Records written of each share, in the plan's order.
     pub table_records: Vec<u64>,
@@ -125,11 +127,12 @@ pub fn run_checkpointer(
     for (table, range) in &plan.shares {
         let records_before = report.records;
         let mut block = BlockBuilder::new(table.id, plan.block_size_bytes);
-        let finished = walk_share(table, range, plan.e_l, stop, &mut report.skipped, |key, record_tid, row| {
-            block.push(key, record_tid, row);
-            report.records += 1;
-            if block.size_bytes() >= plan.block_size_bytes { outputs.write_block(&mut block) } else { Ok(()) }
-        })?;
+        let finished =
+            walk_share(table, range, plan.skip_from_epoch, stop, &mut report.skipped, |key, record_tid, row| {
+                block.push(key, record_tid, row);
+                report.records += 1;
+                if block.size_bytes() >= plan.block_size_bytes { outputs.write_block(&mut block) } else { Ok(()) }
+            })?;
         if !finished {
             return Ok(None);
         }
@@ -146,11 +149,11 @@ pub fn run_checkpointer(
 }
 
 /// Visits the committed rows of `range` in key order, skipping absent records and records of an
-/// epoch ≥ `e_l`. Returns `false` if `stop` was raised.
+/// epoch ≥ `skip_from_epoch`. Returns `false` if `stop` was raised.
 fn walk_share(
     table: &Table,
     range: &KeyRange,
-    e_l: u64,
+    skip_from_epoch: u64,
     stop: &AtomicBool,
     skipped: &mut u64,
     mut emit: impl FnMut(&[u8], crate::txn::Tid, &[crate::storage::Value]) -> io::Result<()>,
@@ -172,7 +175,7 @@ fn walk_share(
             if word.is_absent() {
                 continue;
             }
-            if word.tid().epoch() >= e_l {
+            if word.tid().epoch() >= skip_from_epoch {
                 *skipped += 1;
                 continue;
             }

@@ -67,7 +67,7 @@ mod wake_queue;
 
 use super::codec::{self, DecodeError, Reader};
 use super::value::worker::ValueWorkerLog;
-use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, WorkerLog};
+use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LoggedWrite, WorkerLog};
 use crate::storage::ParamValue;
 use crate::txn::Tid;
 use std::sync::Arc;
@@ -290,8 +290,14 @@ impl WorkerLog for CommandWorkerLog {
     }
 }
 
-/// Appends the entry of a committed transaction that wrote something.
+/// Appends the entry of a committed transaction that wrote something; a write set's rows whole.
 pub(crate) fn encode(view: &CommitView<'_>, out: &mut Vec<u8>) {
+    encode_patching(view, |_| false, out);
+}
+
+/// [`encode`], logging as a column patch every update `patchable` allows: only a log replayed in
+/// each key's write order may, one whose replay is sure to hold the row the update replaced.
+pub(crate) fn encode_patching(view: &CommitView<'_>, patchable: impl Fn(&LoggedWrite<'_>) -> bool, out: &mut Vec<u8>) {
     match view.invocation {
         Some(call) => {
             assert!(call.args.len() <= ARGS_MAX, "call with {} arguments", call.args.len());
@@ -316,7 +322,16 @@ pub(crate) fn encode(view: &CommitView<'_>, out: &mut Vec<u8>) {
         None => {
             out.push(KIND_DATA);
             out.extend_from_slice(&view.commit_seq.to_le_bytes());
-            let writes = view.writes.iter().map(|w| (w.table, w.key.as_ref(), w.after.map(|r| &r[..])));
+            let writes = view.writes.iter().map(|w| {
+                let image = match (w.after, &w.before) {
+                    (None, _) => codec::RedoImage::Delete,
+                    (Some(after), Some(before)) if patchable(w) => {
+                        codec::RedoImage::Patch { before: &before[..], after: &after[..] }
+                    }
+                    (Some(after), _) => codec::RedoImage::Put(&after[..]),
+                };
+                (w.table, w.key.as_ref(), image)
+            });
             codec::encode_entry(view.tid, writes, out);
         }
     }
@@ -420,7 +435,7 @@ mod tests {
         encode(&view, &mut out);
         let key = Key::from(&b"k"[..]);
         let row: crate::storage::Row = crate::storage::Row::new(vec![Value::Int(1)]);
-        let writes = [LoggedWrite { table: 2, key: &key, after: Some(&row), previous_writer: 0 }];
+        let writes = [LoggedWrite { table: 2, key: &key, after: Some(&row), before: None, previous_writer: 0 }];
         let data = CommitView {
             tid: Tid::new(5, 3),
             commit_seq: 43,

@@ -46,6 +46,7 @@ use super::wake_queue::WakeQueue;
 use super::{CommandEntry, CommandReplay};
 use crate::db::Database;
 use crate::durability::DurabilityError;
+use crate::durability::codec::Image;
 use crate::pacman::piece::{ProcedurePlan, Recording};
 use crate::pacman::{self, SliceId};
 use crate::storage::Value;
@@ -723,13 +724,7 @@ impl Shared<'_> {
     ) -> Result<(), String> {
         let mut txn = worker.begin();
         for write in entry.writes.iter().filter(|w| self.plans.block_of_table.get(w.table as usize) == Some(&block)) {
-            match &write.row {
-                Some(row) => txn.put(write.table, row.clone()).map_err(|e| e.to_string())?,
-                None => {
-                    let pk = decode_key(&write.key).map_err(|e| format!("undecodable key: {e}"))?;
-                    txn.delete(write.table, &pk).map_err(|e| e.to_string())?;
-                }
-            }
+            super::recovery::apply_write(&mut txn, write)?;
         }
         txn.commit_replay().map(|_| ()).map_err(|e| e.to_string())
     }
@@ -798,10 +793,16 @@ pub fn install_shuffled(
                         let CommandEntry::Data { entry, .. } = entries[i as usize] else { continue };
                         let write = &entry.writes[w as usize];
                         let table = catalog.table(write.table).ok_or_else(|| format!("no table #{}", write.table))?;
-                        if let Some(row) = &write.row {
-                            table.schema.check_row(row).map_err(|e| e.to_string())?;
-                        }
-                        table.install_if_newer(&write.key, write.row.clone(), entry.tid);
+                        // Shuffled, the largest TID winning: only whole rows replay in any order.
+                        let row = match &write.image {
+                            Image::Put(row) => {
+                                table.schema.check_row(row).map_err(|e| e.to_string())?;
+                                Some(row.clone())
+                            }
+                            Image::Delete => None,
+                            Image::Patch(_) => return Err("a column patch in a write set replayed in any order".into()),
+                        };
+                        table.install_if_newer(&write.key, row, entry.tid);
                     }
                     Ok((shard.len() as u64, started.elapsed().as_nanos() as u64))
                 })

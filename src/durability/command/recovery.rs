@@ -12,7 +12,7 @@ use super::parallel::{self, ReplayBreakdown};
 use super::{CommandEntry, CommandReplay, decode};
 use crate::db::Database;
 use crate::durability::DurabilityError;
-use crate::durability::codec::Reader;
+use crate::durability::codec::{EntryWrite, Image, Reader};
 use crate::durability::frame;
 use crate::durability::value::ValueOptions;
 use crate::durability::value::files::{self, EntryFormat, Pepoch};
@@ -197,13 +197,28 @@ pub(crate) fn apply_writes(
 ) -> Result<(), String> {
     let mut txn = worker.begin();
     for write in &entry.writes {
-        match &write.row {
-            Some(row) => txn.put(write.table, row.clone()).map_err(|e| e.to_string())?,
-            None => {
-                let pk = decode_key(&write.key).map_err(|e| format!("{}: undecodable key: {e}", path.display()))?;
-                txn.delete(write.table, &pk).map_err(|e| e.to_string())?;
-            }
-        }
+        apply_write(&mut txn, write).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     txn.commit().map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Applies one logged write inside `txn`: a whole row is put, a column patch updates the row the
+/// key holds (which must be there), a delete deletes.
+pub(crate) fn apply_write(txn: &mut crate::txn::Transaction<'_>, write: &EntryWrite) -> Result<(), String> {
+    let pk = || decode_key(&write.key).map_err(|e| format!("undecodable key: {e}"));
+    match &write.image {
+        Image::Put(row) => txn.put(write.table, row.clone()).map_err(|e| e.to_string()),
+        Image::Patch(patch) => {
+            let patched = txn
+                .update_with(write.table, &pk()?, |old| {
+                    patch.apply(&old).map_err(|reason| crate::txn::TxnError::Procedure {
+                        procedure: "log replay".into(),
+                        message: reason.into(),
+                    })
+                })
+                .map_err(|e| e.to_string())?;
+            if patched { Ok(()) } else { Err("a column patch of a key that holds no row".into()) }
+        }
+        Image::Delete => txn.delete(write.table, &pk()?).map(|_| ()).map_err(|e| e.to_string()),
+    }
 }

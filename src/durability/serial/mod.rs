@@ -61,7 +61,8 @@ impl WorkerLog for SerialWorkerLog {
             return Ok(CommitTicket { last_writer: 0, durability: DurabilityTicket::Sequence(stream.appended_end()) });
         }
         self.redo.clear();
-        encode_redo(&shared, view, &mut self.redo);
+        // Serial replay is a prefix in LSN order: every update's previous row is replayed first.
+        encode_redo(&shared, view, |_| true, &mut self.redo);
         self.payload.clear();
         let dependency_bytes = format::encode_txn(&format::Deps::None, &self.redo, &mut self.payload);
         let end = append_record(&shared, stream, &self.payload, &mut self.framed)?;

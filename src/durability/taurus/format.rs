@@ -11,18 +11,19 @@
 //! is `logger << 56 | address` (Taurus §4.1.2: "the address of a transaction in a log file
 //! concatenated with the logger ID"). A segment's `base` is the logical end of the one before.
 //!
-//! Header block payload (version 3):
+//! Header block payload (version 4):
 //!
 //! ```text
 //! 8   magic        "LZSTREAM"
-//! u32 version      3 (2 had no base and no segments: read as base 0; 1 had sync marks and
-//!                  `.synced` files; refused)
+//! u32 version      4 (3: the same layout, but write sets held whole rows only: read; 2 had no
+//!                  base and no segments: read as base 0; 1 had sync marks and `.synced`
+//!                  files; refused)
 //! u8  flavor       1 = serial-data, 2 = serial-cmd, 3 = taurus-data, 4 = taurus-cmd
 //! u32 logger       this file's logger
 //! u32 loggers      loggers of the generation
 //! u64 generation   incremented by every recovery: a file of an older generation is never
 //!                  appended to again
-//! u64 base         (version 3) logical offset of this file's first byte
+//! u64 base         (versions 3 and 4) logical offset of this file's first byte
 //! ```
 //!
 //! Record block payload:
@@ -40,8 +41,10 @@
 //!   deps 2: u16 n, n × u64 predecessor vector (end addresses), n × u64 WAW vector
 //!   then the REDO data: a command-log entry (src/durability/command/mod.rs): kind 1 = procedure
 //!   call (commit_seq, TID, procedure id, arguments), kind 2 = write set (commit_seq, value-log
-//!   entry). Data flavors log every transaction as a write set. `commit_seq` is the global LSN
-//!   (serial), the commit timestamp (taurus-cmd) or 0 (taurus-data).
+//!   entry). Data flavors log every transaction as a write set, an update as a column patch
+//!   (op 3, src/durability/codec.rs) when replay in write order will hold the row it replaced;
+//!   command flavors' write sets hold whole rows. `commit_seq` is the global LSN (serial), the
+//!   commit timestamp (taurus-cmd) or 0 (taurus-data).
 //! ```
 //!
 //! **Persistent vector file** `<prefix>.persistent_vector` in the first log directory (Taurus's
@@ -51,7 +54,7 @@
 //!
 //! ```text
 //! 8   magic              "LZPVECTR"
-//! u32 version            3 (2: the same fields, written when a log had one segment; read)
+//! u32 version            4 (3 and 2: the same fields; read)
 //! u8  flavor             as in the header
 //! u8  slot               0 or 1: the slot this record was written to (a copy misdirected
 //!                        into the other slot does not match it)
@@ -77,7 +80,9 @@ use crate::durability::frame;
 use std::path::Path;
 
 /// Version of the header, record and persistent vector layouts.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
+/// The previous version, still read: the same layouts, write sets of whole rows only.
+pub const FORMAT_VERSION_WHOLE_ROWS: u32 = 3;
 /// The previous version, still read: one segment per log, so every base is 0.
 pub const FORMAT_VERSION_UNSEGMENTED: u32 = 2;
 const MAGIC: &[u8; 8] = b"LZSTREAM";
@@ -251,9 +256,9 @@ fn versioned_block<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &str) -> Result<(
         return Err(format!("not a {what} (wrong magic)"));
     }
     let version = r.u32().map_err(|e| e.to_string())?;
-    if version != FORMAT_VERSION && version != FORMAT_VERSION_UNSEGMENTED {
+    if ![FORMAT_VERSION, FORMAT_VERSION_WHOLE_ROWS, FORMAT_VERSION_UNSEGMENTED].contains(&version) {
         return Err(format!(
-            "format version {version}, this build reads versions {FORMAT_VERSION_UNSEGMENTED} and {FORMAT_VERSION}"
+            "format version {version}, this build reads versions {FORMAT_VERSION_UNSEGMENTED} to {FORMAT_VERSION}"
         ));
     }
     Ok((r, version, size))

@@ -63,6 +63,11 @@ impl CheckpointHost for StreamHost {
         }
     }
 
+    /// Data flavors log column patches (`super::encode_redo`).
+    fn reduced(&self) -> bool {
+        self.shared.options.flavor.is_command()
+    }
+
     fn truncate_log(&self, _e_l: u64) -> std::io::Result<usize> {
         // Installed: transactions of later epochs may log calls again.
         self.shared.window.close_after(self.epochs.current());

@@ -43,7 +43,9 @@ pub mod stream;
 
 use super::checkpoint::{self, CheckpointOptions, CheckpointStatus};
 use super::command::DataWindow;
-use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, SchemeStart, WorkerLog};
+use super::{
+    CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, LoggedWrite, SchemeStart, WorkerLog,
+};
 use crate::io::real::RealFs;
 use crate::io::{FileSystem, OpenMode};
 use cdt::CommitDependencyTable;
@@ -451,14 +453,37 @@ impl Drop for StreamLogging {
 }
 
 /// Encodes the REDO data of `view`: a procedure call for command flavors (outside a checkpoint's
-/// data window), otherwise its write set.
-pub(crate) fn encode_redo(shared: &Shared, view: &CommitView<'_>, out: &mut Vec<u8>) {
-    if shared.options.flavor.is_command() && !shared.window.covers(view.tid.epoch()) {
+/// data window), otherwise its write set. Data flavors log an update as the columns it changed
+/// when `based` says replay will hold the row it replaced: they replay each key's writes in order
+/// (serial: LSN order; Taurus: WAW order), over a checkpoint that keeps every version it sees
+/// ([`CheckpointHost::reduced`]). A command flavor's write sets stay whole: its checkpoint window
+/// installs them in any order, the largest TID winning.
+pub(crate) fn encode_redo(
+    shared: &Shared,
+    view: &CommitView<'_>,
+    based: impl Fn(&LoggedWrite<'_>) -> bool,
+    out: &mut Vec<u8>,
+) {
+    if !shared.options.flavor.is_command() {
+        let data = CommitView { invocation: None, ..*view };
+        crate::durability::command::encode_patching(&data, based, out);
+    } else if !shared.window.covers(view.tid.epoch()) {
         crate::durability::command::encode(view, out);
     } else {
         let data = CommitView { invocation: None, ..*view };
         crate::durability::command::encode(&data, out);
     }
+}
+
+/// Whether Taurus data replay of a transaction is sure to hold the row its write `w` replaced:
+/// its writer is a RAW predecessor too (the transaction read the version it overwrote), so the
+/// transaction is recoverable only if that writer is, and WAW order replays the writer first. A
+/// writer of 0 is a version from before this generation (restored by recovery), which recovery
+/// restores again before this generation's log. Compressed records carry no WAW list, and their
+/// replay does not follow WAW order: whole rows only.
+fn taurus_based(shared: &Shared, view: &CommitView<'_>, w: &LoggedWrite<'_>) -> bool {
+    !shared.options.compress_predecessors
+        && (w.previous_writer == 0 || view.read_last_writers.binary_search(&w.previous_writer).is_ok())
 }
 
 /// Frames `payload` and appends it to `stream`; returns the address past it.
@@ -549,7 +574,7 @@ impl WorkerLog for TaurusWorkerLog {
             Deps::Lists { raw: std::mem::take(&mut raw), waw: std::mem::take(&mut waw), fresh_writes }
         };
         self.redo.clear();
-        encode_redo(&shared, view, &mut self.redo);
+        encode_redo(&shared, view, |w| taurus_based(&shared, view, w), &mut self.redo);
         self.payload.clear();
         let dependency_bytes = format::encode_txn(&deps, &self.redo, &mut self.payload);
         // Keep the lists' allocations for the next transaction.

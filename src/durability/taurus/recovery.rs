@@ -46,6 +46,7 @@ use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::checkpoint::format::Manifest;
 use crate::durability::checkpoint::{loader, writer};
+use crate::durability::codec::Image;
 use crate::durability::command::CommandEntry;
 use crate::durability::frame;
 use crate::durability::value::recovery::{corrupt, rebuild_catalog};
@@ -905,7 +906,19 @@ impl<'a> Replayer<'a> {
                     .catalog
                     .table(write.table)
                     .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
-                table.install_if_newer(&write.key, write.row.clone(), entry.tid);
+                match &write.image {
+                    Image::Put(row) => {
+                        table.install_if_newer(&write.key, Some(row.clone()), entry.tid);
+                    }
+                    Image::Delete => {
+                        table.install_if_newer(&write.key, None, entry.tid);
+                    }
+                    Image::Patch(patch) => {
+                        table.rebuild_if_newer(&write.key, entry.tid, |old| patch.apply(old)).map_err(|reason| {
+                            corrupt(path, txn.offset, format!("column patch of commit {}: {reason}", txn.entry.seq()))
+                        })?;
+                    }
+                }
             }
             return Ok(());
         }
