@@ -933,9 +933,10 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
 
 /// An update of one column of a row of ten 100-byte columns: the REDO bytes it logs under each
 /// flavor, and the row after recovery.
-fn redo_bytes_of_a_one_column_update(flavor: Flavor) -> u64 {
+fn redo_bytes_of_a_one_column_update(flavor: Flavor, whole_rows: bool) -> u64 {
     let base = tempfile::tempdir().unwrap();
-    let o = options(base.path(), flavor, if flavor.is_taurus() { 2 } else { 1 });
+    let mut o = options(base.path(), flavor, if flavor.is_taurus() { 2 } else { 1 });
+    o.whole_rows = whole_rows;
     let (db, scheme) = open(o.clone()).unwrap();
     let columns: Vec<String> = (0..10).map(|c| format!("f{c} text not null")).collect();
     db.load_module("w.proc", &format!("table w (k int not null, {}, primary key (k));", columns.join(", "))).unwrap();
@@ -978,12 +979,14 @@ fn redo_bytes_of_a_one_column_update(flavor: Flavor) -> u64 {
 #[test]
 fn data_flavors_log_an_update_as_the_columns_it_changed() {
     for flavor in [Flavor::SerialData, Flavor::TaurusData] {
-        let bytes = redo_bytes_of_a_one_column_update(flavor);
+        let bytes = redo_bytes_of_a_one_column_update(flavor, false);
         assert!(bytes < 250, "{}: a one-column update logged {bytes} REDO bytes", flavor.name());
+        let whole = redo_bytes_of_a_one_column_update(flavor, true);
+        assert!(whole > 1_000, "{} --whole-rows: a one-column update logged {whole} REDO bytes", flavor.name());
     }
     // An ad-hoc transaction under a command flavor logs its write set whole: a checkpoint window
     // installs write sets in any order.
-    let bytes = redo_bytes_of_a_one_column_update(Flavor::TaurusCmd);
+    let bytes = redo_bytes_of_a_one_column_update(Flavor::TaurusCmd, false);
     assert!(bytes > 1_000, "taurus-cmd: a one-column update logged {bytes} REDO bytes");
 }
 

@@ -244,6 +244,10 @@ struct BenchArgs {
     /// Taurus: log predecessor vectors instead of predecessor lists (Taurus §6.6).
     #[arg(long)]
     compress_predecessors: bool,
+    /// serial-data and taurus-data: log every update's whole after-image instead of the columns
+    /// it changed (to measure what column patches save).
+    #[arg(long)]
+    whole_rows: bool,
     /// Delete what the log directories hold before the run.
     #[arg(long)]
     fresh: bool,
@@ -462,6 +466,7 @@ fn build_scheme(args: &BenchArgs) -> anyhow::Result<BenchScheme> {
             options.flush_interval_ms = args.flush_interval_ms;
             options.buffer_size_bytes = args.log_buffer_bytes;
             options.compress_predecessors = args.compress_predecessors;
+            options.whole_rows = args.whole_rows;
             options.checkpoint.interval_ms = checkpoint_interval_ms(args.checkpoint_interval_s.unwrap_or(0.0))?;
             let scheme = Arc::new(StreamLogging::new(options)?);
             Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, Some(scheme)))

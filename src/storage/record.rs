@@ -197,6 +197,25 @@ impl Record {
         self.load_row(guard)
     }
 
+    /// Recovery's update in place: runs `edit` on the values of the current row if this record
+    /// holds the only reference of it, and returns its result; `None` (nothing run) otherwise.
+    /// The caller must hold the lock and run while no reader can load the row (recovery, before
+    /// transactions start): a reader takes a reference of its own, so with none taken the row
+    /// is changed where it lies instead of being copied, swapped and retired, and the values it
+    /// keeps are not touched (their counts are on cache lines a copy would miss on, per value).
+    pub fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut [Value]) -> R) -> Option<R> {
+        debug_assert!(self.word().is_locked(), "edit_unshared_row without the lock");
+        let raw = self.row.load(Ordering::Acquire);
+        // SAFETY: `raw` is `ThinArc::into_raw` of the row this record holds a count of; only a
+        // locked writer swaps it, and the caller is that writer. `ManuallyDrop` leaves the count
+        // as it is. `get_mut` succeeds only when that count is the only one, so no other holder
+        // can observe the edit; `with_arc_mut` writes the pointer back unchanged.
+        let mut current = ManuallyDrop::new(unsafe { ThinArc::<(), Value>::from_raw(raw) });
+        let out = current.with_arc_mut(|arc| triomphe::Arc::get_mut(arc).map(|row| edit(row.slice_mut())));
+        debug_assert_eq!(ThinArc::ptr(&current), raw.cast_const());
+        out
+    }
+
     /// The current row, without consistency checks (for tools and single-threaded recovery).
     pub fn row_unchecked(&self) -> Row {
         self.load_row(&crossbeam_epoch::pin())

@@ -227,36 +227,53 @@ impl Table {
         }
     }
 
-    /// Recovery in each key's write order (serial and Taurus data logs): replaces the row the key
-    /// holds by `rebuild(row)` if `tid` is larger than its TID. `Ok(false)` if it is not (the row
-    /// already reflects the write: a checkpoint took a later version). An error, and nothing
-    /// changed, if the key holds no row or `rebuild` fails: the write's previous row is missing,
-    /// which replay in write order rules out.
-    pub fn rebuild_if_newer(
+    /// Recovery in each key's write order (serial and Taurus data logs): runs `edit` on the row
+    /// the key holds if `tid` is larger than its TID, and gives the key `tid`. `Ok(false)` if it
+    /// is not (the row already reflects the write: a checkpoint took a later version). An error,
+    /// and nothing changed, if the key holds no row or `edit` fails (it must check before it
+    /// changes anything): the write's previous row is missing, which replay in write order rules
+    /// out. The row is edited in place when nothing else holds it ([`Record::edit_unshared_row`]);
+    /// like every recovery install, not while transactions run.
+    pub fn edit_if_newer(
         &self,
         key: &Key,
         tid: Tid,
-        rebuild: impl FnOnce(&[Value]) -> Result<Row, &'static str>,
+        edit: impl Fn(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str>,
     ) -> Result<bool, &'static str> {
-        let Some(record) = self.point.get(key) else { return Err("the key holds no row to apply the write to") };
+        const NO_ROW: &str = "the key holds no row to apply the write to";
+        let Some(record) = self.point.get(key) else { return Err(NO_ROW) };
         let word = record.lock();
-        if tid <= word.tid() {
+        if tid <= word.tid() || word.is_absent() {
             record.unlock();
-            return Ok(false);
+            return if word.is_absent() && tid > word.tid() { Err(NO_ROW) } else { Ok(false) };
         }
-        if word.is_absent() {
-            record.unlock();
-            return Err("the key holds no row to apply the write to");
-        }
-        let row = match rebuild(&record.locked_row(&crossbeam_epoch::pin())) {
-            Ok(row) => row,
-            Err(e) => {
-                record.unlock();
-                return Err(e);
+        let new_word = crate::txn::tid::TidWord::new(tid, true, false);
+        // A replaced value is retired to the epoch collector, as every row an install replaces
+        // is: recovery frees what it overwrote the way the engine always does.
+        let guard = crossbeam_epoch::pin();
+        let mut retire = |old: Value| guard.defer(move || drop(old));
+        let edited = match record.edit_unshared_row(|values| edit(values, &mut retire)) {
+            Some(result) => result.map(|()| None),
+            None => {
+                let mut values = record.locked_row(&guard).to_vec();
+                edit(&mut values, &mut drop).map(|()| Some(Row::new(values)))
             }
         };
-        record.install(row, crate::txn::tid::TidWord::new(tid, true, false), 0);
-        Ok(true)
+        match edited {
+            Err(e) => {
+                record.unlock();
+                Err(e)
+            }
+            Ok(Some(row)) => {
+                record.install(row, new_word, 0);
+                Ok(true)
+            }
+            Ok(None) => {
+                // `last_writer` stays 0: recovery installs every row with 0.
+                record.unlock_with(new_word);
+                Ok(true)
+            }
+        }
     }
 
     /// [`Table::install_if_newer`] for a caller that has just looked the key up and found
@@ -448,4 +465,57 @@ fn install_on(record: &Record, row: Option<Row>, tid: Tid) -> bool {
     let row = row.unwrap_or_else(Row::empty);
     record.install(row, crate::txn::tid::TidWord::new(tid, true, absent), 0);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::schema::Column;
+    use crate::storage::value::ColumnType;
+
+    fn table() -> Table {
+        let column = |name: &str, ty| Column { name: name.into(), ty, nullable: false };
+        let schema = TableSchema {
+            name: "t".into(),
+            columns: vec![column("k", ColumnType::Int), column("v", ColumnType::Int), column("w", ColumnType::Text)],
+            primary_key: vec![0],
+            indexes: Vec::new(),
+        };
+        Table::new(0, schema, IndexBackend::default()).unwrap()
+    }
+
+    fn set_v(v: i64) -> impl Fn(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str> {
+        move |row, retire| {
+            retire(std::mem::replace(&mut row[1], Value::Int(v)));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn edit_if_newer_applies_newer_edits_in_place_or_on_a_copy_and_refuses_a_missing_row() {
+        let t = table();
+        let key = Key::from(&b"k1"[..]);
+        let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("kept")]);
+        assert!(t.install_if_newer(&key, Some(row.clone()), Tid::new(2, 1)));
+        // `row` is still held here: the edit goes to a copy and `row` is unchanged.
+        assert_eq!(t.edit_if_newer(&key, Tid::new(2, 2), set_v(11)), Ok(true));
+        assert_eq!(row[1], Value::Int(10));
+        drop(row);
+        // Now the record holds its row alone: edited in place.
+        assert_eq!(t.edit_if_newer(&key, Tid::new(3, 1), set_v(12)), Ok(true));
+        // An older or equal TID leaves the row as it is.
+        assert_eq!(t.edit_if_newer(&key, Tid::new(3, 1), set_v(99)), Ok(false));
+        assert_eq!(t.edit_if_newer(&key, Tid::new(2, 5), set_v(99)), Ok(false));
+        let record = t.get(&key).unwrap();
+        let (word, now) = record.stable_read();
+        assert_eq!((word.tid(), &now[..]), (Tid::new(3, 1), &[Value::Int(1), Value::Int(12), Value::text("kept")][..]));
+        // A failing edit changes nothing.
+        let fail = |_: &mut [Value], _: &mut dyn FnMut(Value)| Err("refused");
+        assert_eq!(t.edit_if_newer(&key, Tid::new(4, 1), fail), Err("refused"));
+        assert_eq!(record.stable_read().0.tid(), Tid::new(3, 1));
+        // No row: a key never written, or a deleted one.
+        assert!(t.edit_if_newer(&Key::from(&b"k2"[..]), Tid::new(5, 1), set_v(1)).is_err());
+        assert!(t.install_if_newer(&key, None, Tid::new(5, 1)));
+        assert!(t.edit_if_newer(&key, Tid::new(6, 1), set_v(1)).is_err());
+    }
 }

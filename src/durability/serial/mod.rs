@@ -62,7 +62,8 @@ impl WorkerLog for SerialWorkerLog {
         }
         self.redo.clear();
         // Serial replay is a prefix in LSN order: every update's previous row is replayed first.
-        encode_redo(&shared, view, |_| true, &mut self.redo);
+        let patches = !shared.options.whole_rows;
+        encode_redo(&shared, view, |_| patches, &mut self.redo);
         self.payload.clear();
         let dependency_bytes = format::encode_txn(&format::Deps::None, &self.redo, &mut self.payload);
         let end = append_record(&shared, stream, &self.payload, &mut self.framed)?;

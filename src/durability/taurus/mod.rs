@@ -73,6 +73,9 @@ pub struct StreamOptions {
     pub buffer_size_bytes: usize,
     /// Log predecessor vectors instead of predecessor lists (§6.6).
     pub compress_predecessors: bool,
+    /// Data flavors: log every update's whole after-image, not the columns it changed
+    /// (`docs/taurus.md`, "Column patches"); for measuring what patches save.
+    pub whole_rows: bool,
     /// Recovery threads.
     pub recovery_threads: usize,
     /// SiloR's checkpoints over these logs (`docs/taurus.md`, "Checkpoints"); off by default
@@ -94,6 +97,7 @@ impl StreamOptions {
             flush_interval_ms: 5,
             buffer_size_bytes: 16 << 20,
             compress_predecessors: false,
+            whole_rows: false,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             checkpoint: CheckpointOptions { interval_ms: 0, ..CheckpointOptions::new(dirs) },
             fs: Arc::new(RealFs),
@@ -483,6 +487,7 @@ pub(crate) fn encode_redo(
 /// replay does not follow WAW order: whole rows only.
 fn taurus_based(shared: &Shared, view: &CommitView<'_>, w: &LoggedWrite<'_>) -> bool {
     !shared.options.compress_predecessors
+        && !shared.options.whole_rows
         && (w.previous_writer == 0 || view.read_last_writers.binary_search(&w.previous_writer).is_ok())
 }
 

@@ -914,9 +914,15 @@ impl<'a> Replayer<'a> {
                         table.install_if_newer(&write.key, None, entry.tid);
                     }
                     Image::Patch(patch) => {
-                        table.rebuild_if_newer(&write.key, entry.tid, |old| patch.apply(old)).map_err(|reason| {
-                            corrupt(path, txn.offset, format!("column patch of commit {}: {reason}", txn.entry.seq()))
-                        })?;
+                        table
+                            .edit_if_newer(&write.key, entry.tid, |row, retire| patch.apply_in_place(row, retire))
+                            .map_err(|reason| {
+                                corrupt(
+                                    path,
+                                    txn.offset,
+                                    format!("column patch of commit {}: {reason}", txn.entry.seq()),
+                                )
+                            })?;
                     }
                 }
             }
