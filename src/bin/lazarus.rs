@@ -652,6 +652,7 @@ fn recover_stream(
     log_dirs: Vec<std::path::PathBuf>,
     threads: Option<usize>,
     header: lazarus::durability::taurus::format::StreamHeader,
+    replay: lazarus::replay::ReplayMode,
     output: RecoveryOutput,
 ) -> anyhow::Result<ExitCode> {
     let mut options = StreamOptions::new(header.flavor, log_dirs);
@@ -659,8 +660,10 @@ fn recover_stream(
     if let Some(threads) = threads {
         options.recovery_threads = threads;
     }
+    options.replay_mode = replay;
+    let how = if header.flavor.is_command() { "commands re-executed".to_string() } else { format!("{replay} replay") };
     println!(
-        "log format      {} ({} logger(s), from the first log file's header)",
+        "log format      {} ({} logger(s), from the first log file's header), {how}",
         header.flavor.name(),
         header.loggers
     );
@@ -767,7 +770,7 @@ fn recover(
         evict_all(&files)?;
     }
     if let Some(header) = stream_log_header(&log_dirs)? {
-        return recover_stream(log_dirs, threads, header, output);
+        return recover_stream(log_dirs, threads, header, replay, output);
     }
     let format = log_format(&log_dirs[0])?;
     let mut options = ValueOptions::new(log_dirs);

@@ -90,10 +90,10 @@ pub struct PlanCache {
     /// The catalog version the plans were compiled against (`None`: nothing cached yet).
     version: Option<u64>,
     /// By table id, then by [`RedoOp::index`]: the plans of each column set.
-    by_table: Vec<[Vec<(ColumnSet, CachedPlan)>; 3]>,
+    by_table: Vec<[Vec<(ColumnSet, CachedPlan)>; RedoOp::COUNT]>,
     /// By table id, then by [`RedoOp::index`]: where the plan of the whole-row column set is (value
     /// logs carry whole rows, so this is the plan of every record), found without a comparison.
-    whole_row: Vec<[Option<usize>; 3]>,
+    whole_row: Vec<[Option<usize>; RedoOp::COUNT]>,
     plans: usize,
     compiled: u64,
     invalidations: u64,
@@ -158,7 +158,7 @@ impl PlanCache {
         assert!(slot < TABLES_MAX, "table ids are below {TABLES_MAX}");
         if slot >= self.by_table.len() {
             self.by_table.resize_with(slot + 1, Default::default);
-            self.whole_row.resize(slot + 1, [None; 3]);
+            self.whole_row.resize(slot + 1, [None; RedoOp::COUNT]);
         }
         slot
     }
@@ -185,7 +185,7 @@ impl PlanCache {
 
     fn clear(&mut self) {
         self.by_table.iter_mut().flatten().for_each(Vec::clear);
-        self.whole_row.iter_mut().for_each(|w| *w = [None; 3]);
+        self.whole_row.iter_mut().for_each(|w| *w = [None; RedoOp::COUNT]);
         self.plans = 0;
     }
 

@@ -5,7 +5,7 @@
 
 use super::cache::{CachedPlan, ColumnSet, PlanCache};
 use super::{EncodedRedo, RedoOp, RedoRecord, ReplayError};
-use crate::durability::codec::Reader;
+use crate::durability::codec::{ColumnPatch, Reader};
 use crate::proc::runtime::{Frame, Storage};
 use crate::proc::{self, CompiledProcedure};
 use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table, TableId, TableSchema, Value, key};
@@ -134,6 +134,17 @@ fn plan_text(schema: &TableSchema, op: RedoOp, columns: &ColumnSet) -> Result<(S
             let conds = key_conds(schema, |i, p| param(p, Source::KeyPart(i)));
             ("replay_delete", format!("delete from {} where {};", schema.name, conds))
         }
+        RedoOp::Patch => {
+            if columns.is_empty() || schema.primary_key.iter().any(|&p| columns.contains(p)) {
+                return Err("a patch plan sets one or more non-key columns".into());
+            }
+            let sets: Vec<String> = columns
+                .positions()
+                .map(|p| format!("{} = {}", schema.columns[p].name, param(p, Source::Column(p))))
+                .collect();
+            let conds = key_conds(schema, |i, p| param(p, Source::KeyPart(i)));
+            ("replay_patch", format!("update {} set {} where {};", schema.name, sets.join(", "), conds))
+        }
     };
     let mut text = String::new();
     let _ = write!(text, "procedure {name}({}) {{ {body} }}", params.join(", "));
@@ -254,6 +265,45 @@ pub fn apply_encoded(
     run(table, cached, ReplayStorage::new(catalog, redo.key, redo.tid).with_found(redo.found))
 }
 
+/// Applies a column patch through its plan, `update t set <patched columns> where <key>`: the
+/// patched values and the logged key's parts are bound, and the plan reads the row the key
+/// holds, which must be there; see [`super::Replayer::apply_patch`].
+pub fn apply_patch(
+    cache: &mut PlanCache,
+    catalog: &Catalog,
+    table: &Table,
+    key: &Key,
+    tid: Tid,
+    patch: &ColumnPatch,
+) -> Result<bool, ReplayError> {
+    let schema = &table.schema;
+    let mut columns = ColumnSet::empty();
+    for &(p, _) in patch.columns() {
+        if usize::from(p) >= schema.columns.len() {
+            return Err(ReplayError::Patch("a column patch names a column past the row's end"));
+        }
+        columns.insert(usize::from(p));
+    }
+    let mut key_parts =
+        key::decode_key(key.as_bytes()).map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?;
+    if key_parts.len() != schema.primary_key.len() {
+        let message =
+            format!("the logged key has {} parts, the primary key {}", key_parts.len(), schema.primary_key.len());
+        return Err(ReplayError::Plan { table: schema.name.clone(), message });
+    }
+    let cached = cache.plan(catalog, table, RedoOp::Patch, columns)?;
+    let mut patched = patch.columns().iter();
+    for (slot, source) in cached.frame.vals.iter_mut().zip(&cached.plan.sources) {
+        let value = match *source {
+            // Sources follow the column set's increasing positions, as the patch's do.
+            Source::Column(_) => patched.next().map(|(_, v)| v.clone()).unwrap_or(Value::Null),
+            Source::KeyPart(i) => std::mem::take(&mut key_parts[i]),
+        };
+        set_slot(slot, value);
+    }
+    run(table, cached, ReplayStorage::new(catalog, key.as_bytes(), tid).with_row_required())
+}
+
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
 /// slot is almost always null, and skipping `Value`'s drop glue for it is a tenth of the cost of
 /// binding a column.
@@ -290,12 +340,14 @@ pub struct ReplayStorage<'a> {
     whole_images: bool,
     /// The key's record as the caller found it, when it looked (`Some(None)`: found absent).
     found: Option<Option<Arc<Record>>>,
+    /// The plan's `update` is a column patch: the key must hold a row to apply it to.
+    row_required: bool,
 }
 
 impl<'a> ReplayStorage<'a> {
     /// A context for the record of `key` with TID `tid`.
     pub fn new(catalog: &'a Catalog, key: &'a [u8], tid: Tid) -> ReplayStorage<'a> {
-        ReplayStorage { catalog, key, tid, installed: None, whole_images: false, found: None }
+        ReplayStorage { catalog, key, tid, installed: None, whole_images: false, found: None, row_required: false }
     }
 
     /// Declares what the caller's lookup of the key found, so the write skips its own lookup
@@ -309,6 +361,13 @@ impl<'a> ReplayStorage<'a> {
     /// then built from the key alone, without a lookup of the old row.
     pub fn with_whole_images(mut self, whole: bool) -> ReplayStorage<'a> {
         self.whole_images = whole;
+        self
+    }
+
+    /// Declares that the plan applies a column patch: a key without a row is an error, not a row
+    /// of nulls.
+    pub fn with_row_required(mut self) -> ReplayStorage<'a> {
+        self.row_required = true;
         self
     }
 
@@ -367,19 +426,23 @@ fn replay_error(message: String) -> TxnError {
 /// column (`whole`), or for a key whose record is a tombstone — a row of nulls with the key's
 /// values. (A partial update of a tombstone then fails the schema check of a not-null column, or
 /// leaves nulls; value logs carry whole rows, so they never meet this.)
-fn old_row(table: &Table, key: &Key, pk: &[Value], whole: bool) -> Row {
+/// `None` when `row_required` (a column patch) and the key holds no row.
+fn old_row(table: &Table, key: &Key, pk: &[Value], whole: bool, row_required: bool) -> Option<Row> {
     if !whole && let Some(record) = table.get(key.as_bytes()) {
         let (word, row) = record.stable_read();
         if !word.is_absent() {
-            return row;
+            return Some(row);
         }
+    }
+    if row_required {
+        return None;
     }
     let schema = &table.schema;
     let mut row = vec![Value::Null; schema.columns.len()];
     for (&p, v) in schema.primary_key.iter().zip(pk) {
         row[p] = v.clone();
     }
-    Row::new(row)
+    Some(Row::new(row))
 }
 
 impl Storage for ReplayStorage<'_> {
@@ -413,7 +476,17 @@ impl Storage for ReplayStorage<'_> {
     ) -> Result<bool, TxnError> {
         let t = self.table(table)?;
         let key = self.plan_key(t, pk)?;
-        let new = build(old_row(t, &key, pk, self.whole_images))?;
+        let Some(old) = old_row(t, &key, pk, self.whole_images, self.row_required) else {
+            // A key deleted by a later transaction already replayed (Taurus orders a delete
+            // after earlier deletes only through RAW, not WAW, edges): the patch is obsolete, as
+            // any write older than the key's TID is.
+            if t.get(key.as_bytes()).is_some_and(|r| r.word().tid() >= self.tid) {
+                self.installed = Some(false);
+                return Ok(false);
+            }
+            return Err(replay_error("a column patch of a key that holds no row".into()));
+        };
+        let new = build(old)?;
         t.schema.check_row(&new)?;
         // The checker forbids setting key columns, so `new` is still the row of `key`.
         self.install(t, key, Some(new))?;

@@ -79,9 +79,9 @@ pub mod cache;
 pub mod compiled;
 pub mod direct;
 
-use crate::durability::codec::{DecodeError, Reader};
+use crate::durability::codec::{ColumnPatch, DecodeError, Reader};
 use crate::proc::limits::PARAMS_MAX;
-use crate::storage::{Catalog, Record, Row, SchemaError, Table};
+use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table};
 use crate::txn::{Tid, TxnError};
 use std::sync::Arc;
 
@@ -125,15 +125,22 @@ pub enum RedoOp {
     Update,
     /// A delete.
     Delete,
+    /// A column patch (serial and Taurus data logs): the columns an update changed, applied to
+    /// the row the key holds, which must be there; the key comes from the logged key.
+    Patch,
 }
 
 impl RedoOp {
+    /// How many operations there are.
+    pub const COUNT: usize = 4;
+
     /// Dense index, for tables of plans.
     pub fn index(self) -> usize {
         match self {
             RedoOp::Insert => 0,
             RedoOp::Update => 1,
             RedoOp::Delete => 2,
+            RedoOp::Patch => 3,
         }
     }
 }
@@ -188,6 +195,9 @@ pub enum ReplayError {
     /// Running a replay plan failed (a row that does not fit, a key that is not the logged one).
     #[error("compiled replay: {0}")]
     Execute(#[from] TxnError),
+    /// A column patch could not be applied: the key holds no row, or the patch does not fit it.
+    #[error("column patch: {0}")]
+    Patch(&'static str),
 }
 
 /// A replay thread's applier: the mode and, for compiled replay, the thread's plan cache.
@@ -221,6 +231,32 @@ impl Replayer {
                 compiled::apply(&mut self.cache, catalog, table, record)
             }
             _ => direct::apply(table, record),
+        }
+    }
+
+    /// Applies a column patch of `key` with TID `tid` to the row the key holds (serial and Taurus
+    /// data logs, replayed in each key's write order). Returns whether the key took it (`false`:
+    /// it held a newer TID). Direct replay edits the row ([`Table::edit_if_newer`]); compiled
+    /// replay runs `update t set <patched columns> = ? where <key> = ?`, cached per column set
+    /// (the thesis's §3.4 parameterization), which reads the row it updates. A patch of no column
+    /// or of a key column has no update plan and is applied directly.
+    pub fn apply_patch(
+        &mut self,
+        catalog: &Catalog,
+        table: &Table,
+        key: &Key,
+        tid: Tid,
+        patch: &ColumnPatch,
+    ) -> Result<bool, ReplayError> {
+        let plannable = !patch.columns().is_empty()
+            && patch.columns().iter().all(|&(p, _)| !table.schema.primary_key.contains(&usize::from(p)));
+        match self.mode {
+            ReplayMode::Compiled if plannable && table.schema.columns.len() <= PARAMS_MAX => {
+                compiled::apply_patch(&mut self.cache, catalog, table, key, tid, patch)
+            }
+            _ => table
+                .edit_if_newer(key, tid, |row, retire| patch.apply_in_place(row, retire))
+                .map_err(ReplayError::Patch),
         }
     }
 

@@ -78,6 +78,8 @@ pub struct StreamOptions {
     pub whole_rows: bool,
     /// Recovery threads.
     pub recovery_threads: usize,
+    /// How data flavors replay write sets: direct, or through compiled plans (`crate::replay`).
+    pub replay_mode: crate::replay::ReplayMode,
     /// SiloR's checkpoints over these logs (`docs/taurus.md`, "Checkpoints"); off by default
     /// (`interval_ms` 0), so the measured figures of `docs/PERFORMANCE.md` keep their meaning.
     pub checkpoint: CheckpointOptions,
@@ -99,6 +101,7 @@ impl StreamOptions {
             compress_predecessors: false,
             whole_rows: false,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            replay_mode: crate::replay::ReplayMode::Direct,
             checkpoint: CheckpointOptions { interval_ms: 0, ..CheckpointOptions::new(dirs) },
             fs: Arc::new(RealFs),
         }

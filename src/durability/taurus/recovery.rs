@@ -51,6 +51,8 @@ use crate::durability::command::CommandEntry;
 use crate::durability::frame;
 use crate::durability::value::recovery::{corrupt, rebuild_catalog};
 use crate::io::OpenMode;
+use crate::replay::{RedoRecord, ReplayMode};
+use crate::storage::Row;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -660,16 +662,16 @@ fn replay_generation(
         db.epochs().advance_to(over.restart_after_epoch + 1);
         *state_ready = true;
     }
-    let replayer = Replayer::new(db, &paths, &txns, options.flavor.is_command());
+    let replayer = Replayer::new(db, &paths, &txns, options);
     match graph {
         Some(graph) => run_dataflow(&graph, &replay, options.recovery_threads, &replayer)?,
         None => {
             // Serial flavors: LSN order; compressed taurus-cmd records: commit-timestamp order.
             let mut order: Vec<usize> = (0..txns.len()).filter(|&i| replay[i]).collect();
             order.sort_unstable_by_key(|&i| txns[i].entry.seq());
-            let mut worker = None;
+            let mut state = ThreadState::default();
             for i in order {
-                replayer.apply(&mut worker, i)?;
+                replayer.apply(&mut state, i)?;
             }
         }
     }
@@ -878,60 +880,79 @@ struct Replayer<'a> {
     paths: &'a [&'a Path],
     txns: &'a [&'a Txn],
     command: bool,
+    mode: ReplayMode,
     replayed: AtomicU64,
 }
 
+/// What one replay thread keeps between transactions: a replay worker (command flavors) or a
+/// redo applier with its plan cache (data flavors).
+#[derive(Default)]
+struct ThreadState {
+    worker: Option<crate::db::Worker>,
+    redo: Option<crate::replay::Replayer>,
+}
+
 impl<'a> Replayer<'a> {
-    fn new(db: &'a Database, paths: &'a [&'a Path], txns: &'a [&'a Txn], command: bool) -> Replayer<'a> {
+    fn new(db: &'a Database, paths: &'a [&'a Path], txns: &'a [&'a Txn], options: &StreamOptions) -> Replayer<'a> {
         Replayer {
             db,
             catalog: db.catalog(),
             registry: db.procedures(),
             paths,
             txns,
-            command,
+            command: options.flavor.is_command(),
+            mode: options.replay_mode,
             replayed: AtomicU64::new(0),
         }
     }
 
-    fn apply(&self, worker: &mut Option<crate::db::Worker>, i: usize) -> Result<(), DurabilityError> {
+    /// A data record's writes, through the thread's applier in the chosen mode
+    /// ([`crate::replay`]): whole rows and deletes by the largest TID, column patches to the row
+    /// the key holds.
+    fn apply_data(&self, state: &mut ThreadState, txn: &Txn, path: &Path) -> Result<(), DurabilityError> {
+        let CommandEntry::Data { entry, .. } = &txn.entry else {
+            return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
+        };
+        let redo = state.redo.get_or_insert_with(|| crate::replay::Replayer::new(self.mode));
+        let compiled = self.mode == ReplayMode::Compiled;
+        for (n, write) in entry.writes.iter().enumerate() {
+            let table = self
+                .catalog
+                .table(write.table)
+                .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
+            let whole = |row: Option<Row>| RedoRecord {
+                key: write.key.as_bytes(),
+                row,
+                tid: entry.tid,
+                // Compiled replay picks the update plan for a key it has seen.
+                key_seen: compiled && table.get(write.key.as_bytes()).is_some(),
+            };
+            let applied = match &write.image {
+                Image::Put(row) => redo.apply(&self.catalog, table, whole(Some(row.clone()))),
+                Image::Delete => redo.apply(&self.catalog, table, whole(None)),
+                Image::Patch(patch) => redo.apply_patch(&self.catalog, table, &write.key, entry.tid, patch),
+            };
+            applied.map_err(|e| {
+                corrupt(
+                    path,
+                    txn.offset,
+                    format!("write {n} of commit {} ({}): {e}", txn.entry.seq(), table.schema.name),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn apply(&self, state: &mut ThreadState, i: usize) -> Result<(), DurabilityError> {
         let txn = self.txns[i];
         let path = self.paths[txn.file];
         if !self.command {
-            let CommandEntry::Data { entry, .. } = &txn.entry else {
-                return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
-            };
-            for write in &entry.writes {
-                let table = self
-                    .catalog
-                    .table(write.table)
-                    .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
-                match &write.image {
-                    Image::Put(row) => {
-                        table.install_if_newer(&write.key, Some(row.clone()), entry.tid);
-                    }
-                    Image::Delete => {
-                        table.install_if_newer(&write.key, None, entry.tid);
-                    }
-                    Image::Patch(patch) => {
-                        table
-                            .edit_if_newer(&write.key, entry.tid, |row, retire| patch.apply_in_place(row, retire))
-                            .map_err(|reason| {
-                                corrupt(
-                                    path,
-                                    txn.offset,
-                                    format!("column patch of commit {}: {reason}", txn.entry.seq()),
-                                )
-                            })?;
-                    }
-                }
-            }
-            return Ok(());
+            return self.apply_data(state, txn, path);
         }
         if self.replayed.fetch_add(1, Ordering::Relaxed) % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
             self.db.epochs().advance();
         }
-        let worker = worker.get_or_insert_with(|| self.db.replay_worker());
+        let worker = state.worker.get_or_insert_with(|| self.db.replay_worker());
         let diverged =
             |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
         match &txn.entry {
@@ -969,7 +990,7 @@ fn run_dataflow(
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
-                let (mut worker, mut next, mut ready) = (None, None, Vec::new());
+                let (mut own, mut next, mut ready) = (ThreadState::default(), None, Vec::new());
                 loop {
                     let i = match next.take() {
                         Some(i) => i,
@@ -993,7 +1014,7 @@ fn run_dataflow(
                             }
                         }
                     };
-                    let result = replayer.apply(&mut worker, i);
+                    let result = replayer.apply(&mut own, i);
                     ready.clear();
                     ready.extend(
                         graph.successors[i].iter().copied().filter(|&s| pending[s].fetch_sub(1, Ordering::AcqRel) == 1),
