@@ -25,7 +25,7 @@
 //! | after-image | no | `insert into t (c1, …) values (?, …)` |
 //! | after-image | yes | `update t set c1 = ?, … where pk = ?` (non-key columns) |
 //! | delete | either | `delete from t where pk = ?` |
-| column patch (serial and Taurus data logs) | must hold a row | `update t set c_i = ?, … where pk = ?` (the patched columns; the key's parts from the logged key) |
+//! | column patch (serial and Taurus data logs) | must hold a row | `update t set c_i = ?, … where pk = ?` (the patched columns; the key's parts from the logged key) |
 //!
 //! (A table whose every column is in its primary key has nothing to `set`; its after-images use
 //! the insert plan, which writes the same row.) The statement is written as source text and goes
