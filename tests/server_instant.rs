@@ -208,3 +208,13 @@ fn instant_bench_writes_timelines_the_report_reads() {
     assert_eq!(summary.lines().count(), 3, "{summary}");
     assert!(summary.lines().nth(2).unwrap().starts_with("ailir,read-write,300,"), "{summary}");
 }
+
+#[test]
+fn sigkill_under_a_set_load_loses_no_acknowledged_write_taurus_data() {
+    sigkill_under_set_load("taurus-data");
+}
+
+#[test]
+fn sigkill_under_a_set_load_loses_no_acknowledged_write_serial_cmd() {
+    sigkill_under_set_load("serial-cmd");
+}

@@ -1196,8 +1196,8 @@ struct ServeArgs {
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
     /// Durability scheme: none, value (SLR: blocking recovery), indexed (AILIR: instant
-    /// recovery, indexing asynchronous to commit) or indexed-sync (SILIR) [default: value with
-    /// --dir, else none].
+    /// recovery, indexing asynchronous to commit), indexed-sync (SILIR), or serial-data,
+    /// serial-cmd, taurus-data, taurus-cmd (one logger) [default: value with --dir, else none].
     #[arg(long)]
     durability: Option<String>,
     /// Workers transactions run on [default: twice the cores].
@@ -1231,8 +1231,19 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             indexed = Some(Arc::clone(&scheme));
             scheme
         }
-        (name @ ("value" | "indexed" | "indexed-sync"), None) => bail!("--durability {name} needs --dir DIR"),
-        (other, _) => bail!("unknown --durability {other:?}; available: none, value, indexed, indexed-sync"),
+        // Serial and Taurus logging (one logger: the server's log directory is one directory).
+        (name, Some(dir)) if Flavor::from_name(name).is_some() => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let flavor = Flavor::from_name(name).context("a stream scheme")?;
+            Arc::new(StreamLogging::new(StreamOptions::new(flavor, vec![dir.clone()]))?)
+        }
+        (name, None) if name == "value" || name.starts_with("indexed") || Flavor::from_name(name).is_some() => {
+            bail!("--durability {name} needs --dir DIR")
+        }
+        (other, _) => bail!(
+            "unknown --durability {other:?}; available: none, value, indexed, indexed-sync, serial-data, serial-cmd, \
+             taurus-data, taurus-cmd"
+        ),
     };
     let started = std::time::Instant::now();
     let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
