@@ -192,6 +192,18 @@ pub fn apply(
     table: &Table,
     record: RedoRecord<'_>,
 ) -> Result<bool, ReplayError> {
+    apply_found(cache, catalog, table, record, None)
+}
+
+/// [`apply`]; with `found` (`Some(record or None)`), the key's record as the caller's lookup found
+/// it, which the install reuses instead of looking the key up again.
+pub fn apply_found(
+    cache: &mut PlanCache,
+    catalog: &Catalog,
+    table: &Table,
+    record: RedoRecord<'_>,
+    found: Option<Option<Arc<Record>>>,
+) -> Result<bool, ReplayError> {
     let schema = &table.schema;
     let (op, columns) = choose(schema, record.row.is_some(), record.key_seen);
     let mut row = match record.row {
@@ -211,7 +223,11 @@ pub fn apply(
     }
     let cached = cache.plan(catalog, table, op, columns)?;
     cached.plan.bind(&mut cached.frame, &mut row, &mut key_parts);
-    run(table, cached, ReplayStorage::new(catalog, record.key, record.tid))
+    let storage = ReplayStorage::new(catalog, record.key, record.tid);
+    run(table, cached, match found {
+        Some(found) => storage.with_found(found),
+        None => storage,
+    })
 }
 
 /// [`apply`] for a record still encoded in the log: the after-image's values are decoded straight
@@ -291,6 +307,13 @@ pub fn apply_patch(
             format!("the logged key has {} parts, the primary key {}", key_parts.len(), schema.primary_key.len());
         return Err(ReplayError::Plan { table: schema.name.clone(), message });
     }
+    // One lookup serves the skip test, the plan's read of the row and the install.
+    let Some(record) = table.get(key.as_bytes()) else {
+        return Err(ReplayError::Patch("the key holds no row to apply the write to"));
+    };
+    if record.word().tid() >= tid {
+        return Ok(false);
+    }
     let cached = cache.plan(catalog, table, RedoOp::Patch, columns)?;
     let mut patched = patch.columns().iter();
     for (slot, source) in cached.frame.vals.iter_mut().zip(&cached.plan.sources) {
@@ -301,7 +324,7 @@ pub fn apply_patch(
         };
         set_slot(slot, value);
     }
-    run(table, cached, ReplayStorage::new(catalog, key.as_bytes(), tid).with_row_required())
+    run(table, cached, ReplayStorage::new(catalog, key.as_bytes(), tid).with_row_required().with_found(Some(record)))
 }
 
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
@@ -426,9 +449,18 @@ fn replay_error(message: String) -> TxnError {
 /// column (`whole`), or for a key whose record is a tombstone — a row of nulls with the key's
 /// values. (A partial update of a tombstone then fails the schema check of a not-null column, or
 /// leaves nulls; value logs carry whole rows, so they never meet this.)
-/// `None` when `row_required` (a column patch) and the key holds no row.
-fn old_row(table: &Table, key: &Key, pk: &[Value], whole: bool, row_required: bool) -> Option<Row> {
-    if !whole && let Some(record) = table.get(key.as_bytes()) {
+/// `None` when `row_required` (a column patch) and the key holds no row. `found` is the key's
+/// record when the caller has looked it up.
+fn old_row(
+    table: &Table,
+    key: &Key,
+    pk: &[Value],
+    whole: bool,
+    row_required: bool,
+    found: Option<&Arc<Record>>,
+) -> Option<Row> {
+    let record = || found.cloned().or_else(|| table.get(key.as_bytes()));
+    if !whole && let Some(record) = record() {
         let (word, row) = record.stable_read();
         if !word.is_absent() {
             return Some(row);
@@ -476,7 +508,8 @@ impl Storage for ReplayStorage<'_> {
     ) -> Result<bool, TxnError> {
         let t = self.table(table)?;
         let key = self.plan_key(t, pk)?;
-        let Some(old) = old_row(t, &key, pk, self.whole_images, self.row_required) else {
+        let found = self.found.as_ref().and_then(Option::as_ref);
+        let Some(old) = old_row(t, &key, pk, self.whole_images, self.row_required, found) else {
             // A key deleted by a later transaction already replayed (Taurus orders a delete
             // after earlier deletes only through RAW, not WAW, edges): the patch is obsolete, as
             // any write older than the key's TID is.

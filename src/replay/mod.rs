@@ -235,6 +235,24 @@ impl Replayer {
         }
     }
 
+    /// [`Replayer::apply`] for a caller that has looked the key up and found `found` (serial and
+    /// Taurus replay, which has no skip test of its own): both modes install into that record, or
+    /// link a new one, without a second lookup.
+    pub fn apply_found(
+        &mut self,
+        catalog: &Catalog,
+        table: &Table,
+        record: RedoRecord<'_>,
+        found: Option<Arc<Record>>,
+    ) -> Result<bool, ReplayError> {
+        match self.mode {
+            ReplayMode::Compiled if table.schema.columns.len() <= PARAMS_MAX => {
+                compiled::apply_found(&mut self.cache, catalog, table, record, Some(found))
+            }
+            _ => direct::apply_at(table, found.as_ref(), record),
+        }
+    }
+
     /// Applies a column patch of `key` with TID `tid` to the row the key holds (serial and Taurus
     /// data logs, replayed in each key's write order). Returns whether the key took it (`false`:
     /// it held a newer TID). Direct replay edits the row ([`Table::edit_if_newer`]); compiled

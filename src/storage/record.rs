@@ -203,7 +203,7 @@ impl Record {
     /// transactions start): a reader takes a reference of its own, so with none taken the row
     /// is changed where it lies instead of being copied, swapped and retired, and the values it
     /// keeps are not touched (their counts are on cache lines a copy would miss on, per value).
-    pub fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut [Value]) -> R) -> Option<R> {
+    pub(crate) fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut [Value]) -> R) -> Option<R> {
         debug_assert!(self.word().is_locked(), "edit_unshared_row without the lock");
         let raw = self.row.load(Ordering::Acquire);
         // SAFETY: `raw` is `ThinArc::into_raw` of the row this record holds a count of; only a

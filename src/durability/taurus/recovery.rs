@@ -920,16 +920,20 @@ impl<'a> Replayer<'a> {
                 .catalog
                 .table(write.table)
                 .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
-            let whole = |row: Option<Row>| RedoRecord {
-                key: write.key.as_bytes(),
-                row,
-                tid: entry.tid,
-                // Compiled replay picks the update plan for a key it has seen.
-                key_seen: compiled && table.get(write.key.as_bytes()).is_some(),
+            let mut whole = |row: Option<Row>| {
+                if !compiled {
+                    let record = RedoRecord { key: write.key.as_bytes(), row, tid: entry.tid, key_seen: false };
+                    return redo.apply(&self.catalog, table, record);
+                }
+                // Compiled replay picks the update plan for a key it has seen; the one lookup
+                // also serves the install.
+                let found = table.get(write.key.as_bytes());
+                let record = RedoRecord { key: write.key.as_bytes(), row, tid: entry.tid, key_seen: found.is_some() };
+                redo.apply_found(&self.catalog, table, record, found)
             };
             let applied = match &write.image {
-                Image::Put(row) => redo.apply(&self.catalog, table, whole(Some(row.clone()))),
-                Image::Delete => redo.apply(&self.catalog, table, whole(None)),
+                Image::Put(row) => whole(Some(row.clone())),
+                Image::Delete => whole(None),
                 Image::Patch(patch) => redo.apply_patch(&self.catalog, table, &write.key, entry.tid, patch),
             };
             applied.map_err(|e| {
