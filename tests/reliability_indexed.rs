@@ -615,3 +615,37 @@ fn a_crash_while_the_indexed_log_is_first_written_does_not_block_the_next_start(
         }
     }
 }
+
+/// Regression: a failed Indexer round leaves the Indexer's memory ahead of the indexed log (the
+/// records it read into its lost batch, and pending ones it took out to index, are gone, but its
+/// cursors moved past them). A later round on that Indexer (`index_now`, which tools and tests
+/// call after a failure) committed those cursors as the resume position, so the next restart never
+/// re-read the records the failed round had lost: acknowledged writes missing after recovery.
+/// Here logger 0's records are read, then a read of logger 1's log fails (once), then a round is
+/// asked for; after a crash the recovered state must still be the acknowledged one.
+#[test]
+fn a_round_after_a_failed_indexer_round_never_commits_past_what_it_lost() {
+    let history = kv_history(setup(IndexMode::Async), 12, 0);
+    let disk = SimDisk::new();
+    let (db, scheme) = open_indexed(history.setup, &disk).expect("open");
+    let guard = scheme.hold_indexer();
+    let run = run_history(&db, &disk, &history, 0..12, false);
+    assert_eq!(run.acked, 12, "{:?}", run.first_error);
+    // Only the Indexer reads the sequential log while the database runs.
+    let logger1 = format!("{}/", LOG_DIRS[1]);
+    disk.inject_on_path(&logger1, Fault { kind: Some(OpKind::Read), nth: 1, error: FaultError::Eio, sticky: false });
+    drop(guard);
+    // The running Indexer or this call makes the failing round (whichever takes the Indexer
+    // first); the other round must not index from where the failed one left off.
+    let first = scheme.index_now();
+    let second = scheme.index_now();
+    assert_eq!(disk.faults_fired(), 1, "the read of logger 1's log must have failed once");
+    let error = scheme.indexer_error().or(first.err().map(|e| e.to_string()));
+    assert!(error.as_deref().is_some_and(|e| e.contains("Input/output error")), "{error:?}");
+    let _ = db.close();
+    let (db, recovered) = open_indexed(history.setup, &disk.crash(1)).expect("recover");
+    assert_eq!(recovered.report.lock().kind, "instant");
+    assert_eq!(dump(&db).expect("dump"), history.states[12], "acknowledged writes lost");
+    db.close().expect("close");
+    assert!(second.is_err(), "a round after a failed one must be refused");
+}

@@ -161,7 +161,8 @@ impl Shared {
         }
     }
 
-    /// One Indexer round against the `pepoch` file as it is now.
+    /// One Indexer round against the `pepoch` file as it is now. A failed round is recorded as
+    /// the Indexer's failure before the Indexer is released, and every round after it is refused.
     fn index_round(&self) -> Result<(), DurabilityError> {
         let Some(store) = self.store.read().clone() else { return Ok(()) };
         // Not the `pepoch` file on disk: it is renamed into place before its directory is
@@ -171,11 +172,22 @@ impl Shared {
         // Indexer stalled on it, looking for the end block behind its cursor).
         let pepoch = self.inner.durable_pepoch();
         let mut guard = self.indexer.lock();
+        // Checked under the Indexer's lock: a failed round leaves the Indexer's memory ahead of
+        // the indexed log (the batch it read and the pending records it took out to index are
+        // gone, but its cursors moved past them). A round that waited for the lock meanwhile
+        // would commit those cursors as the resume position, and a restart would never re-read
+        // what the failed round lost. Only a restart (from the last committed position) indexes
+        // again.
+        self.check_failed()?;
         let Some(indexer) = guard.as_mut() else { return Ok(()) };
         if pepoch.epoch <= indexer.indexed_epoch() && indexer.pending_writes() == 0 {
             return Ok(());
         }
-        indexer.round(&store, &pepoch)?;
+        if let Err(e) = indexer.round(&store, &pepoch) {
+            // Recorded before the lock is released (see above).
+            self.fail(format!("the indexer failed: {e}"));
+            return Err(e);
+        }
         *self.resume_seqs.lock() = indexer.resume_file_seqs();
         let epoch = indexer.indexed_epoch();
         drop(guard);
@@ -194,8 +206,8 @@ impl Shared {
         while !self.stop.load(Ordering::SeqCst) {
             let pepoch = self.inner.pepoch();
             if pepoch > seen {
-                if let Err(e) = self.index_round() {
-                    self.fail(format!("the indexer failed: {e}"));
+                // A failed round has recorded the failure (`index_round`).
+                if self.index_round().is_err() {
                     return;
                 }
                 seen = pepoch;
