@@ -224,10 +224,14 @@ pub fn apply_found(
     let cached = cache.plan(catalog, table, op, columns)?;
     cached.plan.bind(&mut cached.frame, &mut row, &mut key_parts);
     let storage = ReplayStorage::new(catalog, record.key, record.tid);
-    run(table, cached, match found {
-        Some(found) => storage.with_found(found),
-        None => storage,
-    })
+    run(
+        table,
+        cached,
+        match found {
+            Some(found) => storage.with_found(found),
+            None => storage,
+        },
+    )
 }
 
 /// [`apply`] for a record still encoded in the log: the after-image's values are decoded straight
