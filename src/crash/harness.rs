@@ -437,10 +437,10 @@ fn run_trial_inner(
                 Some(c) => format!("checkpoint {} ({} records, e_l {})", c.checkpoint_id, c.records, c.e_l),
                 None => "no checkpoint".to_string(),
             };
+            let pepoch = report.pepoch.map_or(String::new(), |p| format!("pepoch {p}, "));
             trial.notes.push(format!(
-                "{} acked, pepoch {}, {checkpoint}, {} files replayed{}",
+                "{} acked, {pepoch}{checkpoint}, {} files replayed{}",
                 acks.acked,
-                report.pepoch,
                 report.files,
                 if acks.torn_tail { ", torn ack tail" } else { "" }
             ));

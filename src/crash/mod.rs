@@ -93,8 +93,18 @@ pub(crate) fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> CrashError + 
     move |source| CrashError::Io { path: path.to_path_buf(), source }
 }
 
-/// A crash test's durability scheme, and the value scheme itself when it is one.
-pub type CrashScheme = (Arc<dyn LogScheme>, Option<Arc<ValueLogging>>);
+/// A crash test's durability scheme, and the scheme itself, whose recovery report the harness
+/// reads.
+pub type CrashScheme = (Arc<dyn LogScheme>, SchemeHandle);
+
+/// The concrete scheme behind a crash test's [`LogScheme`].
+#[derive(Clone)]
+pub enum SchemeHandle {
+    /// `value`, `command` and their `-checkpoint` setups.
+    Value(Arc<ValueLogging>),
+    /// The serial and Taurus schemes.
+    Stream(Arc<crate::durability::taurus::StreamLogging>),
+}
 
 /// What the parent and the child must agree on: the workload and its size, and the engine
 /// settings.
@@ -171,8 +181,8 @@ impl CrashConfig {
         Ok(crate::workload::build(&self.workload, &options)?)
     }
 
-    /// The durability scheme over `log_dir`, and the value scheme itself when it is one (its
-    /// recovery report names the pepoch and files).
+    /// The durability scheme over `log_dir`, and its handle (its recovery report names the
+    /// checkpoint, the files and, for value logs, the pepoch).
     pub fn scheme(&self, log_dir: &Path) -> Result<CrashScheme, CrashError> {
         if let Some(flavor) = crate::durability::taurus::format::Flavor::from_name(&self.durability) {
             let mut options = crate::durability::taurus::StreamOptions::new(flavor, vec![log_dir.to_path_buf()]);
@@ -180,7 +190,8 @@ impl CrashConfig {
             options.loggers = if flavor.is_taurus() { 2 } else { 1 };
             options.recovery_threads = options.recovery_threads.clamp(1, 4);
             options.checkpoint.interval_ms = self.checkpoint_interval_ms;
-            return Ok((Arc::new(crate::durability::taurus::StreamLogging::new(options)?), None));
+            let scheme = Arc::new(crate::durability::taurus::StreamLogging::new(options)?);
+            return Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, SchemeHandle::Stream(scheme)));
         }
         let mut options = ValueOptions::new(vec![log_dir.to_path_buf()]);
         options.rotate_epochs = self.rotate_epochs;
@@ -192,7 +203,7 @@ impl CrashConfig {
         }
         options.recovery_threads = options.recovery_threads.clamp(1, 4);
         let scheme = Arc::new(ValueLogging::new(options)?);
-        Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, Some(scheme)))
+        Ok((Arc::clone(&scheme) as Arc<dyn LogScheme>, SchemeHandle::Value(scheme)))
     }
 
     /// The arguments that pass this configuration to `lazarus crash-child`.

@@ -6,9 +6,8 @@
 //!     present with a version no larger than the sets issued on it.
 
 use super::acks::AckLog;
-use super::{CrashConfig, CrashError};
+use super::{CrashConfig, CrashError, SchemeHandle};
 use crate::db::{Database, DatabaseConfig, DbError};
-use crate::durability::value::recovery::RecoveryReport;
 use crate::storage::{TableId, Value};
 use crate::workload::kv;
 use std::path::Path;
@@ -20,19 +19,41 @@ const PROBLEMS_SHOWN: usize = 5;
 
 /// Opens (recovers) the database on `log_dir`. The error is the database's own, so that a
 /// caller can tell [`crate::durability::DurabilityError::Corrupt`] from other failures.
-pub fn recover(config: &CrashConfig, log_dir: &Path) -> Result<(Database, RecoveryReport), DbError> {
+pub fn recover(config: &CrashConfig, log_dir: &Path) -> Result<(Database, RecoverySummary), DbError> {
     let scheme = config.scheme(log_dir).map_err(|e| match e {
         CrashError::Durability(d) => DbError::Durability(d),
         other => DbError::Config(other.to_string()),
     })?;
-    let (scheme, value) = scheme;
+    let (scheme, handle) = scheme;
     let db = Database::open(DatabaseConfig {
         epoch_interval_ms: config.epoch_interval_ms,
         scheme,
         ..DatabaseConfig::default()
     })?;
-    let report = value.and_then(|v| v.recovery.lock().clone()).unwrap_or_default();
-    Ok((db, report))
+    let summary = match handle {
+        SchemeHandle::Value(v) => v.recovery.lock().clone().map(|r| RecoverySummary {
+            pepoch: Some(r.pepoch),
+            files: r.files,
+            checkpoint: r.checkpoint,
+        }),
+        SchemeHandle::Stream(s) => s.recovery.lock().clone().map(|r| RecoverySummary {
+            pepoch: None,
+            files: r.files,
+            checkpoint: r.checkpoint,
+        }),
+    };
+    Ok((db, summary.unwrap_or_default()))
+}
+
+/// What a trial reports of a recovery, whichever scheme ran it.
+#[derive(Clone, Debug, Default)]
+pub struct RecoverySummary {
+    /// The persistent epoch recovered to (value logs; stream logs have none).
+    pub pepoch: Option<u64>,
+    /// Log files read.
+    pub files: usize,
+    /// The checkpoint loaded, if any.
+    pub checkpoint: Option<crate::durability::checkpoint::loader::CheckpointLoadReport>,
 }
 
 /// The problems found in a recovered database, empty when it passes.
