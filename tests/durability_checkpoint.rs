@@ -7,8 +7,9 @@ use lazarus::durability::LogScheme;
 use lazarus::durability::checkpoint::format;
 use lazarus::durability::value::{ValueLogging, ValueOptions};
 use lazarus::durability::{DurabilityError, checkpoint};
+use lazarus::io::hook::OpenHook;
 use lazarus::io::real::RealFs;
-use lazarus::io::{File, FileSystem, OpenMode};
+use lazarus::io::{FileSystem, OpenMode};
 use lazarus::storage::Row;
 use lazarus::storage::{Direction, KeyRange, Value};
 use lazarus::workload::{self, WorkloadOptions};
@@ -270,48 +271,24 @@ fn files_of_an_unfinished_checkpoint_are_removed_by_recovery() {
     db.close().unwrap();
 }
 
-/// The real file system, except that creating a checkpoint data file fails with ENOSPC while
-/// `full` is set.
-struct FullForCheckpoints {
-    full: AtomicBool,
-}
-
-impl FileSystem for FullForCheckpoints {
-    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Box<dyn File>> {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let data_file = format::data_file_checkpoint_id(name).is_some();
-        if self.full.load(Ordering::SeqCst) && mode == OpenMode::CreateNew && data_file {
-            return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
-        }
-        RealFs.open(path, mode)
-    }
-    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.create_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn list(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        RealFs.list(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> std::io::Result<bool> {
-        RealFs.exists(path)
-    }
-}
-
 #[test]
 fn a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_log_usable() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = vec![dir.path().join("log0")];
-    let fs = Arc::new(FullForCheckpoints { full: AtomicBool::new(false) });
+    // The real file system, except that creating a checkpoint data file fails with ENOSPC while
+    // `full` is set.
+    let full = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&full);
+    let fs = OpenHook::new(Arc::new(RealFs), move |path: &Path, mode| {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let data_file = format::data_file_checkpoint_id(name).is_some();
+        if flag.load(Ordering::SeqCst) && mode == OpenMode::CreateNew && data_file {
+            return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+        }
+        Ok(())
+    });
     let mut opts = options(dirs.clone(), 10);
-    opts.fs = Arc::clone(&fs) as Arc<dyn FileSystem>;
+    opts.fs = Arc::new(fs) as Arc<dyn FileSystem>;
     let (db, scheme) = open(opts).unwrap();
     db.load_module("t.proc", "table t (k int not null, v int not null, primary key (k));").unwrap();
     let mut w = db.worker();
@@ -327,7 +304,7 @@ fn a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_log_usabl
     }
     wait_for_checkpoints(&scheme, 1);
     let installed = scheme.checkpoints().installed();
-    fs.full.store(true, Ordering::SeqCst);
+    full.store(true, Ordering::SeqCst);
     let deadline = Instant::now() + Duration::from_secs(30);
     while scheme.checkpoints().last_error().is_none() {
         assert!(Instant::now() < deadline, "no checkpoint attempt failed");

@@ -840,45 +840,6 @@ fn checkpoints_truncate_and_recover(flavor: Flavor) {
     }
 }
 
-/// The real file system, except that the checkpointer's first data file, once `armed`, is
-/// created only after the test has said so: the checkpoint has read `e_l` and its walk has not
-/// begun.
-struct PausesBeforeTheWalk {
-    armed: std::sync::atomic::AtomicBool,
-    reached: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
-    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
-}
-
-impl lazarus::io::FileSystem for PausesBeforeTheWalk {
-    fn open(&self, path: &Path, mode: lazarus::io::OpenMode) -> std::io::Result<Box<dyn lazarus::io::File>> {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let data_file = lazarus::durability::checkpoint::format::data_file_checkpoint_id(name).is_some();
-        if data_file && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            self.reached.lock().unwrap().send(()).unwrap();
-            self.release.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60)).unwrap();
-        }
-        RealFs.open(path, mode)
-    }
-    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.create_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn list(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        RealFs.list(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> std::io::Result<bool> {
-        RealFs.exists(path)
-    }
-}
-
 /// Data flavors log an update as the columns it changed, which replay applies to the row the
 /// key holds. Rows inserted before a checkpoint and updated after it read `e_l` but before its
 /// walk reached them have their full images only in the segments the checkpoint removes: the
@@ -887,14 +848,24 @@ impl lazarus::io::FileSystem for PausesBeforeTheWalk {
 fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: Flavor) {
     let base = tempfile::tempdir().unwrap();
     let (reached_tx, reached) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel();
-    let fs = Arc::new(PausesBeforeTheWalk {
-        armed: std::sync::atomic::AtomicBool::new(false),
-        reached: std::sync::Mutex::new(reached_tx),
-        release: std::sync::Mutex::new(release_rx),
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    // The real file system, except that the checkpointer's first data file, once `armed`, is
+    // created only after the test has said so: the checkpoint has read `e_l` and its walk has
+    // not begun.
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (arm, reached_tx, release_rx) =
+        (Arc::clone(&armed), std::sync::Mutex::new(reached_tx), std::sync::Mutex::new(release_rx));
+    let fs = lazarus::io::hook::OpenHook::new(Arc::new(RealFs), move |path: &Path, _| {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let data_file = lazarus::durability::checkpoint::format::data_file_checkpoint_id(name).is_some();
+        if data_file && arm.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            reached_tx.lock().unwrap().send(()).unwrap();
+            release_rx.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+        }
+        Ok(())
     });
     let mut o = two_dir_options(base.path(), flavor);
-    o.fs = Arc::clone(&fs) as Arc<dyn lazarus::io::FileSystem>;
+    o.fs = Arc::new(fs) as Arc<dyn lazarus::io::FileSystem>;
     let (db, scheme) = open(o.clone()).unwrap();
     db.load_module("t.proc", "table t (k int not null, v int not null, w text not null, primary key (k));").unwrap();
     let mut worker = db.worker();
@@ -909,7 +880,7 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
         scheme.wait_durable(&committed.durability).unwrap();
     };
     write(0..4, 0, true);
-    fs.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
     let before = scheme.checkpoints().installed();
     scheme.checkpoints().request_checkpoint();
     reached.recv_timeout(std::time::Duration::from_secs(60)).expect("the checkpointer opens a data file");

@@ -23,6 +23,7 @@
 //!   CRC-32C, checked after reading it back.
 
 pub mod cache;
+pub mod hook;
 pub mod real;
 pub mod sim;
 
