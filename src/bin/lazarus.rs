@@ -1237,7 +1237,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             let flavor = Flavor::from_name(name).context("a stream scheme")?;
             Arc::new(StreamLogging::new(StreamOptions::new(flavor, vec![dir.clone()]))?)
         }
-        (name, None) if name == "value" || name.starts_with("indexed") || Flavor::from_name(name).is_some() => {
+        (name, None) if matches!(name, "value" | "indexed" | "indexed-sync") || Flavor::from_name(name).is_some() => {
             bail!("--durability {name} needs --dir DIR")
         }
         (other, _) => bail!(

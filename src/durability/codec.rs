@@ -167,17 +167,9 @@ impl ColumnPatch {
 
     /// The row `base` becomes with this patch applied; an error if a position is past its end.
     pub fn apply(&self, base: &[Value]) -> Result<Row, &'static str> {
-        if self.columns.last().is_some_and(|&(position, _)| usize::from(position) >= base.len()) {
-            return Err("a column patch names a column past the row's end");
-        }
-        let mut patched = self.columns.iter().peekable();
-        let values = base.iter().enumerate().map(|(position, old)| {
-            match patched.next_if(|(at, _)| usize::from(*at) == position) {
-                Some((_, new)) => new.clone(),
-                None => old.clone(),
-            }
-        });
-        Ok(Row::from_exact_iter(values))
+        let mut row = base.to_vec();
+        self.apply_in_place(&mut row, &mut drop)?;
+        Ok(Row::new(row))
     }
 }
 

@@ -83,11 +83,18 @@ impl Plan {
 
     /// Binds the parameters, moving values out of `row` or `key_parts`.
     fn bind(&self, frame: &mut Frame, row: &mut [Value], key_parts: &mut [Value]) {
+        self.bind_with(frame, |p| std::mem::take(&mut row[p]), key_parts);
+    }
+
+    /// Binds the parameters: column `p`'s value is `column(p)`, key part `i` is moved out of
+    /// `key_parts`.
+    fn bind_with(&self, frame: &mut Frame, mut column: impl FnMut(usize) -> Value, key_parts: &mut [Value]) {
         for (slot, source) in frame.vals.iter_mut().zip(&self.sources) {
-            *slot = match *source {
-                Source::Column(p) => std::mem::take(&mut row[p]),
+            let value = match *source {
+                Source::Column(p) => column(p),
                 Source::KeyPart(i) => std::mem::take(&mut key_parts[i]),
             };
+            set_slot(slot, value);
         }
     }
 }
@@ -319,15 +326,11 @@ pub fn apply_patch(
         return Ok(false);
     }
     let cached = cache.plan(catalog, table, RedoOp::Patch, columns)?;
-    let mut patched = patch.columns().iter();
-    for (slot, source) in cached.frame.vals.iter_mut().zip(&cached.plan.sources) {
-        let value = match *source {
-            // Sources follow the column set's increasing positions, as the patch's do.
-            Source::Column(_) => patched.next().map(|(_, v)| v.clone()).unwrap_or(Value::Null),
-            Source::KeyPart(i) => std::mem::take(&mut key_parts[i]),
-        };
-        set_slot(slot, value);
-    }
+    let patched = |p: usize| {
+        let at = patch.columns().binary_search_by_key(&p, |&(position, _)| usize::from(position));
+        at.map_or(Value::Null, |at| patch.columns()[at].1.clone())
+    };
+    cached.plan.bind_with(&mut cached.frame, patched, &mut key_parts);
     run(table, cached, ReplayStorage::new(catalog, key.as_bytes(), tid).with_row_required().with_found(Some(record)))
 }
 

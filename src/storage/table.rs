@@ -243,9 +243,13 @@ impl Table {
         const NO_ROW: &str = "the key holds no row to apply the write to";
         let Some(record) = self.point.get(key) else { return Err(NO_ROW) };
         let word = record.lock();
-        if tid <= word.tid() || word.is_absent() {
+        if tid <= word.tid() {
             record.unlock();
-            return if word.is_absent() && tid > word.tid() { Err(NO_ROW) } else { Ok(false) };
+            return Ok(false);
+        }
+        if word.is_absent() {
+            record.unlock();
+            return Err(NO_ROW);
         }
         let new_word = crate::txn::tid::TidWord::new(tid, true, false);
         // A replaced value is retired to the epoch collector, as every row an install replaces
