@@ -36,7 +36,9 @@
 //! predecessor per record once the workload deletes, and deletes serialized by one mutex.
 
 pub mod cdt;
+pub mod dataflow;
 pub mod format;
+pub mod graph;
 pub mod host;
 pub mod recovery;
 pub mod stream;

@@ -40,8 +40,9 @@
 //! bound its memory; a segment is bounded by [`LOG_FILE_SIZE_MAX_BYTES`]).
 
 use super::StreamOptions;
-use super::cdt;
+use super::dataflow;
 use super::format::{self, Deps, Flavor, PersistentVector, Record};
+use super::graph;
 use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::checkpoint::format::Manifest;
@@ -53,11 +54,11 @@ use crate::durability::value::recovery::{corrupt, rebuild_catalog};
 use crate::io::OpenMode;
 use crate::replay::{RedoRecord, ReplayMode};
 use crate::storage::Row;
-use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, HashMap};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The largest log segment recovery reads, in bytes.
@@ -141,6 +142,18 @@ impl StreamRecoveryReport {
     /// Transactions replayed per second of replay (graph and replay).
     pub fn txns_per_s(&self) -> f64 {
         self.recovered as f64 / ((self.graph_ms + self.replay_ms) / 1e3).max(1e-9)
+    }
+}
+
+impl graph::Node for Txn {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn deps(&self) -> &Deps {
+        &self.deps
+    }
+    fn seq(&self) -> u64 {
+        self.entry.seq()
     }
 }
 
@@ -630,7 +643,13 @@ fn replay_generation(
 ) -> Result<(u64, u64), DurabilityError> {
     let start = Instant::now();
     let txns: Vec<&Txn> = read.segments.iter().flat_map(|s| s.txns.iter()).collect();
-    let recoverable = if options.flavor.is_taurus() { recoverable_set(read, &txns) } else { vec![true; txns.len()] };
+    if txns.len() > graph::GRAPH_TXNS_MAX {
+        let reason = format!("more than {} transactions in generation", graph::GRAPH_TXNS_MAX);
+        return Err(corrupt(&read.segments[0].path, 0, reason));
+    }
+    let index = graph::IdIndex::new(&txns);
+    let resolved = options.flavor.is_taurus().then(|| resolve(read, &txns, &index, options.recovery_threads));
+    let recoverable = resolved.as_ref().map_or_else(|| vec![true; txns.len()], graph::recoverable_set);
     let (e_l, e_h) = over.manifest.map_or((0, 0), |m| (m.e_l, m.e_h));
     let class = |t: &Txn| match t.entry.epoch() {
         epoch if over.manifest.is_some() && epoch < e_l => Class::Covered,
@@ -644,10 +663,10 @@ fn replay_generation(
     let kept = recoverable.iter().filter(|&&r| r).count();
     report.recovered += kept as u64 - covered;
     report.dropped += (txns.len() - kept) as u64;
-    let graph = match options.flavor {
-        Flavor::TaurusData => Some(data_graph(&txns, &replay)),
-        Flavor::TaurusCmd => command_graph(&txns, &replay),
-        Flavor::SerialData | Flavor::SerialCmd => None,
+    let graph = match (options.flavor, &resolved) {
+        (Flavor::TaurusData, Some(resolved)) => Some(graph::data_graph(resolved, &replay)),
+        (Flavor::TaurusCmd, _) => graph::command_graph(&txns, &index, &replay),
+        _ => None,
     };
     report.graph_ms += start.elapsed().as_secs_f64() * 1e3;
     let start = Instant::now();
@@ -664,7 +683,16 @@ fn replay_generation(
     }
     let replayer = Replayer::new(db, &paths, &txns, options);
     match graph {
-        Some(graph) => run_dataflow(&graph, &replay, options.recovery_threads, &replayer)?,
+        Some(graph) => {
+            let apply = |state: &mut ThreadState, i: usize| replayer.apply(state, i);
+            dataflow::run(&graph, &replay, options.recovery_threads, apply).map_err(|e| match e {
+                dataflow::Failure::Apply(e) => e,
+                dataflow::Failure::Cycle { left } => {
+                    let reason = format!("the recovery dependency graph has a cycle ({left} transactions never ready)");
+                    corrupt(&read.segments[0].path, 0, reason)
+                }
+            })?
+        }
         None => {
             // Serial flavors: LSN order; compressed taurus-cmd records: commit-timestamp order.
             let mut order: Vec<usize> = (0..txns.len()).filter(|&i| replay[i]).collect();
@@ -677,6 +705,19 @@ fn replay_generation(
     }
     report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
     Ok((covered, window))
+}
+
+/// Every transaction's predecessors found in the generation (§4.4.1), on all recovery threads.
+fn resolve(read: &Generation, txns: &[&Txn], index: &graph::IdIndex, threads: usize) -> graph::Resolved {
+    let mut valid_end = vec![0u64; read.loggers];
+    let mut retained_start = vec![0u64; read.loggers];
+    for log in &read.logs {
+        if let (Some(v), Some(r)) = (valid_end.get_mut(log.logger), retained_start.get_mut(log.logger)) {
+            (*v, *r) = (log.valid_end, log.retained_start);
+        }
+    }
+    let extent = graph::Extent { valid_end: &valid_end, retained_start: &retained_start };
+    graph::resolve(txns, index, &extent, threads)
 }
 
 /// Installs the recoverable write sets of a command flavor's checkpoint window over the
@@ -703,171 +744,6 @@ fn install_window(
     }
     crate::durability::command::parallel::install_shuffled(db, &window, threads)?;
     Ok(())
-}
-
-/// Phase 2 of §4.4.1: which transactions are recoverable. The I/O threads have read everything,
-/// so a predecessor not found is missing from every log — unless it lies before its logger's
-/// retained start: then it was in a segment removed after a checkpoint, which was installed only
-/// once everything before the segments' rotation was committable.
-fn recoverable_set(read: &Generation, txns: &[&Txn]) -> Vec<bool> {
-    let mut valid = vec![0u64; read.loggers];
-    let mut retained = vec![0u64; read.loggers];
-    for log in &read.logs {
-        if let (Some(v), Some(r)) = (valid.get_mut(log.logger), retained.get_mut(log.logger)) {
-            (*v, *r) = (log.valid_end, log.retained_start);
-        }
-    }
-    let removed = |id: u64| {
-        let (logger, address) = format::split_id(id);
-        retained.get(logger).is_some_and(|&r| address <= r)
-    };
-    let index: HashMap<u64, usize, foldhash::fast::RandomState> =
-        txns.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
-    let mut pending = vec![0usize; txns.len()];
-    let mut doomed = vec![false; txns.len()];
-    let mut raw_successors: Vec<Vec<usize>> = vec![Vec::new(); txns.len()];
-    for (i, txn) in txns.iter().enumerate() {
-        match &txn.deps {
-            Deps::None => {}
-            Deps::Lists { raw, .. } => {
-                for &id in raw {
-                    match index.get(&id) {
-                        Some(&j) => {
-                            raw_successors[j].push(i);
-                            pending[i] += 1;
-                        }
-                        None if removed(id) => {}
-                        None => doomed[i] = true,
-                    }
-                }
-            }
-            Deps::Vectors { pv, .. } => doomed[i] = pv.len() != read.loggers || !cdt::dominates(&valid, pv),
-        }
-    }
-    // Algorithm 5: a node whose RAW predecessors are all recoverable is recoverable, and tells
-    // its RAW successors.
-    let mut recoverable = vec![false; txns.len()];
-    let mut queue: Vec<usize> = (0..txns.len()).filter(|&i| pending[i] == 0 && !doomed[i]).collect();
-    while let Some(i) = queue.pop() {
-        recoverable[i] = true;
-        for &s in &raw_successors[i] {
-            pending[s] -= 1;
-            if pending[s] == 0 && !doomed[s] {
-                queue.push(s);
-            }
-        }
-    }
-    recoverable
-}
-
-/// The order replay must respect among the recoverable transactions: `successors[j]` run after
-/// `j`, and `pending[i]` counts the edges into `i`.
-struct ReplayGraph {
-    successors: Vec<Vec<usize>>,
-    pending: Vec<usize>,
-}
-
-impl ReplayGraph {
-    fn new(n: usize) -> ReplayGraph {
-        ReplayGraph { successors: vec![Vec::new(); n], pending: vec![0; n] }
-    }
-
-    fn edge(&mut self, from: usize, to: usize) {
-        debug_assert_ne!(from, to);
-        self.successors[from].push(to);
-        self.pending[to] += 1;
-    }
-}
-
-fn recoverable_index(txns: &[&Txn], recoverable: &[bool]) -> HashMap<u64, usize, foldhash::fast::RandomState> {
-    txns.iter().enumerate().filter(|(i, _)| recoverable[*i]).map(|(i, t)| (t.id, i)).collect()
-}
-
-/// Data replay (Algorithm 3): a transaction waits for its recoverable WAW predecessors.
-/// Compressed records name no single WAW predecessor; they need none, since the largest TID
-/// wins whatever the order.
-fn data_graph(txns: &[&Txn], recoverable: &[bool]) -> ReplayGraph {
-    let index = recoverable_index(txns, recoverable);
-    let mut graph = ReplayGraph::new(txns.len());
-    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| recoverable[*i]) {
-        if let Deps::Lists { waw, .. } = &txn.deps {
-            for &j in waw.iter().filter_map(|id| index.get(id)) {
-                graph.edge(j, i);
-            }
-        }
-    }
-    graph
-}
-
-/// The most edges the command replay graph may hold; beyond it replay is serial.
-const COMMAND_EDGES_MAX: usize = 1 << 26;
-
-/// Command replay: a transaction re-executes after its recoverable RAW and WAW predecessors
-/// (§5.1), after every reader of a version it overwrites (WAR, inferred as §5.1 suggests: if `R`
-/// RAW-depends on `P` and `W` WAW-depends on `P` and `R` committed first, `R` precedes `W`), and
-/// in commit-timestamp order around a transaction with fresh writes (it may fill a key another
-/// one found missing, a dependency no `last_writer` records). Every edge goes from a smaller
-/// commit timestamp to a larger one, so the graph has no cycle (the timestamp is taken at the
-/// serialization point, a serial order: `crate::durability::command`). `None` (replay in timestamp
-/// order) when a record is compressed or the graph would be too large.
-fn command_graph(txns: &[&Txn], replay: &[bool]) -> Option<ReplayGraph> {
-    let index = recoverable_index(txns, replay);
-    let ts = |i: usize| txns[i].entry.seq();
-    let mut graph = ReplayGraph::new(txns.len());
-    // Readers and overwriters of each version, by the id of its writer, which need not be
-    // replayed itself: over a checkpoint it may be in it, in its window, or in a removed segment.
-    type ById = HashMap<u64, Vec<usize>, foldhash::fast::RandomState>;
-    let (mut readers, mut writers) = (ById::default(), ById::default());
-    let mut order: Vec<usize> = Vec::new();
-    let mut fresh = vec![false; txns.len()];
-    for (i, txn) in txns.iter().enumerate().filter(|(i, _)| replay[*i]) {
-        let Deps::Lists { raw, waw, fresh_writes } = &txn.deps else { return None };
-        fresh[i] = *fresh_writes;
-        order.push(i);
-        // A predecessor with a larger commit timestamp is the delete chain's head, listed
-        // conservatively (a transaction that observed a delete took its timestamp after it);
-        // it decides recoverability but not the order.
-        for (ids, by_id) in [(raw, &mut readers), (waw, &mut writers)] {
-            for &id in ids {
-                match index.get(&id) {
-                    Some(&j) if ts(j) >= ts(i) => continue,
-                    Some(&j) => graph.edge(j, i),
-                    None => {}
-                }
-                by_id.entry(id).or_default().push(i);
-            }
-        }
-    }
-    let mut edges: usize = graph.pending.iter().sum();
-    for (id, readers) in &readers {
-        let Some(writers) = writers.get(id) else { continue };
-        for &r in readers {
-            for &w in writers.iter().filter(|&&w| w != r && ts(r) < ts(w)) {
-                graph.edge(r, w);
-                edges += 1;
-            }
-        }
-        if edges > COMMAND_EDGES_MAX {
-            return None;
-        }
-    }
-    order.sort_unstable_by_key(|&i| ts(i));
-    let (mut barrier, mut since_barrier) = (None, Vec::new());
-    for i in order {
-        if fresh[i] {
-            for &j in since_barrier.iter().chain(barrier.iter()) {
-                graph.edge(j, i);
-            }
-            since_barrier.clear();
-            barrier = Some(i);
-        } else {
-            if let Some(b) = barrier {
-                graph.edge(b, i);
-            }
-            since_barrier.push(i);
-        }
-    }
-    Some(graph)
 }
 
 /// Applies one logged transaction: a data record by installing its after-images (largest TID
@@ -968,87 +844,6 @@ impl<'a> Replayer<'a> {
             }
         }
         Ok(())
-    }
-}
-
-struct Ready {
-    queue: Vec<usize>,
-    busy: usize,
-    remaining: usize,
-    failure: Option<DurabilityError>,
-}
-
-/// Algorithm 3's worker threads: each takes a transaction whose predecessors in `graph` are
-/// replayed, replays it, and makes its successors ready when it was their last predecessor.
-fn run_dataflow(
-    graph: &ReplayGraph,
-    recoverable: &[bool],
-    threads: usize,
-    replayer: &Replayer<'_>,
-) -> Result<(), DurabilityError> {
-    let queue: Vec<usize> = (0..recoverable.len()).filter(|&i| recoverable[i] && graph.pending[i] == 0).collect();
-    let remaining = recoverable.iter().filter(|&&r| r).count();
-    let state = Mutex::new(Ready { queue, busy: 0, remaining, failure: None });
-    let pending: Vec<AtomicUsize> = graph.pending.iter().map(|&p| AtomicUsize::new(p)).collect();
-    let cv = Condvar::new();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1) {
-            scope.spawn(|| {
-                let (mut own, mut next, mut ready) = (ThreadState::default(), None, Vec::new());
-                loop {
-                    let i = match next.take() {
-                        Some(i) => i,
-                        None => {
-                            let mut guard = state.lock();
-                            loop {
-                                if guard.remaining == 0 || guard.failure.is_some() {
-                                    cv.notify_all();
-                                    return;
-                                }
-                                if let Some(i) = guard.queue.pop() {
-                                    guard.busy += 1;
-                                    break i;
-                                }
-                                if guard.busy == 0 {
-                                    let reason = "the recovery dependency graph has a cycle";
-                                    guard.failure = Some(corrupt(replayer.paths[0], 0, reason));
-                                    continue;
-                                }
-                                cv.wait(&mut guard);
-                            }
-                        }
-                    };
-                    let result = replayer.apply(&mut own, i);
-                    ready.clear();
-                    ready.extend(
-                        graph.successors[i].iter().copied().filter(|&s| pending[s].fetch_sub(1, Ordering::AcqRel) == 1),
-                    );
-                    // Go on with one successor at once: a chain of dependent transactions stays
-                    // on one thread instead of being handed from one thread to the other.
-                    next = ready.pop();
-                    let mut guard = state.lock();
-                    guard.remaining -= 1;
-                    if let Err(e) = result {
-                        guard.failure.get_or_insert(e);
-                    }
-                    if !ready.is_empty() {
-                        guard.queue.append(&mut ready);
-                        cv.notify_all();
-                    }
-                    if next.is_none() || guard.failure.is_some() {
-                        guard.busy -= 1;
-                        next = None;
-                    }
-                    if guard.remaining == 0 {
-                        cv.notify_all();
-                    }
-                }
-            });
-        }
-    });
-    match state.into_inner().failure {
-        Some(e) => Err(e),
-        None => Ok(()),
     }
 }
 

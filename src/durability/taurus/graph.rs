@@ -1,0 +1,361 @@
+//! The recovery dependency graph of one generation (§4.4.1): which logged transactions are
+//! recoverable (Algorithm 5), and the order replay must respect among them (Algorithm 3's WAW
+//! edges for data; RAW, WAW and inferred WAR edges for commands).
+//!
+//! Built for speed, since its time counts in recovery's: a predecessor is found by its id in
+//! the generation's list, which is in (logger, address) order, so no hash map is built; the
+//! per-transaction work (finding predecessors) runs on all recovery threads; the edges are
+//! stored as one compressed adjacency array (CSR), not a vector per transaction.
+
+use super::cdt;
+use super::format::{self, Deps};
+use std::collections::HashMap;
+
+/// The most transactions one generation's graph holds: positions are `u32`.
+pub const GRAPH_TXNS_MAX: usize = u32::MAX as usize;
+
+/// What the graph needs of a logged transaction.
+pub trait Node: Sync {
+    /// `logger << 56 | logical address past the record`.
+    fn id(&self) -> u64;
+    /// Its predecessors as logged.
+    fn deps(&self) -> &Deps;
+    /// Its commit timestamp (command flavors) or LSN.
+    fn seq(&self) -> u64;
+}
+
+/// Transaction id → position in the generation's list: a binary search over every
+/// [`FENCE_STRIDE`]th id (small enough to stay in cache), then a scan of one stride of ids (two
+/// cache lines). Addresses are not evenly spaced (records differ in size, blocks are padded), so
+/// interpolating between them guessed thousands of entries wide.
+pub struct IdIndex {
+    /// Ids in ascending order.
+    ids: Vec<u64>,
+    /// `positions[k]` is the list position of `ids[k]`; empty when the list is in id order
+    /// (always, when the segments are in (logger, base) order as recovery reads them).
+    positions: Vec<u32>,
+    /// `ids[k * FENCE_STRIDE]` for every `k`.
+    fences: Vec<u64>,
+}
+
+/// Ids per fence: one fence per two cache lines of ids.
+const FENCE_STRIDE: usize = 16;
+
+impl IdIndex {
+    /// Indexes `nodes`, which must hold at most [`GRAPH_TXNS_MAX`] transactions.
+    pub fn new<N: Node>(nodes: &[&N]) -> IdIndex {
+        assert!(nodes.len() <= GRAPH_TXNS_MAX, "a generation's graph holds at most {GRAPH_TXNS_MAX} transactions");
+        let mut ids: Vec<u64> = nodes.iter().map(|t| t.id()).collect();
+        let mut positions = Vec::new();
+        if !ids.windows(2).all(|w| w[0] < w[1]) {
+            let mut pairs: Vec<(u64, u32)> = ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
+            pairs.sort_unstable();
+            ids = pairs.iter().map(|p| p.0).collect();
+            positions = pairs.iter().map(|p| p.1).collect();
+        }
+        let fences = ids.iter().step_by(FENCE_STRIDE).copied().collect();
+        IdIndex { ids, positions, fences }
+    }
+
+    /// The list position of the transaction `id`, if it was read.
+    pub fn get(&self, id: u64) -> Option<usize> {
+        let fence = self.fences.partition_point(|&f| f <= id).checked_sub(1)?;
+        let from = fence * FENCE_STRIDE;
+        let stride = &self.ids[from..(from + FENCE_STRIDE).min(self.ids.len())];
+        let k = from + stride.iter().position(|&i| i == id)?;
+        Some(self.positions.get(k).map_or(k, |&p| p as usize))
+    }
+}
+
+/// Edges in compressed form: the successors of `i` are `targets[starts[i]..starts[i + 1]]`, and
+/// `pending[i]` counts the edges into `i`.
+pub struct ReplayGraph {
+    starts: Vec<usize>,
+    targets: Vec<u32>,
+    pub pending: Vec<u32>,
+}
+
+impl ReplayGraph {
+    /// The graph of `n` transactions with `edges` (from, to), given in any number of parts.
+    pub fn from_edges(n: usize, parts: &[Vec<(u32, u32)>]) -> ReplayGraph {
+        let mut starts = vec![0usize; n + 1];
+        let mut pending = vec![0u32; n];
+        for &(from, to) in parts.iter().flatten() {
+            debug_assert_ne!(from, to);
+            starts[from as usize + 1] += 1;
+            pending[to as usize] += 1;
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut fill = starts.clone();
+        let mut targets = vec![0u32; starts[n]];
+        for &(from, to) in parts.iter().flatten() {
+            targets[fill[from as usize]] = to;
+            fill[from as usize] += 1;
+        }
+        ReplayGraph { starts, targets, pending }
+    }
+
+    /// The transactions that wait for `i`.
+    pub fn successors(&self, i: usize) -> &[u32] {
+        &self.targets[self.starts[i]..self.starts[i + 1]]
+    }
+
+    /// Number of edges.
+    pub fn edges(&self) -> usize {
+        self.targets.len()
+    }
+}
+
+/// Edges (predecessor, successor) by list position.
+type Edges = Vec<(u32, u32)>;
+
+/// Each transaction's found predecessors, as edges (predecessor → transaction).
+pub struct Resolved {
+    /// RAW predecessors found in the generation.
+    raw: Vec<Edges>,
+    /// WAW predecessors found in the generation.
+    waw: Vec<Edges>,
+    /// Transactions that cannot be recovered whatever their predecessors' fate: a RAW
+    /// predecessor missing from every log, or a compressed predecessor vector beyond the logs.
+    doomed: Vec<bool>,
+}
+
+/// Where the logs of a generation end, as recoverability needs it.
+pub struct Extent<'a> {
+    /// Each logger's valid end (logical offset).
+    pub valid_end: &'a [u64],
+    /// Each logger's retained start: a predecessor at or below it was in a segment removed
+    /// after a checkpoint, which covers it.
+    pub retained_start: &'a [u64],
+}
+
+/// Finds every transaction's predecessors, on `threads` threads.
+pub fn resolve<N: Node>(nodes: &[&N], index: &IdIndex, extent: &Extent<'_>, threads: usize) -> Resolved {
+    let removed = |id: u64| {
+        let (logger, address) = format::split_id(id);
+        extent.retained_start.get(logger).is_some_and(|&r| address <= r)
+    };
+    let mut doomed = vec![false; nodes.len()];
+    let chunk = nodes.len().div_ceil(threads.max(1)).max(1);
+    let parts: Vec<(Edges, Edges)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = doomed
+            .chunks_mut(chunk)
+            .enumerate()
+            .map(|(c, doomed)| {
+                let removed = &removed;
+                scope.spawn(move || {
+                    let (mut raw, mut waw) = (Vec::new(), Vec::new());
+                    for (k, doomed) in doomed.iter_mut().enumerate() {
+                        let i = c * chunk + k;
+                        match nodes[i].deps() {
+                            Deps::None => {}
+                            Deps::Lists { raw: raw_ids, waw: waw_ids, .. } => {
+                                for &id in raw_ids {
+                                    match index.get(id) {
+                                        Some(j) => raw.push((j as u32, i as u32)),
+                                        None if removed(id) => {}
+                                        None => *doomed = true,
+                                    }
+                                }
+                                waw.extend(
+                                    waw_ids.iter().filter_map(|&id| index.get(id)).map(|j| (j as u32, i as u32)),
+                                );
+                            }
+                            Deps::Vectors { pv, .. } => {
+                                *doomed = pv.len() != extent.valid_end.len() || !cdt::dominates(extent.valid_end, pv);
+                            }
+                        }
+                    }
+                    (raw, waw)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let (raw, waw) = parts.into_iter().unzip();
+    Resolved { raw, waw, doomed }
+}
+
+/// Phase 2 of §4.4.1 (Algorithm 5): a transaction is recoverable iff it is not doomed and all
+/// its RAW predecessors found in the generation are recoverable. A RAW predecessor committed
+/// before its successor read from it, so RAW edges form no cycle, and Algorithm 5's pass from
+/// the roots marks exactly what the doomed transactions do not reach along RAW edges: that is
+/// what is computed, and nothing at all is walked when nothing is doomed (a clean shutdown, or
+/// a crash that cut no predecessor).
+pub fn recoverable_set(resolved: &Resolved) -> Vec<bool> {
+    let n = resolved.doomed.len();
+    let mut recoverable: Vec<bool> = resolved.doomed.iter().map(|&d| !d).collect();
+    if recoverable.iter().all(|&r| r) {
+        return recoverable;
+    }
+    let raw = ReplayGraph::from_edges(n, &resolved.raw);
+    let mut unrecoverable: Vec<usize> = (0..n).filter(|&i| resolved.doomed[i]).collect();
+    while let Some(i) = unrecoverable.pop() {
+        for &s in raw.successors(i) {
+            if std::mem::replace(&mut recoverable[s as usize], false) {
+                unrecoverable.push(s as usize);
+            }
+        }
+    }
+    recoverable
+}
+
+/// Data replay (Algorithm 3): a replayed transaction waits for its replayed WAW predecessors.
+/// Compressed records name no single WAW predecessor; they need none, since the largest TID
+/// wins whatever the order.
+pub fn data_graph(resolved: &Resolved, replay: &[bool]) -> ReplayGraph {
+    let kept: Vec<Vec<(u32, u32)>> = resolved
+        .waw
+        .iter()
+        .map(|part| part.iter().copied().filter(|&(j, i)| replay[j as usize] && replay[i as usize]).collect())
+        .collect();
+    ReplayGraph::from_edges(replay.len(), &kept)
+}
+
+/// The most edges the command replay graph may hold; beyond it replay is serial.
+pub const COMMAND_EDGES_MAX: usize = 1 << 26;
+
+/// Command replay: a transaction re-executes after its recoverable RAW and WAW predecessors
+/// (§5.1), after every reader of a version it overwrites (WAR, inferred as §5.1 suggests: if `R`
+/// RAW-depends on `P` and `W` WAW-depends on `P` and `R` committed first, `R` precedes `W`), and
+/// in commit-timestamp order around a transaction with fresh writes (it may fill a key another
+/// one found missing, a dependency no `last_writer` records). Every edge goes from a smaller
+/// commit timestamp to a larger one, so the graph has no cycle (the timestamp is taken at the
+/// serialization point, a serial order: `crate::durability::command`). `None` (replay in timestamp
+/// order) when a record is compressed or the graph would be too large.
+pub fn command_graph<N: Node>(nodes: &[&N], index: &IdIndex, replay: &[bool]) -> Option<ReplayGraph> {
+    let ts = |i: usize| nodes[i].seq();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    // Readers and overwriters of each version, by the id of its writer, which need not be
+    // replayed itself: over a checkpoint it may be in it, in its window, or in a removed segment.
+    type ById = HashMap<u64, Vec<usize>, foldhash::fast::RandomState>;
+    let (mut readers, mut writers) = (ById::default(), ById::default());
+    let mut order: Vec<usize> = Vec::new();
+    let mut fresh = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate().filter(|(i, _)| replay[*i]) {
+        let Deps::Lists { raw, waw, fresh_writes } = node.deps() else { return None };
+        fresh[i] = *fresh_writes;
+        order.push(i);
+        // A predecessor with a larger commit timestamp is the delete chain's head, listed
+        // conservatively (a transaction that observed a delete took its timestamp after it);
+        // it decides recoverability but not the order.
+        for (ids, by_id) in [(raw, &mut readers), (waw, &mut writers)] {
+            for &id in ids {
+                match index.get(id).filter(|&j| replay[j]) {
+                    Some(j) if ts(j) >= ts(i) => continue,
+                    Some(j) => edges.push((j as u32, i as u32)),
+                    None => {}
+                }
+                by_id.entry(id).or_default().push(i);
+            }
+        }
+    }
+    for (id, readers) in &readers {
+        let Some(writers) = writers.get(id) else { continue };
+        for &r in readers {
+            edges.extend(writers.iter().filter(|&&w| w != r && ts(r) < ts(w)).map(|&w| (r as u32, w as u32)));
+        }
+        if edges.len() > COMMAND_EDGES_MAX {
+            return None;
+        }
+    }
+    order.sort_unstable_by_key(|&i| ts(i));
+    let (mut barrier, mut since_barrier) = (None, Vec::new());
+    for i in order {
+        if fresh[i] {
+            edges.extend(since_barrier.iter().chain(barrier.iter()).map(|&j| (j as u32, i as u32)));
+            since_barrier.clear();
+            barrier = Some(i);
+        } else {
+            edges.extend(barrier.map(|b| (b as u32, i as u32)));
+            since_barrier.push(i);
+        }
+    }
+    Some(ReplayGraph::from_edges(nodes.len(), &[edges]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct T(u64);
+
+    impl Node for T {
+        fn id(&self) -> u64 {
+            self.0
+        }
+        fn deps(&self) -> &Deps {
+            &Deps::None
+        }
+        fn seq(&self) -> u64 {
+            0
+        }
+    }
+
+    fn id(logger: u64, address: u64) -> u64 {
+        logger << 56 | address
+    }
+
+    #[test]
+    fn the_id_index_finds_every_id_and_no_other_in_order_or_not() {
+        // Uneven record sizes, several loggers, ids at every place in a stride.
+        let mut ids = Vec::new();
+        for logger in [0u64, 1, 3] {
+            let mut address = 0;
+            for k in 0..2000u64 {
+                address += if k % 97 == 0 { 5000 } else { 17 + k % 13 };
+                ids.push(id(logger, address));
+            }
+        }
+        for shuffled in [false, true] {
+            let mut list = ids.clone();
+            if shuffled {
+                list.reverse();
+                list.swap(10, 4000);
+            }
+            let nodes: Vec<T> = list.iter().map(|&i| T(i)).collect();
+            let refs: Vec<&T> = nodes.iter().collect();
+            let index = IdIndex::new(&refs);
+            for (position, &i) in list.iter().enumerate() {
+                assert_eq!(index.get(i), Some(position), "id {i:#x}");
+                assert_eq!(index.get(i + 1), None, "id {:#x} was never logged", i + 1);
+            }
+            assert_eq!(index.get(id(2, 100)), None, "logger 2 logged nothing");
+            assert_eq!(index.get(id(9, 100)), None, "logger 9 does not exist");
+            assert_eq!(index.get(id(0, 1)), None, "before logger 0's first");
+        }
+    }
+
+    #[test]
+    fn a_graph_lists_each_nodes_successors_and_counts_its_predecessors() {
+        let graph = ReplayGraph::from_edges(4, &[vec![(0, 2), (1, 2)], vec![(0, 3), (2, 3)]]);
+        assert_eq!(graph.successors(0), &[2, 3]);
+        assert_eq!(graph.successors(1), &[2]);
+        assert_eq!(graph.successors(2), &[3]);
+        assert!(graph.successors(3).is_empty());
+        assert_eq!(graph.pending, vec![0, 0, 2, 2]);
+        assert_eq!(graph.edges(), 4);
+    }
+
+    #[test]
+    fn a_doomed_transaction_takes_its_raw_successors_with_it_and_only_them() {
+        // 0 → 1 → 2 by RAW, 3 alone, 4 reads 3; 1 is doomed, so 2 goes too.
+        let resolved = Resolved {
+            raw: vec![vec![(0, 1), (1, 2)], vec![(3, 4)]],
+            waw: vec![Vec::new()],
+            doomed: vec![false, true, false, false, false],
+        };
+        assert_eq!(recoverable_set(&resolved), vec![true, false, false, true, true]);
+        // A successor listed before its predecessor (another logger's) goes too, transitively.
+        let resolved = Resolved {
+            raw: vec![vec![(3, 0), (0, 2)], vec![(2, 1)]],
+            waw: vec![Vec::new()],
+            doomed: vec![false, false, false, true],
+        };
+        assert_eq!(recoverable_set(&resolved), vec![false, false, false, false]);
+        let none = Resolved { raw: vec![vec![(0, 1), (1, 2)]], waw: vec![], doomed: vec![false; 3] };
+        assert_eq!(recoverable_set(&none), vec![true; 3]);
+    }
+}
