@@ -686,15 +686,18 @@ fn recover_stream(
     println!("graph           {:>10.1} ms  {} recoverable, {} dropped", r.graph_ms, r.recovered, r.dropped);
     for g in &r.per_generation {
         println!(
-            "  generation {:<4} {} bytes from {:?}, {} recovered, {} dropped, graph {:.1} ms, replay {:.1} ms, {:.0} txn/s",
+            "  generation {:<4} {} bytes from {:?}, {} recovered, {} dropped, read {:.1} ms, graph {:.1} ms, replay {:.1} ms, \
+             {:.0} txn/s ({:.0} with reading)",
             g.generation,
             g.bytes,
             g.retained_start,
             g.recovered,
             g.dropped,
+            g.read_ms,
             g.graph_ms,
             g.replay_ms,
-            g.txns_per_s()
+            g.txns_per_s(),
+            g.txns_per_s_with_read()
         );
     }
     println!("replay          {:>10.1} ms  on {} thread(s)", r.replay_ms, r.threads);
@@ -702,8 +705,8 @@ fn recover_stream(
     println!("total           {:>10.1} ms", total_s * 1e3);
     println!("recovery        {:.0} txn/s (graph and replay)", r.txns_per_s());
     let counted = r.per_generation.iter().filter(|g| g.generation >= output.from_generation);
-    let (recovered, graph_ms, replay_ms) =
-        counted.fold((0, 0.0, 0.0), |(n, g, p), x| (n + x.recovered, g + x.graph_ms, p + x.replay_ms));
+    let (recovered, read_ms, graph_ms, replay_ms) = counted
+        .fold((0, 0.0, 0.0, 0.0), |(n, r, g, p), x| (n + x.recovered, r + x.read_ms, g + x.graph_ms, p + x.replay_ms));
     let run = lazarus::report::StreamRecoveryRun {
         label: output.label.unwrap_or_else(|| format!("{}/{}t", header.flavor.name(), r.threads)),
         scheme: header.flavor.name().to_string(),
@@ -714,8 +717,9 @@ fn recover_stream(
         replay_ms,
     };
     if output.from_generation > 0 {
+        let with_read = recovered as f64 / ((read_ms + graph_ms + replay_ms) / 1e3).max(1e-9);
         println!(
-            "                {:.0} txn/s from generation {} on ({recovered} transactions)",
+            "                {:.0} txn/s from generation {} on ({recovered} transactions; {with_read:.0} with reading)",
             run.txns_per_s(),
             output.from_generation
         );
