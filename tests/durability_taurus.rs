@@ -4,6 +4,8 @@
 //! damage before a synced point is an error, SIGKILL crash tests pass under each scheme, and
 //! checkpoints truncate the logs.
 
+mod crash_cli;
+
 use lazarus::durability::taurus::format::{self, Flavor};
 use lazarus::durability::taurus::{StreamLogging, StreamOptions};
 use lazarus::durability::{DurabilityError, DurabilityTicket, LogScheme};
@@ -508,15 +510,7 @@ fn taurus_acknowledges_once_its_predecessors_are_persistent() {
 }
 
 fn crash_test(args: &[&str]) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
-        .arg("crash-test")
-        .args(args)
-        .output()
-        .expect("run lazarus crash-test");
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "crash-test {args:?} failed:\n{text}");
-    assert!(text.contains(" 0 failures"), "{text}");
-    text
+    crash_cli::assert_clean(args)
 }
 
 #[test]
@@ -546,9 +540,7 @@ fn sigkill_trials_under_each_stream_scheme_lose_no_acknowledged_transaction() {
     let args =
         ["--workload", "kv", "--records", "10000", "--trials", "8", "--seed", "920", "--durability", "taurus-data"];
     let text = crash_test(&args);
-    let line = text.lines().find(|l| l.starts_with("recoveries from a checkpoint: ")).expect("checkpoint line");
-    let count: u64 = line["recoveries from a checkpoint: ".len()..].split(' ').next().unwrap().parse().unwrap();
-    assert!(count > 0, "no trial recovered from a checkpoint:\n{text}");
+    assert!(crash_cli::recoveries_from_a_checkpoint(&text) > 0, "no trial recovered from a checkpoint:\n{text}");
 }
 
 const PROCEDURES: &str = "table t (k int not null, v int not null, primary key (k));
