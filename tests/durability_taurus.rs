@@ -1124,3 +1124,50 @@ fn a_predecessor_in_a_removed_segment_does_not_make_its_successors_unrecoverable
         db.close().unwrap();
     }
 }
+
+/// A segment after a torn tail (a later segment of the log reached the disk, the end of the
+/// previous one did not) lies past the log's valid end: none of its transactions is replayed,
+/// though they are whole and their predecessors are found, and settling removes it. Recovery
+/// used to replay every segment's transactions and then delete the segment, so a later recovery
+/// would have missed writes the running database had seen.
+#[test]
+fn transactions_in_a_segment_past_a_torn_tail_are_not_replayed() {
+    let flavor = Flavor::TaurusData;
+    let base = tempfile::tempdir().unwrap();
+    let logged = base.path().join("logged");
+    let (db, scheme) = open(options(&logged, flavor, 1)).unwrap();
+    db.load_module("t.proc", TABLE).unwrap();
+    let mut w = db.worker();
+    let mut ends = Vec::new();
+    for i in 0..30i64 {
+        let mut txn = w.begin();
+        let t = txn.table_id("t").unwrap();
+        txn.put(t, Row::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
+        let committed = txn.commit().unwrap();
+        scheme.wait_durable(&committed.durability).unwrap();
+        ends.push(own_end(&committed.durability, 0));
+    }
+    drop(w);
+    db.close().unwrap();
+    let first = log_file(&logged, flavor, 0);
+    let bytes = std::fs::read(&first).unwrap();
+    // The later segment: a header at a base past a gap, then the records of transactions 10..30
+    // (ad-hoc puts: no RAW predecessor, so nothing but their place makes them unrecoverable).
+    let later_base = bytes.len() as u64 + 4096;
+    let header = format::StreamHeader { flavor, logger: 0, loggers: 1, generation: 0, base: later_base };
+    let mut later = format::encode_header(&header);
+    later.extend_from_slice(&bytes[ends[9] as usize..ends[29] as usize]);
+    let dir = base.path().join("torn");
+    copy_dir(&logged, &dir);
+    std::fs::write(dir.join(format::segment_name(flavor, 0, 0, later_base)), &later).unwrap();
+    // The first segment torn inside transaction 10's record, after the durable length.
+    lose_tail(&log_file(&dir, flavor, 0), ends[9] + 5, ends[9]);
+    let expected: BTreeMap<i64, i64> = (0..10i64).map(|i| (i % 7, i)).collect();
+    let (db, _) = open(options(&dir, flavor, 1)).unwrap();
+    assert_eq!(rows(&db), expected, "only the chained segment's prefix");
+    db.close().unwrap();
+    assert!(!dir.join(format::segment_name(flavor, 0, 0, later_base)).exists(), "the later segment was removed");
+    let (db, _) = open(options(&dir, flavor, 1)).unwrap();
+    assert_eq!(rows(&db), expected, "reopened");
+    db.close().unwrap();
+}

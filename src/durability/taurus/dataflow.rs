@@ -115,6 +115,9 @@ impl<E, F> Run<'_, E, F> {
             } else if self.cursor.load(Ordering::Acquire) < self.replay.len() {
                 let from = self.cursor.fetch_add(CURSOR_CHUNK, Ordering::AcqRel);
                 for i in from..(from + CURSOR_CHUNK).min(self.replay.len()) {
+                    if self.failed.load(Ordering::Acquire) {
+                        break;
+                    }
                     if self.replay[i] && self.pending[i].fetch_sub(1, Ordering::AcqRel) == 1 {
                         done += self.replay_one(&mut state, i as u32, &mut stack);
                     }
@@ -259,6 +262,60 @@ mod tests {
             });
             assert!(matches!(result, Err(Failure::Cycle { left: 2 })), "{threads} threads: {result:?}");
             assert_eq!(ran.load(Ordering::SeqCst), 2);
+        }
+    }
+
+    #[test]
+    fn no_call_starts_after_an_error_even_within_a_walked_chunk() {
+        // No edges: every transaction is ready when the cursor passes it.
+        let n = 10_000;
+        let graph = ReplayGraph::from_edges(n, &[]);
+        let ran = AtomicUsize::new(0);
+        let result = run(&graph, &vec![true; n], 1, |_: &mut (), i| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            if i == 0 { Err("transaction 0 failed") } else { Ok(()) }
+        });
+        assert!(matches!(result, Err(Failure::Apply("transaction 0 failed"))), "{result:?}");
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn ready_transactions_are_handed_to_idle_threads_and_still_run_once_in_order() {
+        // Transaction 0 precedes everything else: the cursor passes all the others first, so
+        // every one becomes ready on the stack of the thread that replays 0, and the other
+        // threads get work only by the hand-over. Chains among the rest keep an order to check.
+        let n = 4000;
+        let mut edges: Vec<(u32, u32)> = (1..n as u32).map(|i| (0, i)).collect();
+        edges.extend((1..n as u32 - 1).filter(|i| i % 4 != 0).map(|i| (i, i + 1)));
+        let graph = ReplayGraph::from_edges(n, &[edges.clone()]);
+        for threads in [2, 3, 6] {
+            let clock = AtomicU64::new(1);
+            let finished: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+            let runner: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+            let result = run(&graph, &vec![true; n], threads, |state: &mut u64, i| -> Result<(), ()> {
+                if *state == 0 {
+                    *state = clock.fetch_add(1, Ordering::SeqCst);
+                }
+                runner[i].store(*state, Ordering::SeqCst);
+                if i == 0 {
+                    // Slow, so that the other threads reach the wait before 0 releases anyone.
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                let t = clock.fetch_add(1, Ordering::SeqCst);
+                for &(p, s) in &edges {
+                    if s as usize == i {
+                        let done = finished[p as usize].load(Ordering::SeqCst);
+                        assert!(done != 0 && done < t, "{i} ran before its predecessor {p} finished");
+                    }
+                }
+                assert_eq!(finished[i].swap(clock.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst), 0, "{i} twice");
+                Ok(())
+            });
+            assert!(result.is_ok(), "{threads} threads: {result:?}");
+            assert!(finished.iter().all(|f| f.load(Ordering::SeqCst) != 0));
+            let first = runner[0].load(Ordering::SeqCst);
+            let handed = runner.iter().filter(|r| r.load(Ordering::SeqCst) != first).count();
+            assert!(handed > 0, "{threads} threads: no transaction was handed to another thread");
         }
     }
 

@@ -42,8 +42,9 @@ pub struct IdIndex {
 const FENCE_STRIDE: usize = 16;
 
 impl IdIndex {
-    /// Indexes `nodes`, which must hold at most [`GRAPH_TXNS_MAX`] transactions.
-    pub fn new<N: Node>(nodes: &[&N]) -> IdIndex {
+    /// Indexes `nodes`, which must hold at most [`GRAPH_TXNS_MAX`] transactions; `Err(id)` if
+    /// two hold the same id (a damaged log: ids are log addresses).
+    pub fn new<N: Node>(nodes: &[&N]) -> Result<IdIndex, u64> {
         assert!(nodes.len() <= GRAPH_TXNS_MAX, "a generation's graph holds at most {GRAPH_TXNS_MAX} transactions");
         let mut ids: Vec<u64> = nodes.iter().map(|t| t.id()).collect();
         let mut positions = Vec::new();
@@ -52,9 +53,12 @@ impl IdIndex {
             pairs.sort_unstable();
             ids = pairs.iter().map(|p| p.0).collect();
             positions = pairs.iter().map(|p| p.1).collect();
+            if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+                return Err(w[0]);
+            }
         }
         let fences = ids.iter().step_by(FENCE_STRIDE).copied().collect();
-        IdIndex { ids, positions, fences }
+        Ok(IdIndex { ids, positions, fences })
     }
 
     /// The list position of the transaction `id`, if it was read.
@@ -80,8 +84,9 @@ impl ReplayGraph {
     pub fn from_edges(n: usize, parts: &[Vec<(u32, u32)>]) -> ReplayGraph {
         let mut starts = vec![0usize; n + 1];
         let mut pending = vec![0u32; n];
+        // A self-loop (a record naming itself, read from a damaged log) is kept: its node never
+        // becomes ready, which recoverability and replay report as such.
         for &(from, to) in parts.iter().flatten() {
-            debug_assert_ne!(from, to);
             starts[from as usize + 1] += 1;
             pending[to as usize] += 1;
         }
@@ -179,23 +184,22 @@ pub fn resolve<N: Node>(nodes: &[&N], index: &IdIndex, extent: &Extent<'_>, thre
 }
 
 /// Phase 2 of §4.4.1 (Algorithm 5): a transaction is recoverable iff it is not doomed and all
-/// its RAW predecessors found in the generation are recoverable. A RAW predecessor committed
-/// before its successor read from it, so RAW edges form no cycle, and Algorithm 5's pass from
-/// the roots marks exactly what the doomed transactions do not reach along RAW edges: that is
-/// what is computed, and nothing at all is walked when nothing is doomed (a clean shutdown, or
-/// a crash that cut no predecessor).
+/// its RAW predecessors found in the generation are recoverable, marked from the roots as the
+/// algorithm does, so that transactions on a RAW cycle (which only a damaged log can hold: a
+/// predecessor committed before its reader read it) or after one are not recoverable either.
 pub fn recoverable_set(resolved: &Resolved) -> Vec<bool> {
     let n = resolved.doomed.len();
-    let mut recoverable: Vec<bool> = resolved.doomed.iter().map(|&d| !d).collect();
-    if recoverable.iter().all(|&r| r) {
-        return recoverable;
-    }
     let raw = ReplayGraph::from_edges(n, &resolved.raw);
-    let mut unrecoverable: Vec<usize> = (0..n).filter(|&i| resolved.doomed[i]).collect();
-    while let Some(i) = unrecoverable.pop() {
+    let mut pending = raw.pending.clone();
+    let mut recoverable = vec![false; n];
+    let mut queue: Vec<usize> = (0..n).filter(|&i| pending[i] == 0 && !resolved.doomed[i]).collect();
+    while let Some(i) = queue.pop() {
+        recoverable[i] = true;
         for &s in raw.successors(i) {
-            if std::mem::replace(&mut recoverable[s as usize], false) {
-                unrecoverable.push(s as usize);
+            let s = s as usize;
+            pending[s] -= 1;
+            if pending[s] == 0 && !resolved.doomed[s] {
+                queue.push(s);
             }
         }
     }
@@ -317,7 +321,7 @@ mod tests {
             }
             let nodes: Vec<T> = list.iter().map(|&i| T(i)).collect();
             let refs: Vec<&T> = nodes.iter().collect();
-            let index = IdIndex::new(&refs);
+            let index = IdIndex::new(&refs).expect("distinct ids");
             for (position, &i) in list.iter().enumerate() {
                 assert_eq!(index.get(i), Some(position), "id {i:#x}");
                 assert_eq!(index.get(i + 1), None, "id {:#x} was never logged", i + 1);
@@ -326,6 +330,9 @@ mod tests {
             assert_eq!(index.get(id(9, 100)), None, "logger 9 does not exist");
             assert_eq!(index.get(id(0, 1)), None, "before logger 0's first");
         }
+        let twins = [T(id(1, 40)), T(id(0, 7)), T(id(1, 40))];
+        let refs: Vec<&T> = twins.iter().collect();
+        assert_eq!(IdIndex::new(&refs).err(), Some(id(1, 40)), "two transactions at one address");
     }
 
     #[test]
@@ -357,5 +364,9 @@ mod tests {
         assert_eq!(recoverable_set(&resolved), vec![false, false, false, false]);
         let none = Resolved { raw: vec![vec![(0, 1), (1, 2)]], waw: vec![], doomed: vec![false; 3] };
         assert_eq!(recoverable_set(&none), vec![true; 3]);
+        // A RAW cycle (0 <-> 1), its successor 2, and a self-reference 3, from a damaged log:
+        // never recoverable, though nothing is doomed; 4 is independent.
+        let cycle = Resolved { raw: vec![vec![(0, 1), (1, 0), (1, 2), (3, 3)]], waw: vec![], doomed: vec![false; 5] };
+        assert_eq!(recoverable_set(&cycle), vec![false, false, false, false, true]);
     }
 }

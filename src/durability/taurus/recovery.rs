@@ -651,12 +651,19 @@ fn replay_generation(
     report: &mut GenerationReport,
 ) -> Result<(u64, u64), DurabilityError> {
     let start = Instant::now();
-    let txns: Vec<&Txn> = read.segments.iter().flat_map(|s| s.txns.iter()).collect();
+    // The logs' chained segments only: a segment after a log's valid end (a torn tail's) is
+    // removed when the generation is settled, so nothing in it may be replayed.
+    let chained = read.logs.iter().flat_map(|log| log.chain.iter().map(|&k| &read.segments[k]));
+    let txns: Vec<&Txn> = chained.flat_map(|s| s.txns.iter()).collect();
     if txns.len() > graph::GRAPH_TXNS_MAX {
         let reason = format!("more than {} transactions in generation", graph::GRAPH_TXNS_MAX);
         return Err(corrupt(&read.segments[0].path, 0, reason));
     }
-    let index = graph::IdIndex::new(&txns);
+    let index = graph::IdIndex::new(&txns).map_err(|id| {
+        let twin = txns.iter().find(|t| t.id == id).map_or((0, 0), |t| (t.file, t.offset));
+        let (logger, address) = format::split_id(id);
+        corrupt(&read.segments[twin.0].path, twin.1, format!("two transactions at logger {logger}'s address {address}"))
+    })?;
     let resolved = options.flavor.is_taurus().then(|| resolve(read, &txns, &index, options.recovery_threads));
     let recoverable = resolved.as_ref().map_or_else(|| vec![true; txns.len()], graph::recoverable_set);
     let (e_l, e_h) = over.manifest.map_or((0, 0), |m| (m.e_l, m.e_h));
