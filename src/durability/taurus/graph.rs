@@ -125,6 +125,9 @@ pub struct Resolved {
     /// Transactions that cannot be recovered whatever their predecessors' fate: a RAW
     /// predecessor missing from every log, or a compressed predecessor vector beyond the logs.
     doomed: Vec<bool>,
+    /// Whether every RAW edge goes from a smaller sequence number (TID or commit timestamp) to
+    /// a larger one, which rules out a RAW cycle.
+    raw_forward: bool,
 }
 
 /// Where the logs of a generation end, as recoverability needs it.
@@ -143,15 +146,16 @@ pub fn resolve<N: Node>(nodes: &[&N], index: &IdIndex, extent: &Extent<'_>, thre
         extent.retained_start.get(logger).is_some_and(|&r| address <= r)
     };
     let mut doomed = vec![false; nodes.len()];
+    let seqs: Vec<u64> = nodes.iter().map(|t| t.seq()).collect();
     let chunk = nodes.len().div_ceil(threads.max(1)).max(1);
-    let parts: Vec<(Edges, Edges)> = std::thread::scope(|scope| {
+    let parts: Vec<(Edges, Edges, bool)> = std::thread::scope(|scope| {
         let handles: Vec<_> = doomed
             .chunks_mut(chunk)
             .enumerate()
             .map(|(c, doomed)| {
-                let removed = &removed;
+                let (removed, seqs) = (&removed, &seqs);
                 scope.spawn(move || {
-                    let (mut raw, mut waw) = (Vec::new(), Vec::new());
+                    let (mut raw, mut waw, mut forward) = (Vec::new(), Vec::new(), true);
                     for (k, doomed) in doomed.iter_mut().enumerate() {
                         let i = c * chunk + k;
                         match nodes[i].deps() {
@@ -159,7 +163,10 @@ pub fn resolve<N: Node>(nodes: &[&N], index: &IdIndex, extent: &Extent<'_>, thre
                             Deps::Lists { raw: raw_ids, waw: waw_ids, .. } => {
                                 for &id in raw_ids {
                                     match index.get(id) {
-                                        Some(j) => raw.push((j as u32, i as u32)),
+                                        Some(j) => {
+                                            forward &= seqs[j] < seqs[i];
+                                            raw.push((j as u32, i as u32));
+                                        }
                                         None if removed(id) => {}
                                         None => *doomed = true,
                                     }
@@ -173,22 +180,43 @@ pub fn resolve<N: Node>(nodes: &[&N], index: &IdIndex, extent: &Extent<'_>, thre
                             }
                         }
                     }
-                    (raw, waw)
+                    (raw, waw, forward)
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
-    let (raw, waw) = parts.into_iter().unzip();
-    Resolved { raw, waw, doomed }
+    let raw_forward = parts.iter().all(|p| p.2);
+    let (raw, waw) = parts.into_iter().map(|(r, w, _)| (r, w)).unzip();
+    Resolved { raw, waw, doomed, raw_forward }
 }
 
 /// Phase 2 of §4.4.1 (Algorithm 5): a transaction is recoverable iff it is not doomed and all
 /// its RAW predecessors found in the generation are recoverable, marked from the roots as the
 /// algorithm does, so that transactions on a RAW cycle (which only a damaged log can hold: a
 /// predecessor committed before its reader read it) or after one are not recoverable either.
+///
+/// When every RAW edge goes forward in sequence order there is no cycle, and the same set is
+/// what the doomed transactions do not reach: that walk touches nothing when nothing is doomed
+/// (a clean stop), where the pass from the roots cost 110 ms of a 700 K-transaction graph.
 pub fn recoverable_set(resolved: &Resolved) -> Vec<bool> {
     let n = resolved.doomed.len();
+    if resolved.raw_forward {
+        let mut recoverable: Vec<bool> = resolved.doomed.iter().map(|&d| !d).collect();
+        if recoverable.iter().all(|&r| r) {
+            return recoverable;
+        }
+        let raw = ReplayGraph::from_edges(n, &resolved.raw);
+        let mut unrecoverable: Vec<usize> = (0..n).filter(|&i| resolved.doomed[i]).collect();
+        while let Some(i) = unrecoverable.pop() {
+            for &s in raw.successors(i) {
+                if std::mem::replace(&mut recoverable[s as usize], false) {
+                    unrecoverable.push(s as usize);
+                }
+            }
+        }
+        return recoverable;
+    }
     let raw = ReplayGraph::from_edges(n, &resolved.raw);
     let mut pending = raw.pending.clone();
     let mut recoverable = vec![false; n];
@@ -346,27 +374,79 @@ mod tests {
         assert_eq!(graph.edges(), 4);
     }
 
+    /// Algorithm 5 by both passes (from the roots, and from the doomed side when the edges are
+    /// known to go forward), which must agree on a graph without a cycle.
+    fn recoverable(raw: Vec<Edges>, doomed: Vec<bool>) -> Vec<bool> {
+        let from_roots =
+            recoverable_set(&Resolved { raw: raw.clone(), waw: vec![], doomed: doomed.clone(), raw_forward: false });
+        let from_doomed = recoverable_set(&Resolved { raw, waw: vec![], doomed, raw_forward: true });
+        assert_eq!(from_roots, from_doomed, "the two passes disagree");
+        from_roots
+    }
+
     #[test]
     fn a_doomed_transaction_takes_its_raw_successors_with_it_and_only_them() {
         // 0 → 1 → 2 by RAW, 3 alone, 4 reads 3; 1 is doomed, so 2 goes too.
-        let resolved = Resolved {
-            raw: vec![vec![(0, 1), (1, 2)], vec![(3, 4)]],
-            waw: vec![Vec::new()],
-            doomed: vec![false, true, false, false, false],
-        };
-        assert_eq!(recoverable_set(&resolved), vec![true, false, false, true, true]);
+        let raw = vec![vec![(0, 1), (1, 2)], vec![(3, 4)]];
+        assert_eq!(recoverable(raw, vec![false, true, false, false, false]), vec![true, false, false, true, true]);
         // A successor listed before its predecessor (another logger's) goes too, transitively.
-        let resolved = Resolved {
-            raw: vec![vec![(3, 0), (0, 2)], vec![(2, 1)]],
-            waw: vec![Vec::new()],
-            doomed: vec![false, false, false, true],
-        };
-        assert_eq!(recoverable_set(&resolved), vec![false, false, false, false]);
-        let none = Resolved { raw: vec![vec![(0, 1), (1, 2)]], waw: vec![], doomed: vec![false; 3] };
-        assert_eq!(recoverable_set(&none), vec![true; 3]);
+        let raw = vec![vec![(3, 0), (0, 2)], vec![(2, 1)]];
+        assert_eq!(recoverable(raw, vec![false, false, false, true]), vec![false; 4]);
+        assert_eq!(recoverable(vec![vec![(0, 1), (1, 2)]], vec![false; 3]), vec![true; 3]);
         // A RAW cycle (0 <-> 1), its successor 2, and a self-reference 3, from a damaged log:
-        // never recoverable, though nothing is doomed; 4 is independent.
-        let cycle = Resolved { raw: vec![vec![(0, 1), (1, 0), (1, 2), (3, 3)]], waw: vec![], doomed: vec![false; 5] };
+        // never recoverable, though nothing is doomed; 4 is independent. Such edges do not go
+        // forward in sequence order, so `resolve` leaves `raw_forward` false.
+        let raw = vec![vec![(0, 1), (1, 0), (1, 2), (3, 3)]];
+        let cycle = Resolved { raw, waw: vec![], doomed: vec![false; 5], raw_forward: false };
         assert_eq!(recoverable_set(&cycle), vec![false, false, false, false, true]);
+    }
+
+    struct S(u64, Deps);
+
+    impl Node for S {
+        fn id(&self) -> u64 {
+            self.0
+        }
+        fn deps(&self) -> &Deps {
+            &self.1
+        }
+        fn seq(&self) -> u64 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn resolve_finds_predecessors_dooms_the_missing_and_spares_the_removed() {
+        let lists =
+            |raw: &[u64], waw: &[u64]| Deps::Lists { raw: raw.to_vec(), waw: waw.to_vec(), fresh_writes: false };
+        let nodes = [
+            S(id(0, 10), lists(&[id(0, 5)], &[])), // 5 is at or below logger 0's retained start 6
+            S(id(0, 20), lists(&[id(0, 10)], &[id(0, 10)])), // found
+            S(id(1, 30), lists(&[id(1, 25)], &[])), // missing from logger 1's log: doomed
+            S(id(1, 40), lists(&[id(1, 30)], &[id(0, 20)])), // reads a doomed one
+            S(id(1, 50), Deps::Vectors { pv: vec![20, 60], waw: vec![0, 0] }), // beyond logger 1's end
+        ];
+        let refs: Vec<&S> = nodes.iter().collect();
+        let index = IdIndex::new(&refs).expect("distinct ids");
+        let extent = Extent { valid_end: &[20, 55], retained_start: &[6, 20] };
+        for threads in [1, 2, 3, 8] {
+            let resolved = resolve(&refs, &index, &extent, threads);
+            assert_eq!(resolved.doomed, vec![false, false, true, false, true], "{threads} threads");
+            assert!(resolved.raw_forward, "every predecessor has a smaller id, here the sequence");
+            let mut raw: Vec<(u32, u32)> = resolved.raw.iter().flatten().copied().collect();
+            raw.sort_unstable();
+            assert_eq!(raw, vec![(0, 1), (2, 3)]);
+            let mut waw: Vec<(u32, u32)> = resolved.waw.iter().flatten().copied().collect();
+            waw.sort_unstable();
+            assert_eq!(waw, vec![(0, 1), (1, 3)]);
+            assert_eq!(recoverable_set(&resolved), vec![true, true, false, false, false]);
+        }
+        // A predecessor with a later sequence number turns the pass from the roots on.
+        let back = [S(id(0, 10), lists(&[id(0, 20)], &[])), S(id(0, 20), lists(&[], &[]))];
+        let refs: Vec<&S> = back.iter().collect();
+        let index = IdIndex::new(&refs).expect("distinct ids");
+        let resolved = resolve(&refs, &index, &Extent { valid_end: &[30], retained_start: &[0] }, 2);
+        assert!(!resolved.raw_forward);
+        assert_eq!(recoverable_set(&resolved), vec![true, true]);
     }
 }
