@@ -162,6 +162,15 @@ impl graph::Node for Txn {
     fn seq(&self) -> u64 {
         self.entry.seq()
     }
+    fn raw_order(&self) -> u64 {
+        match &self.entry {
+            CommandEntry::Call { seq, .. } => *seq,
+            // taurus-cmd's write sets carry its commit timestamp; taurus-data's records carry
+            // none (0), and their TID orders them.
+            CommandEntry::Data { seq, .. } if *seq > 0 => *seq,
+            CommandEntry::Data { entry, .. } => entry.tid.to_u64(),
+        }
+    }
 }
 
 /// A logged transaction.
