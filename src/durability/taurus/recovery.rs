@@ -668,12 +668,12 @@ fn replay_generation(
         let reason = format!("more than {} transactions in generation", graph::GRAPH_TXNS_MAX);
         return Err(corrupt(&read.segments[0].path, 0, reason));
     }
-    let index = graph::IdIndex::new(&txns).map_err(|id| {
-        let twin = txns.iter().find(|t| t.id == id).map_or((0, 0), |t| (t.file, t.offset));
-        let (logger, address) = format::split_id(id);
-        corrupt(&read.segments[twin.0].path, twin.1, format!("two transactions at logger {logger}'s address {address}"))
-    })?;
-    let resolved = options.flavor.is_taurus().then(|| resolve(read, &txns, &index, options.recovery_threads));
+    // Serial flavors replay in LSN order and need no graph.
+    let index = match options.flavor.is_taurus() {
+        true => Some(graph::IdIndex::new(&txns).map_err(|id| duplicate_id(read, &txns, id))?),
+        false => None,
+    };
+    let resolved = index.as_ref().map(|index| resolve(read, &txns, index, options.recovery_threads));
     let recoverable = resolved.as_ref().map_or_else(|| vec![true; txns.len()], graph::recoverable_set);
     let (e_l, e_h) = over.manifest.map_or((0, 0), |m| (m.e_l, m.e_h));
     let class = |t: &Txn| match t.entry.epoch() {
@@ -688,9 +688,9 @@ fn replay_generation(
     let kept = recoverable.iter().filter(|&&r| r).count();
     report.recovered += kept as u64 - covered;
     report.dropped += (txns.len() - kept) as u64;
-    let graph = match (options.flavor, &resolved) {
-        (Flavor::TaurusData, Some(resolved)) => Some(graph::data_graph(resolved, &replay)),
-        (Flavor::TaurusCmd, _) => graph::command_graph(&txns, &index, &replay),
+    let graph = match (options.flavor, &resolved, &index) {
+        (Flavor::TaurusData, Some(resolved), _) => Some(graph::data_graph(resolved, &replay)),
+        (Flavor::TaurusCmd, _, Some(index)) => graph::command_graph(&txns, index, &replay),
         _ => None,
     };
     report.graph_ms += start.elapsed().as_secs_f64() * 1e3;
@@ -730,6 +730,13 @@ fn replay_generation(
     }
     report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
     Ok((covered, window))
+}
+
+/// Two transactions of a generation at one address: the file and offset of the first.
+fn duplicate_id(read: &Generation, txns: &[&Txn], id: u64) -> DurabilityError {
+    let (file, offset) = txns.iter().find(|t| t.id == id).map_or((0, 0), |t| (t.file, t.offset));
+    let (logger, address) = format::split_id(id);
+    corrupt(&read.segments[file].path, offset, format!("two transactions at logger {logger}'s address {address}"))
 }
 
 /// Every transaction's predecessors found in the generation (§4.4.1), on all recovery threads.
