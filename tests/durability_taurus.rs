@@ -407,6 +407,29 @@ proptest! {
     }
 }
 
+/// Logs 30 ad-hoc puts (transaction `i` sets key `i % 7` to `i`) on one logger of `flavor` in
+/// `dir`, waiting for durability after every `durable_every`th, and closes: each transaction's
+/// logical end in the log.
+fn log_puts(dir: &Path, flavor: Flavor, durable_every: i64) -> Vec<u64> {
+    let (db, scheme) = open(options(dir, flavor, 1)).unwrap();
+    db.load_module("t.proc", TABLE).unwrap();
+    let mut w = db.worker();
+    let mut ends = Vec::new();
+    for i in 0..30i64 {
+        let mut txn = w.begin();
+        let t = txn.table_id("t").unwrap();
+        txn.put(t, Row::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
+        let committed = txn.commit().unwrap();
+        if i % durable_every == 0 {
+            scheme.wait_durable(&committed.durability).unwrap();
+        }
+        ends.push(own_end(&committed.durability, 0));
+    }
+    drop(w);
+    db.close().unwrap();
+    ends
+}
+
 /// Serial logging: every cut of the log gives the transactions whose records are whole before
 /// it, and damage before a synced point is an error naming the file.
 #[test]
@@ -414,23 +437,8 @@ fn a_torn_serial_log_gives_its_prefix_and_damage_before_a_sync_is_an_error() {
     for flavor in [Flavor::SerialData, Flavor::SerialCmd] {
         let base = tempfile::tempdir().unwrap();
         let logged = base.path().join("logged");
-        let (db, scheme) = open(options(&logged, flavor, 1)).unwrap();
-        db.load_module("t.proc", TABLE).unwrap();
-        let mut w = db.worker();
-        let mut ends = Vec::new();
-        for i in 0..30i64 {
-            let mut txn = w.begin();
-            let t = txn.table_id("t").unwrap();
-            txn.put(t, Row::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
-            let committed = txn.commit().unwrap();
-            if i % 10 == 0 {
-                // A flush between records.
-                scheme.wait_durable(&committed.durability).unwrap();
-            }
-            ends.push(own_end(&committed.durability, 0));
-        }
-        drop(w);
-        db.close().unwrap();
+        // A flush between records every 10.
+        let ends = log_puts(&logged, flavor, 10);
         let path = log_file(&logged, flavor, 0);
         let len = std::fs::metadata(&path).unwrap().len();
         let start = header_len(&path);
@@ -1135,20 +1143,7 @@ fn transactions_in_a_segment_past_a_torn_tail_are_not_replayed() {
     let flavor = Flavor::TaurusData;
     let base = tempfile::tempdir().unwrap();
     let logged = base.path().join("logged");
-    let (db, scheme) = open(options(&logged, flavor, 1)).unwrap();
-    db.load_module("t.proc", TABLE).unwrap();
-    let mut w = db.worker();
-    let mut ends = Vec::new();
-    for i in 0..30i64 {
-        let mut txn = w.begin();
-        let t = txn.table_id("t").unwrap();
-        txn.put(t, Row::new(vec![Value::Int(i % 7), Value::Int(i)])).unwrap();
-        let committed = txn.commit().unwrap();
-        scheme.wait_durable(&committed.durability).unwrap();
-        ends.push(own_end(&committed.durability, 0));
-    }
-    drop(w);
-    db.close().unwrap();
+    let ends = log_puts(&logged, flavor, 1);
     let first = log_file(&logged, flavor, 0);
     let bytes = std::fs::read(&first).unwrap();
     // The later segment: a header at a base past a gap, then the records of transactions 10..30

@@ -326,20 +326,21 @@ pub fn command_graph<N: Node>(nodes: &[&N], index: &IdIndex, replay: &[bool]) ->
 mod tests {
     use super::*;
 
-    struct T(u64);
+    /// A logged transaction whose id is also its sequence number.
+    struct S(u64, Deps);
 
-    impl Node for T {
+    impl Node for S {
         fn id(&self) -> u64 {
             self.0
         }
         fn deps(&self) -> &Deps {
-            &Deps::None
+            &self.1
         }
         fn seq(&self) -> u64 {
-            0
+            self.0
         }
         fn raw_order(&self) -> u64 {
-            0
+            self.0
         }
     }
 
@@ -364,8 +365,8 @@ mod tests {
                 list.reverse();
                 list.swap(10, 4000);
             }
-            let nodes: Vec<T> = list.iter().map(|&i| T(i)).collect();
-            let refs: Vec<&T> = nodes.iter().collect();
+            let nodes: Vec<S> = list.iter().map(|&i| S(i, Deps::None)).collect();
+            let refs: Vec<&S> = nodes.iter().collect();
             let index = IdIndex::new(&refs).expect("distinct ids");
             for (position, &i) in list.iter().enumerate() {
                 assert_eq!(index.get(i), Some(position), "id {i:#x}");
@@ -375,8 +376,8 @@ mod tests {
             assert_eq!(index.get(id(9, 100)), None, "logger 9 does not exist");
             assert_eq!(index.get(id(0, 1)), None, "before logger 0's first");
         }
-        let twins = [T(id(1, 40)), T(id(0, 7)), T(id(1, 40))];
-        let refs: Vec<&T> = twins.iter().collect();
+        let twins = [S(id(1, 40), Deps::None), S(id(0, 7), Deps::None), S(id(1, 40), Deps::None)];
+        let refs: Vec<&S> = twins.iter().collect();
         assert_eq!(IdIndex::new(&refs).err(), Some(id(1, 40)), "two transactions at one address");
     }
 
@@ -416,23 +417,6 @@ mod tests {
         let raw = vec![vec![(0, 1), (1, 0), (1, 2), (3, 3)]];
         let cycle = Resolved { raw, waw: vec![], doomed: vec![false; 5], raw_forward: false };
         assert_eq!(recoverable_set(&cycle), vec![false, false, false, false, true]);
-    }
-
-    struct S(u64, Deps);
-
-    impl Node for S {
-        fn id(&self) -> u64 {
-            self.0
-        }
-        fn deps(&self) -> &Deps {
-            &self.1
-        }
-        fn seq(&self) -> u64 {
-            self.0
-        }
-        fn raw_order(&self) -> u64 {
-            self.0
-        }
     }
 
     #[test]
