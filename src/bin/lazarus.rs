@@ -705,23 +705,29 @@ fn recover_stream(
     println!("total           {:>10.1} ms", total_s * 1e3);
     println!("recovery        {:.0} txn/s (graph and replay)", r.txns_per_s());
     let counted = r.per_generation.iter().filter(|g| g.generation >= output.from_generation);
-    let (recovered, read_ms, graph_ms, replay_ms) = counted
-        .fold((0, 0.0, 0.0, 0.0), |(n, r, g, p), x| (n + x.recovered, r + x.read_ms, g + x.graph_ms, p + x.replay_ms));
+    let mut sum = lazarus::durability::taurus::recovery::GenerationReport::default();
+    for g in counted {
+        sum.recovered += g.recovered;
+        sum.read_ms += g.read_ms;
+        sum.graph_ms += g.graph_ms;
+        sum.replay_ms += g.replay_ms;
+    }
     let run = lazarus::report::StreamRecoveryRun {
         label: output.label.unwrap_or_else(|| format!("{}/{}t", header.flavor.name(), r.threads)),
         scheme: header.flavor.name().to_string(),
         threads: r.threads,
         from_generation: output.from_generation,
-        recovered,
-        graph_ms,
-        replay_ms,
+        recovered: sum.recovered,
+        graph_ms: sum.graph_ms,
+        replay_ms: sum.replay_ms,
     };
     if output.from_generation > 0 {
-        let with_read = recovered as f64 / ((read_ms + graph_ms + replay_ms) / 1e3).max(1e-9);
         println!(
-            "                {:.0} txn/s from generation {} on ({recovered} transactions; {with_read:.0} with reading)",
+            "                {:.0} txn/s from generation {} on ({} transactions; {:.0} with reading)",
             run.txns_per_s(),
-            output.from_generation
+            output.from_generation,
+            sum.recovered,
+            sum.txns_per_s_with_read()
         );
     }
     if let Some(path) = &output.result_json {
