@@ -139,6 +139,10 @@ pub fn durable_limits(image: &SimDisk) -> Vec<(PathBuf, u64)> {
         } else if let Some(id) = name.to_str().and_then(checkpoint_format::data_file_checkpoint_id) {
             // The installed checkpoint's files were synced before its manifest; others are debris.
             if installed_checkpoint(image) == Some(id) { len } else { 0 }
+        } else if files::is_log_file(name) && bytes.is_empty() {
+            // Created by a rotation whose header had not been written when the image was taken:
+            // nothing in it can be durable.
+            0
         } else if files::is_log_file(name) {
             let header = files::decode_log_header(&bytes).expect("log header").0;
             let position = pepoch.positions.iter().find(|p| p.logger == header.logger).expect("position");
