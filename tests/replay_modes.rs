@@ -310,15 +310,25 @@ fn record_for_missing_table_names_file_and_offset() {
 
 #[test]
 fn row_that_does_not_fit_names_file_and_offset() {
-    for mode in [ReplayMode::Direct, ReplayMode::Compiled] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_kv_log(dir.path());
-        // The same table, but `v` is now text: the logged ints do not fit.
-        let module = "table t (k int not null, v text, w text, primary key (k));".to_string();
-        let bytes = files::encode_catalog(&[("t.proc".to_string(), module)]);
-        std::fs::write(dir.path().join("log0").join(CATALOG_FILE), bytes).expect("write catalog");
-        let reason = corrupt_reason(dir.path(), mode);
-        assert!(reason.contains('v') && reason.contains("text"), "{mode}: {reason}");
+    // The same table with `v` now text (the logged ints do not fit), or with a fourth column (the
+    // logged rows have three). Compiled replay checks each value as it binds it, direct replay
+    // the decoded row: both report the same record with the same words.
+    let misfits = [
+        ("table t (k int not null, v text, w text, primary key (k));", vec!["column v is text", "got int"]),
+        ("table t (k int not null, v int, w text, x int, primary key (k));", vec!["row has 3 values", "4 columns"]),
+    ];
+    for (module, words) in misfits {
+        let reasons = [ReplayMode::Direct, ReplayMode::Compiled].map(|mode| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            write_kv_log(dir.path());
+            let bytes = files::encode_catalog(&[("t.proc".to_string(), module.to_string())]);
+            std::fs::write(dir.path().join("log0").join(CATALOG_FILE), bytes).expect("write catalog");
+            corrupt_reason(dir.path(), mode)
+        });
+        for word in words {
+            assert!(reasons[0].contains(word), "{module}: {:?} lacks {word:?}", reasons[0]);
+        }
+        assert_eq!(reasons[0], reasons[1], "{module}: direct and compiled replay report the same error");
     }
 }
 

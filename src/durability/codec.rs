@@ -39,7 +39,7 @@
 //! first byte it could not make sense of.
 
 use crate::storage::key::KEY_SIZE_MAX_BYTES;
-use crate::storage::{Key, Row, TableId, Value};
+use crate::storage::{ColumnType, Key, Row, TableId, Value};
 use crate::txn::Tid;
 use std::sync::Arc;
 
@@ -266,6 +266,47 @@ fn encode_patch(before: &[Value], after: &[Value], out: &mut Vec<u8>) -> bool {
     true
 }
 
+/// Which value tags a column admits: its type's, and null's when it is nullable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdmittedTags(u8);
+
+impl AdmittedTags {
+    /// The tags a column of type `ty` admits.
+    pub fn of(ty: ColumnType, nullable: bool) -> AdmittedTags {
+        let tag = match ty {
+            ColumnType::Bool => TAG_BOOL,
+            ColumnType::Int => TAG_INT,
+            ColumnType::Float => TAG_FLOAT,
+            ColumnType::Text => TAG_TEXT,
+            ColumnType::Bytes => TAG_BYTES,
+        };
+        AdmittedTags(1 << tag | if nullable { 1 << TAG_NULL } else { 0 })
+    }
+
+    fn admits(self, tag: u8) -> bool {
+        tag < 8 && self.0 & (1 << tag) != 0
+    }
+}
+
+/// How a row decoded by [`Reader::row_each_typed`] fits its columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypedRow {
+    /// Every value is of its column's type, or null where the column admits null.
+    Fits,
+    /// The row has `got` columns, not the table's count; nothing was decoded.
+    Arity {
+        /// The logged row's column count.
+        got: usize,
+    },
+    /// Column `position` holds a value of type `got` (`None`: null) that it does not admit.
+    Misfit {
+        /// The column.
+        position: usize,
+        /// The value's type (`None`: null).
+        got: Option<ColumnType>,
+    },
+}
+
 /// A cursor over bytes being decoded.
 pub struct Reader<'a> {
     bytes: &'a [u8],
@@ -339,17 +380,60 @@ impl<'a> Reader<'a> {
     }
 
     /// Decodes a row value by value, handing each to `put(position, value)` instead of collecting
-    /// them (compiled replay decodes straight into its plan's frame). Returns the column count.
-    pub fn row_each(&mut self, mut put: impl FnMut(usize, Value)) -> Result<usize, DecodeError> {
+    /// them (compiled replay decodes straight into its plan's frame), for a decoder that knows the
+    /// row's columns (compiled replay's typed binding): each value's tag is checked against what its column admits *before* the value is
+    /// decoded, so a row that [`TypedRow::Fits`] needs no check of its types and nullability
+    /// afterwards (the check a generic decoder leaves to `TableSchema::check_row`). A row of
+    /// another column count is not decoded; a value its column does not admit stops decoding
+    /// there.
+    pub fn row_each_typed(
+        &mut self,
+        admitted: &[AdmittedTags],
+        mut put: impl FnMut(usize, Value),
+    ) -> Result<TypedRow, DecodeError> {
         let columns = usize::from(self.u16()?);
-        for position in 0..columns {
-            put(position, self.value()?);
+        if columns != admitted.len() {
+            return Ok(TypedRow::Arity { got: columns });
         }
-        Ok(columns)
+        for (position, &admits) in admitted.iter().enumerate() {
+            let tag = self.u8()?;
+            if !admits.admits(tag) {
+                let got = self.tag_type(tag)?;
+                return Ok(TypedRow::Misfit { position, got });
+            }
+            // Integers are most columns of most tables: decoded here, without the call.
+            let value =
+                if tag == TAG_INT { Value::Int(i64::from_le_bytes(self.array()?)) } else { self.value_of(tag)? };
+            put(position, value);
+        }
+        Ok(TypedRow::Fits)
+    }
+
+    /// The type a value tag stands for (`None`: null).
+    fn tag_type(&self, tag: u8) -> Result<Option<ColumnType>, DecodeError> {
+        Ok(Some(match tag {
+            TAG_NULL => return Ok(None),
+            TAG_BOOL => ColumnType::Bool,
+            TAG_INT => ColumnType::Int,
+            TAG_FLOAT => ColumnType::Float,
+            TAG_TEXT => ColumnType::Text,
+            TAG_BYTES => ColumnType::Bytes,
+            _ => return self.fail("unknown value tag"),
+        }))
     }
 
     fn value(&mut self) -> Result<Value, DecodeError> {
-        Ok(match self.u8()? {
+        let tag = self.u8()?;
+        // Integers are most columns of most tables: decoded here, without the call.
+        if tag == TAG_INT {
+            return Ok(Value::Int(i64::from_le_bytes(self.array()?)));
+        }
+        self.value_of(tag)
+    }
+
+    /// The body of a value whose tag, `tag`, has been read.
+    fn value_of(&mut self, tag: u8) -> Result<Value, DecodeError> {
+        Ok(match tag {
             TAG_NULL => Value::Null,
             TAG_BOOL => Value::Bool(self.u8()? != 0),
             TAG_INT => Value::Int(i64::from_le_bytes(self.array()?)),
@@ -498,6 +582,38 @@ mod tests {
         assert_eq!(entry.writes.len(), 2);
         assert_eq!(entry.writes[0].image.row().map(|r| &r[..]), Some(&row[..]));
         assert_eq!(entry.writes[1], EntryWrite { table: 4, key: Key::from(&b"k2"[..]), image: Image::Delete });
+    }
+
+    #[test]
+    fn a_typed_row_is_checked_value_by_value_as_it_is_decoded() {
+        use ColumnType::{Bool, Bytes, Float, Int, Text};
+        let row = sample_row();
+        let mut out = Vec::new();
+        encode_row(&row, &mut out);
+        let decode = |admitted: &[AdmittedTags]| {
+            let mut got = Vec::new();
+            let typed = Reader::new(&out).row_each_typed(admitted, |p, v| got.push((p, v))).unwrap();
+            (typed, got)
+        };
+        let types = [Int, Bool, Int, Float, Text, Bytes];
+        let fits: Vec<AdmittedTags> = types.iter().enumerate().map(|(p, &t)| AdmittedTags::of(t, p == 0)).collect();
+        let (typed, got) = decode(&fits);
+        assert_eq!(typed, TypedRow::Fits);
+        assert_eq!(got, row.iter().cloned().enumerate().collect::<Vec<_>>());
+        // A null where the column admits none; a float where an int belongs: decoding stops there.
+        let mut not_null = fits.clone();
+        not_null[0] = AdmittedTags::of(Int, false);
+        assert_eq!(decode(&not_null), (TypedRow::Misfit { position: 0, got: None }, vec![]));
+        let mut float_as_int = fits.clone();
+        float_as_int[3] = AdmittedTags::of(Int, true);
+        let (typed, got) = decode(&float_as_int);
+        assert_eq!(typed, TypedRow::Misfit { position: 3, got: Some(Float) });
+        assert_eq!(got.len(), 3, "the values before the misfit were decoded");
+        assert_eq!(decode(&fits[..5]), (TypedRow::Arity { got: 6 }, vec![]));
+        for cut in 0..out.len() {
+            let typed = Reader::new(&out[..cut]).row_each_typed(&fits, |_, _| {});
+            assert!(typed.is_err(), "cut at {cut}: {typed:?}");
+        }
     }
 
     #[test]

@@ -169,7 +169,9 @@ impl CompiledProcedure {
     /// Runs the procedure on `storage` with the parameters already in `frame` (see
     /// [`CompiledProcedure::new_frame`]). Their types are not checked here: the caller binds
     /// values of the parameters' types or null, and the storage step checks every row it writes
-    /// against the table's schema.
+    /// against the table's schema (or trusts a caller that checked each value as it bound it:
+    /// compiled replay's typed binding, `crate::replay::compiled`).
+    #[inline(always)]
     pub fn run_bound(
         &self,
         frame: &mut runtime::Frame,

@@ -121,6 +121,7 @@ impl PlanCache {
     /// The plan for (`table`, `op`) and the column set of a whole row for `op` (`columns`, computed
     /// only when the plan is not cached yet): a record of a value log finds its plan by two
     /// indexes.
+    #[inline]
     pub fn whole_row_plan(
         &mut self,
         catalog: &Catalog,
@@ -146,7 +147,18 @@ impl PlanCache {
     }
 
     /// `table`'s slot, after dropping every plan if the catalog's version changed.
+    #[inline]
     fn slot(&mut self, catalog: &Catalog, table: &Table) -> usize {
+        let slot = table.id as usize;
+        if self.version == Some(catalog.version()) && slot < self.by_table.len() {
+            return slot;
+        }
+        self.slot_after_change(catalog, slot)
+    }
+
+    /// [`Self::slot`] when the catalog's version changed or the table has no slot yet.
+    #[cold]
+    fn slot_after_change(&mut self, catalog: &Catalog, slot: usize) -> usize {
         if self.version != Some(catalog.version()) {
             if self.version.is_some() {
                 self.invalidations += 1;
@@ -154,7 +166,6 @@ impl PlanCache {
             self.clear();
             self.version = Some(catalog.version());
         }
-        let slot = table.id as usize;
         assert!(slot < TABLES_MAX, "table ids are below {TABLES_MAX}");
         if slot >= self.by_table.len() {
             self.by_table.resize_with(slot + 1, Default::default);

@@ -5,7 +5,7 @@
 
 use super::cache::{CachedPlan, ColumnSet, PlanCache};
 use super::{EncodedRedo, RedoOp, RedoRecord, ReplayError};
-use crate::durability::codec::{ColumnPatch, Reader};
+use crate::durability::codec::{AdmittedTags, ColumnPatch, Reader, TypedRow};
 use crate::proc::runtime::{Frame, Storage};
 use crate::proc::{self, CompiledProcedure};
 use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table, TableId, TableSchema, Value, key};
@@ -34,6 +34,10 @@ pub struct Plan {
     slot_of_column: Vec<Option<usize>>,
     /// Whether column `p` binds to parameter `p` for every column (the insert plan).
     columns_are_params: bool,
+    /// Per column of the table, the value tags its parameter admits (the column's type, and
+    /// null if nullable): a logged after-image is type-checked as it is bound, like the
+    /// arguments of a typed call, so the row the plan builds from it is not checked again.
+    admitted: Vec<AdmittedTags>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -63,7 +67,8 @@ impl Plan {
             }
         }
         let columns_are_params = slot_of_column.iter().enumerate().all(|(p, slot)| *slot == Some(p));
-        Ok(Plan { op, table: table.id, text, procedure, sources, slot_of_column, columns_are_params })
+        let admitted = schema.columns.iter().map(|c| AdmittedTags::of(c.ty, c.nullable)).collect();
+        Ok(Plan { op, table: table.id, text, procedure, sources, slot_of_column, columns_are_params, admitted })
     }
 
     /// The operation.
@@ -230,7 +235,7 @@ pub fn apply_found(
     }
     let cached = cache.plan(catalog, table, op, columns)?;
     cached.plan.bind(&mut cached.frame, &mut row, &mut key_parts);
-    let storage = ReplayStorage::new(catalog, record.key, record.tid);
+    let storage = ReplayStorage::new(catalog, table, record.key, record.tid);
     run(
         table,
         cached,
@@ -243,6 +248,7 @@ pub fn apply_found(
 
 /// [`apply`] for a record still encoded in the log: the after-image's values are decoded straight
 /// into the plan's frame, so no row is built before the plan builds the one it installs.
+#[inline]
 pub fn apply_encoded(
     cache: &mut PlanCache,
     catalog: &Catalog,
@@ -270,26 +276,33 @@ pub fn apply_encoded(
             return Err(ReplayError::Plan { table: schema.name.clone(), message });
         }
     } else {
-        let (slots, vals) = (&cached.plan.slot_of_column, &mut cached.frame.vals[..schema.columns.len()]);
-        let got = if cached.plan.columns_are_params {
-            reader.row_each(|p, value| {
+        let plan = &cached.plan;
+        let (slots, vals) = (&plan.slot_of_column, &mut cached.frame.vals[..schema.columns.len()]);
+        let typed = if plan.columns_are_params {
+            reader.row_each_typed(&plan.admitted, |p, value| {
                 if let Some(slot) = vals.get_mut(p) {
                     set_slot(slot, value);
                 }
             })?
         } else {
-            reader.row_each(|p, value| {
+            reader.row_each_typed(&plan.admitted, |p, value| {
                 if let Some(&Some(slot)) = slots.get(p) {
                     set_slot(&mut vals[slot], value);
                 }
             })?
         };
-        if got != schema.columns.len() {
-            // The plan takes values by position; the storage step checks the rest of the row.
-            return Err(SchemaError::Arity { table: schema.name.clone(), expected: schema.columns.len(), got }.into());
+        match typed {
+            TypedRow::Fits => {}
+            TypedRow::Arity { got } => {
+                let table = schema.name.clone();
+                return Err(SchemaError::Arity { table, expected: schema.columns.len(), got }.into());
+            }
+            TypedRow::Misfit { position, got } => return Err(schema.misfit(position, got).into()),
         }
     }
-    run(table, cached, ReplayStorage::new(catalog, redo.key, redo.tid).with_found(redo.found))
+    let storage = ReplayStorage::new(catalog, table, redo.key, redo.tid).with_found(redo.found);
+    // Every value the plan writes is a bound parameter, checked against its column as it was bound.
+    run(table, cached, storage.with_checked_values(op != RedoOp::Delete))
 }
 
 /// Applies a column patch through its plan, `update t set <patched columns> where <key>`: the
@@ -331,7 +344,11 @@ pub fn apply_patch(
         at.map_or(Value::Null, |at| patch.columns()[at].1.clone())
     };
     cached.plan.bind_with(&mut cached.frame, patched, &mut key_parts);
-    run(table, cached, ReplayStorage::new(catalog, key.as_bytes(), tid).with_row_required().with_found(Some(record)))
+    run(
+        table,
+        cached,
+        ReplayStorage::new(catalog, table, key.as_bytes(), tid).with_row_required().with_found(Some(record)),
+    )
 }
 
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
@@ -346,6 +363,7 @@ fn set_slot(slot: &mut Value, value: Value) {
 }
 
 /// Runs a bound plan against `storage`.
+#[inline]
 fn run(table: &Table, cached: &mut CachedPlan, storage: ReplayStorage<'_>) -> Result<bool, ReplayError> {
     // The update plan `choose` picks sets every non-key column: the old row is not needed.
     let whole = cached.plan.op == RedoOp::Update;
@@ -362,6 +380,8 @@ fn run(table: &Table, cached: &mut CachedPlan, storage: ReplayStorage<'_>) -> Re
 /// [`Table::finish_recovery_range`]. A plan writes exactly once, the logged key.
 pub struct ReplayStorage<'a> {
     catalog: &'a Catalog,
+    /// The record's table (the one a replay plan writes), found without the catalog.
+    table: &'a Table,
     key: &'a [u8],
     tid: Tid,
     /// Whether the write took effect, once it ran.
@@ -372,12 +392,41 @@ pub struct ReplayStorage<'a> {
     found: Option<Option<Arc<Record>>>,
     /// The plan's `update` is a column patch: the key must hold a row to apply it to.
     row_required: bool,
+    /// Every parameter was checked against its column as it was bound
+    /// ([`Reader::row_each_typed`]), so a row built from parameters alone needs no check.
+    checked_values: bool,
 }
 
 impl<'a> ReplayStorage<'a> {
-    /// A context for the record of `key` with TID `tid`.
-    pub fn new(catalog: &'a Catalog, key: &'a [u8], tid: Tid) -> ReplayStorage<'a> {
-        ReplayStorage { catalog, key, tid, installed: None, whole_images: false, found: None, row_required: false }
+    /// A context for the record of `key` in `table` (a table of `catalog`) with TID `tid`.
+    pub fn new(catalog: &'a Catalog, table: &'a Table, key: &'a [u8], tid: Tid) -> ReplayStorage<'a> {
+        ReplayStorage {
+            catalog,
+            table,
+            key,
+            tid,
+            installed: None,
+            whole_images: false,
+            found: None,
+            row_required: false,
+            checked_values: false,
+        }
+    }
+
+    /// Declares that every parameter of the plan was checked against its column as it was bound.
+    pub fn with_checked_values(mut self, checked: bool) -> ReplayStorage<'a> {
+        self.checked_values = checked;
+        self
+    }
+
+    /// Checks a row the plan built against `table`'s schema, unless it is made of parameters that
+    /// were checked as they were bound (`from_parameters_alone`); debug builds check it anyway.
+    fn check_row(&self, table: &Table, row: &[Value], from_parameters_alone: bool) -> Result<(), TxnError> {
+        if self.checked_values && from_parameters_alone {
+            debug_assert!(table.schema.check_row(row).is_ok(), "a typed binding let a misfit through");
+            return Ok(());
+        }
+        Ok(table.schema.check_row(row)?)
     }
 
     /// Declares what the caller's lookup of the key found, so the write skips its own lookup
@@ -407,6 +456,9 @@ impl<'a> ReplayStorage<'a> {
     }
 
     fn table(&self, id: TableId) -> Result<&'a Table, TxnError> {
+        if id == self.table.id {
+            return Ok(self.table);
+        }
         self.catalog.table(id).map(|t| &**t).ok_or_else(|| TxnError::NoSuchTable(format!("#{id}")))
     }
 
@@ -435,10 +487,11 @@ impl<'a> ReplayStorage<'a> {
     }
 
     /// Installs the plan's write of `key`, which is the logged key ([`Self::plan_key`]).
+    #[inline(always)]
     fn install(&mut self, table: &Table, key: Key, row: Option<Row>) -> Result<(), TxnError> {
         debug_assert_eq!(key.as_bytes(), self.key, "plans write the logged key");
         if self.installed.is_some() {
-            return Err(replay_error("a replay plan writes one row".into()));
+            return Err(second_write());
         }
         self.installed = Some(match &self.found {
             Some(found) => table.install_if_newer_at(found.as_ref(), &key, row, self.tid),
@@ -446,6 +499,11 @@ impl<'a> ReplayStorage<'a> {
         });
         Ok(())
     }
+}
+
+#[cold]
+fn second_write() -> TxnError {
+    replay_error("a replay plan writes one row".into())
 }
 
 fn replay_error(message: String) -> TxnError {
@@ -476,12 +534,9 @@ fn old_row(
     if row_required {
         return None;
     }
-    let schema = &table.schema;
-    let mut row = vec![Value::Null; schema.columns.len()];
-    for (&p, v) in schema.primary_key.iter().zip(pk) {
-        row[p] = v.clone();
-    }
-    Some(Row::new(row))
+    // One allocation of the row's final size (the plan then fills it in place).
+    let key_part = |p: usize| table.schema.primary_key.iter().position(|&k| k == p).and_then(|i| pk.get(i));
+    Some(Row::from_exact_iter((0..table.schema.columns.len()).map(|p| key_part(p).cloned().unwrap_or(Value::Null))))
 }
 
 impl Storage for ReplayStorage<'_> {
@@ -495,7 +550,8 @@ impl Storage for ReplayStorage<'_> {
 
     fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
         let t = self.table(table)?;
-        t.schema.check_row(&row)?;
+        // An insert plan's values are its parameters.
+        self.check_row(t, &row, true)?;
         // The insert plan's row is the logged after-image, whose key columns the log's checksum
         // binds to the logged key as firmly as it binds the direct path's; re-encoding them was
         // a fifth of compiled replay's extra work on narrow rows, so only debug builds (the
@@ -527,7 +583,9 @@ impl Storage for ReplayStorage<'_> {
             return Err(replay_error("a column patch of a key that holds no row".into()));
         };
         let new = build(old)?;
-        t.schema.check_row(&new)?;
+        // With whole images the update sets every non-key column from a parameter and starts
+        // from a row of the key's parameters ([`old_row`]).
+        self.check_row(t, &new, self.whole_images)?;
         // The checker forbids setting key columns, so `new` is still the row of `key`.
         self.install(t, key, Some(new))?;
         Ok(true)

@@ -163,18 +163,25 @@ impl TableSchema {
         if row.len() != self.columns.len() {
             return Err(SchemaError::Arity { table: self.name.clone(), expected: self.columns.len(), got: row.len() });
         }
-        for (value, column) in row.iter().zip(&self.columns) {
+        for (position, (value, column)) in row.iter().zip(&self.columns).enumerate() {
             let null_ok = !value.is_null() || column.nullable;
             if !null_ok || !value.fits(column.ty) {
-                return Err(SchemaError::Type {
-                    table: self.name.clone(),
-                    column: column.name.clone(),
-                    expected: format!("{}{}", column.ty, if column.nullable { "" } else { " not null" }),
-                    got: value.column_type().map_or("null".to_string(), |t| t.to_string()),
-                });
+                return Err(self.misfit(position, value.column_type()));
             }
         }
         Ok(())
+    }
+
+    /// The error for a value of type `got` (`None`: null) that column `position` does not admit.
+    #[cold]
+    pub fn misfit(&self, position: usize, got: Option<ColumnType>) -> SchemaError {
+        let column = &self.columns[position];
+        SchemaError::Type {
+            table: self.name.clone(),
+            column: column.name.clone(),
+            expected: format!("{}{}", column.ty, if column.nullable { "" } else { " not null" }),
+            got: got.map_or("null".to_string(), |t| t.to_string()),
+        }
     }
 
     /// Encodes the primary key of `row`.

@@ -97,7 +97,7 @@ pub fn replay(
                     let next = chunk_rx.lock().recv();
                     let Ok(chunk) = next else { break };
                     if !failed.load(Ordering::Relaxed)
-                        && let Err(e) = apply_chunk(catalog, files, &chunk, window, &mut replayer, &mut stats)
+                        && let Err(e) = apply_chunk_or_panic(catalog, files, &chunk, window, &mut replayer, &mut stats)
                     {
                         failure.lock().get_or_insert(e);
                         failed.store(true, Ordering::Relaxed);
@@ -275,6 +275,30 @@ pub(crate) fn read_exact_at(
         done += n;
     }
     Ok(())
+}
+
+/// [`apply_chunk`], with a panic (a bug) turned into an error that names the chunk: the thread
+/// must go on draining chunks, or the reader would wait forever to hand it the next one.
+fn apply_chunk_or_panic(
+    catalog: &Catalog,
+    files: &[LogFile],
+    chunk: &Chunk,
+    window: &dyn EpochWindow,
+    replayer: &mut Replayer,
+    stats: &mut ReplayStats,
+) -> Result<(), DurabilityError> {
+    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        apply_chunk(catalog, files, chunk, window, replayer, stats)
+    }));
+    applied.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let file = files[chunk.file].path.display();
+        Err(DurabilityError::Failed(format!("replay of {file} from byte {} panicked: {message}", chunk.offset)))
+    })
 }
 
 /// Checks and applies every block of a chunk.
