@@ -39,6 +39,16 @@ use crate::storage::{Key, ParamValue, Row, TableId};
 use crate::txn::tid::Tid;
 use std::sync::Arc;
 
+/// The message of a caught panic (a recovery thread's bug), for the error that replaces it: a
+/// replay thread that panicked must not leave the others waiting for it forever.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|m| m.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
 /// One write of a committing transaction, as a scheme logs it.
 #[derive(Debug)]
 pub struct LoggedWrite<'a> {

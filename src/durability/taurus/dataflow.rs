@@ -16,7 +16,9 @@
 //! decremented after `apply` returns, with release ordering, and read with acquire). After an
 //! error no new call starts, and the first error is returned. A transaction that never became
 //! ready (a predecessor on a cycle, or one not replayed) makes the run fail with
-//! [`Failure::Cycle`] once nothing else can run.
+//! [`Failure::Cycle`] once nothing else can run. A panic in `apply` (a bug) is caught and ends
+//! the run as an error does ([`Failure::Panicked`]): a thread that died holding work would
+//! leave the others waiting for it forever.
 
 use super::graph::ReplayGraph;
 use parking_lot::{Condvar, Mutex};
@@ -35,6 +37,8 @@ pub enum Failure<E> {
     Apply(E),
     /// Transactions that could never become ready.
     Cycle { left: usize },
+    /// `apply` panicked on transaction `transaction`.
+    Panicked { transaction: usize, message: String },
 }
 
 /// What the threads share beyond the cursor: ready transactions handed over to idle threads,
@@ -139,9 +143,18 @@ impl<E, F> Run<'_, E, F> {
     where
         F: Fn(&mut S, usize) -> Result<(), E>,
     {
-        if let Err(e) = (self.apply)(state, i as usize) {
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.apply)(state, i as usize)));
+        let failure = match applied {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(Failure::Apply(e)),
+            Err(panic) => {
+                let message = crate::durability::panic_message(panic.as_ref());
+                Some(Failure::Panicked { transaction: i as usize, message })
+            }
+        };
+        if let Some(failure) = failure {
             self.failed.store(true, Ordering::Release);
-            self.shared.lock().failure.get_or_insert(Failure::Apply(e));
+            self.shared.lock().failure.get_or_insert(failure);
             self.cv.notify_all();
             return 0;
         }
@@ -277,6 +290,28 @@ mod tests {
         });
         assert!(matches!(result, Err(Failure::Apply("transaction 0 failed"))), "{result:?}");
         assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_panic_in_apply_ends_the_run_with_an_error_instead_of_stranding_the_other_threads() {
+        // A chain: while the panicking thread holds 100, the other thread has nothing to do but
+        // wait for what 100 would release. Run on a thread of its own so that a hang fails the
+        // test instead of stopping it.
+        let n = 5_000;
+        let graph = ReplayGraph::from_edges(n, &[(1..n as u32).map(|i| (i - 1, i)).collect()]);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let result = run(&graph, &vec![true; n], 2, |_: &mut (), i| -> Result<(), String> {
+                assert!(i != 100, "replay bug on {i}");
+                Ok(())
+            });
+            let _ = done_tx.send(result);
+        });
+        let result = done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the run ended");
+        match result {
+            Err(Failure::Panicked { transaction: 100, message }) => assert!(message.contains("replay bug on 100")),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

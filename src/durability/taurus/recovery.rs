@@ -716,6 +716,11 @@ fn replay_generation(
                     let reason = format!("the recovery dependency graph has a cycle ({left} transactions never ready)");
                     corrupt(&read.segments[0].path, 0, reason)
                 }
+                dataflow::Failure::Panicked { transaction, message } => {
+                    let txn = txns[transaction];
+                    let at = format!("{} at byte {}", paths[txn.file].display(), txn.offset);
+                    DurabilityError::Failed(format!("replay of the transaction of {at} panicked: {message}"))
+                }
             })?
         }
         None => {

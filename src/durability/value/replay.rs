@@ -291,11 +291,7 @@ fn apply_chunk_or_panic(
         apply_chunk(catalog, files, chunk, window, replayer, stats)
     }));
     applied.unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|m| m.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let message = crate::durability::panic_message(panic.as_ref());
         let file = files[chunk.file].path.display();
         Err(DurabilityError::Failed(format!("replay of {file} from byte {} panicked: {message}", chunk.offset)))
     })
