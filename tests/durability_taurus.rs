@@ -910,6 +910,101 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
     db.close().unwrap();
 }
 
+/// The same window, and then the key is deleted before the walk reaches it: the walk sees no row
+/// (a deleted record is unlinked), so the checkpoint holds none, while the update, of an epoch at
+/// or above `e_l`, is retained and replayed before the delete (WAW order; serial: LSN order).
+/// Logged as a column patch, it found no row to apply to and recovery stopped with an error ("the
+/// key holds no row to apply the write to"): the failure the `taurus-data-checkpoint` power-loss
+/// sweep saw in segments' first records (session 10). Key 1 is inserted again after its delete, key 2
+/// updated again after the checkpoint, key 3 only updated.
+fn a_patch_before_a_delete_the_walk_saw_replays(flavor: Flavor) {
+    let base = tempfile::tempdir().unwrap();
+    let (reached_tx, reached) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (arm, reached_tx, release_rx) =
+        (Arc::clone(&armed), std::sync::Mutex::new(reached_tx), std::sync::Mutex::new(release_rx));
+    let fs = lazarus::io::hook::OpenHook::new(Arc::new(RealFs), move |path: &Path, _| {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let data_file = lazarus::durability::checkpoint::format::data_file_checkpoint_id(name).is_some();
+        if data_file && arm.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            reached_tx.lock().unwrap().send(()).unwrap();
+            release_rx.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+        }
+        Ok(())
+    });
+    let mut o = two_dir_options(base.path(), flavor);
+    o.fs = Arc::new(fs) as Arc<dyn lazarus::io::FileSystem>;
+    let (db, scheme) = open(o.clone()).unwrap();
+    db.load_module("t.proc", "table t (k int not null, v int not null, w text not null, primary key (k));").unwrap();
+    let (mut w0, mut w1) = (db.worker(), db.worker());
+    let row = |k: i64, v: i64| Row::new(vec![Value::Int(k), Value::Int(v), Value::text("a column the updates keep")]);
+    // One transaction per call, alternating workers (two loggers under Taurus).
+    let mut step = 0usize;
+    let mut run = |op: &dyn Fn(&mut lazarus::txn::Transaction<'_>, lazarus::storage::TableId)| {
+        step += 1;
+        let worker = if step.is_multiple_of(2) { &mut w0 } else { &mut w1 };
+        let mut txn = worker.begin();
+        let t = txn.table_id("t").unwrap();
+        op(&mut txn, t);
+        let committed = txn.commit().unwrap();
+        scheme.wait_durable(&committed.durability).unwrap();
+    };
+    for k in 0..4 {
+        run(&|txn, t| txn.insert(t, row(k, 0)).unwrap());
+    }
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let before = scheme.checkpoints().installed();
+    scheme.checkpoints().request_checkpoint();
+    reached.recv_timeout(std::time::Duration::from_secs(60)).expect("the checkpointer opens a data file");
+    // After e_l, before the walk: updates (column patches), then deletes of keys 0 and 1.
+    for k in 0..4 {
+        run(&|txn, t| assert!(txn.update(t, row(k, 1)).unwrap()));
+    }
+    for k in 0..2 {
+        run(&|txn, t| assert!(txn.delete(t, &[Value::Int(k)]).unwrap()));
+    }
+    run(&|txn, t| txn.insert(t, row(1, 5)).unwrap());
+    release.send(()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while scheme.checkpoints().installed() == before {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint: {:?}", scheme.checkpoints().last_error());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(scheme.checkpoints().last().unwrap().log_files_removed > 0, "the inserts' segments are removed");
+    run(&|txn, t| assert!(txn.update(t, row(2, 2)).unwrap()));
+    drop((w0, w1));
+    db.close().unwrap();
+    let expected: BTreeMap<i64, i64> = [(1, 5), (2, 2), (3, 1)].into_iter().collect();
+    for attempt in ["recovery", "a second recovery"] {
+        let (db, scheme) = open(o.clone()).unwrap_or_else(|e| panic!("{}: {attempt} failed: {e}", flavor.name()));
+        let report = scheme.recovery.lock().clone().unwrap();
+        assert!(report.checkpoint.is_some(), "{}: {report:?}", flavor.name());
+        assert_eq!(report.dropped, 0, "{}: {report:?}", flavor.name());
+        assert_eq!(rows(&db), expected, "{}: {attempt}", flavor.name());
+        let mut w = db.worker();
+        let mut txn = w.begin();
+        let t = txn.table_id("t").unwrap();
+        for k in [1, 2, 3] {
+            let row = txn.get(t, &[Value::Int(k)]).unwrap().unwrap();
+            assert_eq!(row[2].as_text(), Some("a column the updates keep"), "{}: key {k}", flavor.name());
+        }
+        drop(txn);
+        drop(w);
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn a_serial_data_patch_before_a_delete_the_walk_saw_replays() {
+    a_patch_before_a_delete_the_walk_saw_replays(Flavor::SerialData);
+}
+
+#[test]
+fn a_taurus_data_patch_before_a_delete_the_walk_saw_replays() {
+    a_patch_before_a_delete_the_walk_saw_replays(Flavor::TaurusData);
+}
+
 /// An update of one column of a row of ten 100-byte columns: the REDO bytes it logs under each
 /// flavor, and the row after recovery.
 fn redo_bytes_of_a_one_column_update(flavor: Flavor, whole_rows: bool) -> u64 {

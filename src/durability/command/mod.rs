@@ -141,7 +141,8 @@ pub struct CommandOptions {
 }
 
 /// The epochs whose calls are logged as write sets because a checkpoint is being taken (module
-/// docs, "Checkpoints"): `from ..= to`; none while `from` is `u64::MAX`.
+/// docs, "Checkpoints"): `from ..= to`; none while `from` is `u64::MAX`. The stream schemes' data
+/// flavors log whole rows instead of column patches in it (`docs/taurus.md`, "Column patches").
 #[derive(Debug)]
 pub struct DataWindow {
     from: AtomicU64,
@@ -155,7 +156,7 @@ impl Default for DataWindow {
 }
 
 impl DataWindow {
-    /// Whether a transaction of `epoch` logs its write set.
+    /// Whether a transaction of `epoch` logs its write set (data flavors: whole rows).
     pub fn covers(&self, epoch: u64) -> bool {
         epoch >= self.from.load(Ordering::SeqCst) && epoch <= self.to.load(Ordering::SeqCst)
     }

@@ -1,14 +1,15 @@
 //! The stream schemes as a [`CheckpointHost`]: SiloR's checkpoint manager, checkpointers, files
 //! and loader run unchanged over them (`docs/taurus.md`, "Checkpoints", has the argument).
 //!
-//! - [`CheckpointHost::before_checkpoint`]: command flavors open their data window after the
-//!   current epoch; every logger starts a new segment; then the epoch is advanced, so the `e_l`
-//!   the manager reads next is above the epoch of every record in the old segments.
+//! - [`CheckpointHost::before_checkpoint`]: opens the window after the current epoch (command
+//!   flavors log write sets in it, data flavors whole rows); every logger starts a new segment;
+//!   then the epoch is advanced, so the `e_l` the manager reads next is above the epoch of every
+//!   record in the old segments.
 //! - [`CheckpointHost::wait_persistent`]: waits until every logger's persistent point reaches
 //!   what had been appended when the checkpointers finished: every transaction whose write the
 //!   checkpoint may hold, and every one before the new segments, is then committable.
-//! - [`CheckpointHost::truncate_log`]: closes the data window, then removes the segments before
-//!   the rotation and every file of earlier generations.
+//! - [`CheckpointHost::truncate_log`]: closes the window, then removes the segments before the
+//!   rotation and every file of earlier generations.
 
 use super::Shared;
 use super::format;
@@ -63,24 +64,25 @@ impl CheckpointHost for StreamHost {
         }
     }
 
-    /// Data flavors log column patches (`super::encode_redo`).
+    /// Data flavors log column patches (`super::encode_redo`) and keep every version the walk
+    /// sees; the window's whole rows alone would now suffice (`docs/taurus.md`, "Column patches").
     fn reduced(&self) -> bool {
         self.shared.options.flavor.is_command()
     }
 
     fn truncate_log(&self, _e_l: u64) -> std::io::Result<usize> {
-        // Installed: transactions of later epochs may log calls again.
+        // Installed: transactions of later epochs may log calls (and column patches) again.
         self.shared.window.close_after(self.epochs.current());
         let rotated = self.rotated.lock().clone();
         remove_segments_before(self.shared.as_ref(), self.generation, &rotated)
     }
 
     fn before_checkpoint(&self) -> bool {
-        if self.shared.options.flavor.is_command() {
-            // Every transaction of an epoch ≥ e_l (read after the advance below) logs its write
-            // set: it read its epoch after this store.
-            self.shared.window.open_after(self.epochs.current());
-        }
+        // Every transaction of an epoch ≥ e_l (read after the advance below) reads the window
+        // after this store, until the checkpoint is installed: command flavors log its write set
+        // instead of its call, data flavors its whole rows instead of column patches (the walk
+        // may find its key deleted by a later transaction, and a patch needs a row to apply to).
+        self.shared.window.open_after(self.epochs.current());
         let mut rotated = Vec::with_capacity(self.shared.streams().len());
         for stream in self.shared.streams() {
             match stream.rotate(&self.shared.durable) {

@@ -158,8 +158,8 @@ pub struct Shared {
     delete_chain: Mutex<u64>,
     delete_head: AtomicU64,
     modules: Mutex<Vec<(String, String)>>,
-    /// Command flavors: the epochs whose transactions log write sets because a checkpoint is
-    /// being taken (`docs/taurus.md`, "Checkpoints").
+    /// The epochs whose transactions log write sets (command flavors) or whole rows (data
+    /// flavors) because a checkpoint is being taken (`docs/taurus.md`, "Checkpoints").
     pub(crate) window: Arc<DataWindow>,
     /// The checkpoint manager's state.
     pub(crate) checkpoint: Arc<CheckpointStatus>,
@@ -465,8 +465,13 @@ impl Drop for StreamLogging {
 /// data window), otherwise its write set. Data flavors log an update as the columns it changed
 /// when `based` says replay will hold the row it replaced: they replay each key's writes in order
 /// (serial: LSN order; Taurus: WAW order), over a checkpoint that keeps every version it sees
-/// ([`CheckpointHost::reduced`]). A command flavor's write sets stay whole: its checkpoint window
-/// installs them in any order, the largest TID winning.
+/// ([`CheckpointHost::reduced`]). Inside a checkpoint's window (epochs from `e_l` until it is
+/// installed) they log whole rows: the walk may find such an update's key deleted by a later
+/// transaction, so the checkpoint holds no row a patch could apply to (`docs/taurus.md`,
+/// "Checkpoints"). A command flavor's write sets stay whole: its checkpoint window installs them
+/// in any order, the largest TID winning.
+///
+/// [`CheckpointHost::reduced`]: checkpoint::CheckpointHost::reduced
 pub(crate) fn encode_redo(
     shared: &Shared,
     view: &CommitView<'_>,
@@ -475,7 +480,9 @@ pub(crate) fn encode_redo(
 ) {
     if !shared.options.flavor.is_command() {
         let data = CommitView { invocation: None, ..*view };
-        crate::durability::command::encode_patching(&data, based, out);
+        // The transaction read its epoch after the window opened if that epoch is >= e_l.
+        let in_window = shared.window.covers(view.tid.epoch());
+        crate::durability::command::encode_patching(&data, |w| !in_window && based(w), out);
     } else if !shared.window.covers(view.tid.epoch()) {
         crate::durability::command::encode(view, out);
     } else {
