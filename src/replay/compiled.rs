@@ -419,10 +419,11 @@ impl<'a> ReplayStorage<'a> {
         self
     }
 
-    /// Checks a row the plan built against `table`'s schema, unless it is made of parameters that
-    /// were checked as they were bound (`from_parameters_alone`); debug builds check it anyway.
+    /// Checks a row the plan built against `table`'s schema, unless it is a row of the record's
+    /// table made of parameters that were checked as they were bound (`from_parameters_alone`);
+    /// debug builds check it anyway.
     fn check_row(&self, table: &Table, row: &[Value], from_parameters_alone: bool) -> Result<(), TxnError> {
-        if self.checked_values && from_parameters_alone {
+        if self.checked_values && from_parameters_alone && std::ptr::eq(table, self.table) {
             debug_assert!(table.schema.check_row(row).is_ok(), "a typed binding let a misfit through");
             return Ok(());
         }
