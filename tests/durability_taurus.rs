@@ -840,18 +840,19 @@ fn checkpoints_truncate_and_recover(flavor: Flavor) {
     }
 }
 
-/// Data flavors log an update as the columns it changed, which replay applies to the row the
-/// key holds. Rows inserted before a checkpoint and updated after it read `e_l` but before its
-/// walk reached them have their full images only in the segments the checkpoint removes: the
-/// checkpoint must keep the versions it sees (a reduced one skips versions of epochs >= `e_l`),
-/// or recovery has no row to apply the patches to.
-fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: Flavor) {
-    let base = tempfile::tempdir().unwrap();
+/// A checkpoint that can be held between reading `e_l` and starting its walk.
+struct PausedWalk {
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    reached: std::sync::mpsc::Receiver<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+/// [`two_dir_options`] on the real file system, except that the checkpointer's first data file,
+/// once armed by [`PausedWalk::checkpoint_with`], is created only after the test has said so: the
+/// checkpoint has read `e_l` and its walk has not begun.
+fn paused_walk_options(dir: &Path, flavor: Flavor) -> (StreamOptions, PausedWalk) {
     let (reached_tx, reached) = std::sync::mpsc::channel();
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
-    // The real file system, except that the checkpointer's first data file, once `armed`, is
-    // created only after the test has said so: the checkpoint has read `e_l` and its walk has
-    // not begun.
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (arm, reached_tx, release_rx) =
         (Arc::clone(&armed), std::sync::Mutex::new(reached_tx), std::sync::Mutex::new(release_rx));
@@ -864,8 +865,38 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
         }
         Ok(())
     });
-    let mut o = two_dir_options(base.path(), flavor);
+    let mut o = two_dir_options(dir, flavor);
     o.fs = Arc::new(fs) as Arc<dyn lazarus::io::FileSystem>;
+    (o, PausedWalk { armed, reached, release })
+}
+
+impl PausedWalk {
+    /// Takes a checkpoint, runs `between` after it has read `e_l` and before its walk, and waits
+    /// until it is installed and has removed the segments before it.
+    fn checkpoint_with(&self, scheme: &StreamLogging, between: impl FnOnce()) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let before = scheme.checkpoints().installed();
+        scheme.checkpoints().request_checkpoint();
+        self.reached.recv_timeout(std::time::Duration::from_secs(60)).expect("the checkpointer opens a data file");
+        between();
+        self.release.send(()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while scheme.checkpoints().installed() == before {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint: {:?}", scheme.checkpoints().last_error());
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(scheme.checkpoints().last().unwrap().log_files_removed > 0, "the inserts' segments are removed");
+    }
+}
+
+/// Data flavors log an update as the columns it changed, which replay applies to the row the
+/// key holds. Rows inserted before a checkpoint and updated after it read `e_l` but before its
+/// walk reached them have their full images only in the segments the checkpoint removes: the
+/// checkpoint must keep the versions it sees (a reduced one skips versions of epochs >= `e_l`),
+/// or recovery has no row to apply the patches to.
+fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: Flavor) {
+    let base = tempfile::tempdir().unwrap();
+    let (o, paused) = paused_walk_options(base.path(), flavor);
     let (db, scheme) = open(o.clone()).unwrap();
     db.load_module("t.proc", "table t (k int not null, v int not null, w text not null, primary key (k));").unwrap();
     let mut worker = db.worker();
@@ -880,18 +911,7 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
         scheme.wait_durable(&committed.durability).unwrap();
     };
     write(0..4, 0, true);
-    armed.store(true, std::sync::atomic::Ordering::SeqCst);
-    let before = scheme.checkpoints().installed();
-    scheme.checkpoints().request_checkpoint();
-    reached.recv_timeout(std::time::Duration::from_secs(60)).expect("the checkpointer opens a data file");
-    write(0..4, 1, false);
-    release.send(()).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while scheme.checkpoints().installed() == before {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint: {:?}", scheme.checkpoints().last_error());
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    assert!(scheme.checkpoints().last().unwrap().log_files_removed > 0, "the inserts' segments are removed");
+    paused.checkpoint_with(&scheme, || write(0..4, 1, false));
     write(0..2, 2, false);
     drop(worker);
     db.close().unwrap();
@@ -919,22 +939,7 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
 /// updated again after the checkpoint, key 3 only updated.
 fn a_patch_before_a_delete_the_walk_saw_replays(flavor: Flavor) {
     let base = tempfile::tempdir().unwrap();
-    let (reached_tx, reached) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel::<()>();
-    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (arm, reached_tx, release_rx) =
-        (Arc::clone(&armed), std::sync::Mutex::new(reached_tx), std::sync::Mutex::new(release_rx));
-    let fs = lazarus::io::hook::OpenHook::new(Arc::new(RealFs), move |path: &Path, _| {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let data_file = lazarus::durability::checkpoint::format::data_file_checkpoint_id(name).is_some();
-        if data_file && arm.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            reached_tx.lock().unwrap().send(()).unwrap();
-            release_rx.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60)).unwrap();
-        }
-        Ok(())
-    });
-    let mut o = two_dir_options(base.path(), flavor);
-    o.fs = Arc::new(fs) as Arc<dyn lazarus::io::FileSystem>;
+    let (o, paused) = paused_walk_options(base.path(), flavor);
     let (db, scheme) = open(o.clone()).unwrap();
     db.load_module("t.proc", "table t (k int not null, v int not null, w text not null, primary key (k));").unwrap();
     let (mut w0, mut w1) = (db.worker(), db.worker());
@@ -953,25 +958,16 @@ fn a_patch_before_a_delete_the_walk_saw_replays(flavor: Flavor) {
     for k in 0..4 {
         run(&|txn, t| txn.insert(t, row(k, 0)).unwrap());
     }
-    armed.store(true, std::sync::atomic::Ordering::SeqCst);
-    let before = scheme.checkpoints().installed();
-    scheme.checkpoints().request_checkpoint();
-    reached.recv_timeout(std::time::Duration::from_secs(60)).expect("the checkpointer opens a data file");
     // After e_l, before the walk: updates (column patches), then deletes of keys 0 and 1.
-    for k in 0..4 {
-        run(&|txn, t| assert!(txn.update(t, row(k, 1)).unwrap()));
-    }
-    for k in 0..2 {
-        run(&|txn, t| assert!(txn.delete(t, &[Value::Int(k)]).unwrap()));
-    }
-    run(&|txn, t| txn.insert(t, row(1, 5)).unwrap());
-    release.send(()).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while scheme.checkpoints().installed() == before {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint: {:?}", scheme.checkpoints().last_error());
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    assert!(scheme.checkpoints().last().unwrap().log_files_removed > 0, "the inserts' segments are removed");
+    paused.checkpoint_with(&scheme, || {
+        for k in 0..4 {
+            run(&|txn, t| assert!(txn.update(t, row(k, 1)).unwrap()));
+        }
+        for k in 0..2 {
+            run(&|txn, t| assert!(txn.delete(t, &[Value::Int(k)]).unwrap()));
+        }
+        run(&|txn, t| txn.insert(t, row(1, 5)).unwrap());
+    });
     run(&|txn, t| assert!(txn.update(t, row(2, 2)).unwrap()));
     drop((w0, w1));
     db.close().unwrap();

@@ -96,8 +96,12 @@ pub fn replay(
                 loop {
                     let next = chunk_rx.lock().recv();
                     let Ok(chunk) = next else { break };
+                    // A panic (a bug) becomes an error: the thread must go on draining chunks, or
+                    // the reader would wait forever to hand it the next one.
+                    let apply = || apply_chunk(catalog, files, &chunk, window, &mut replayer, &mut stats);
                     if !failed.load(Ordering::Relaxed)
-                        && let Err(e) = apply_chunk_or_panic(catalog, files, &chunk, window, &mut replayer, &mut stats)
+                        && let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(apply))
+                            .unwrap_or_else(|panic| Err(replay_panicked(files, &chunk, panic.as_ref())))
                     {
                         failure.lock().get_or_insert(e);
                         failed.store(true, Ordering::Relaxed);
@@ -277,24 +281,11 @@ pub(crate) fn read_exact_at(
     Ok(())
 }
 
-/// [`apply_chunk`], with a panic (a bug) turned into an error that names the chunk: the thread
-/// must go on draining chunks, or the reader would wait forever to hand it the next one.
-fn apply_chunk_or_panic(
-    catalog: &Catalog,
-    files: &[LogFile],
-    chunk: &Chunk,
-    window: &dyn EpochWindow,
-    replayer: &mut Replayer,
-    stats: &mut ReplayStats,
-) -> Result<(), DurabilityError> {
-    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        apply_chunk(catalog, files, chunk, window, replayer, stats)
-    }));
-    applied.unwrap_or_else(|panic| {
-        let message = crate::durability::panic_message(panic.as_ref());
-        let file = files[chunk.file].path.display();
-        Err(DurabilityError::Failed(format!("replay of {file} from byte {} panicked: {message}", chunk.offset)))
-    })
+/// The error for a panic (a bug) while applying `chunk`, naming its file and offset.
+fn replay_panicked(files: &[LogFile], chunk: &Chunk, panic: &(dyn std::any::Any + Send)) -> DurabilityError {
+    let message = crate::durability::panic_message(panic);
+    let file = files[chunk.file].path.display();
+    DurabilityError::Failed(format!("replay of {file} from byte {} panicked: {message}", chunk.offset))
 }
 
 /// Checks and applies every block of a chunk.
