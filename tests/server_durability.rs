@@ -83,9 +83,14 @@ impl WorkerLog for GatedLog {
 }
 
 fn gated_server() -> (TestServer, Arc<GatedScheme>) {
+    gated_server_with_loops(2)
+}
+
+fn gated_server_with_loops(io_threads: usize) -> (TestServer, Arc<GatedScheme>) {
     let scheme = GatedScheme::new();
     scheme.set(Gate::Open); // the keyspace table is created through the scheme
-    let server = TestServer::with_config(DatabaseConfig { scheme: scheme.clone(), ..DatabaseConfig::default() });
+    let config = DatabaseConfig { scheme: scheme.clone(), ..DatabaseConfig::default() };
+    let server = TestServer::with_loops(config, io_threads);
     scheme.set(Gate::Closed);
     (server, scheme)
 }
@@ -128,4 +133,25 @@ fn reads_wait_too_and_a_failed_scheme_closes_the_connection() {
     let mut again = server.raw();
     again.send(&encode(&[b"SET", b"k", b"v"]));
     assert!(again.closed());
+}
+
+#[test]
+fn a_reply_waiting_for_durability_does_not_hold_up_the_other_connections_of_its_loop() {
+    // One event loop serves both connections: if it slept on the commit, `other` would starve.
+    let (server, scheme) = gated_server_with_loops(1);
+    let mut waiting = server.raw();
+    waiting.send(&encode(&[b"SET", b"k", b"v"]));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut other = server.raw();
+    other.set_read_timeout(Duration::from_secs(10));
+    other.send(&encode(&[b"PING"]));
+    let pong = other.try_reply();
+    waiting.set_read_timeout(Duration::from_millis(200));
+    let early = waiting.try_reply();
+    // Open the gate before asserting, so that a failure does not leave the server stuck on it.
+    scheme.set(Gate::Open);
+    assert_eq!(pong.as_deref(), Some("+PONG"), "a connection waited behind another's group commit");
+    assert_eq!(early, None, "the SET was acknowledged before it was durable");
+    waiting.set_read_timeout(Duration::from_secs(30));
+    assert_eq!(waiting.reply().as_deref(), Some("+OK"));
 }

@@ -3,6 +3,7 @@
 mod server_common;
 
 use server_common::{TestServer, encode};
+use std::time::Duration;
 
 #[test]
 fn unknown_commands_and_wrong_arity_get_redis_texts() {
@@ -129,4 +130,59 @@ fn quit_replies_then_closes() {
     let mut c = server.raw();
     assert_eq!(c.cmd(&[b"QUIT"]), "+OK");
     assert!(c.closed());
+}
+
+#[test]
+fn a_client_that_does_not_read_its_replies_does_not_stall_the_others() {
+    // One event loop: while `hog`'s replies fill its socket, the loop must go on serving `other`.
+    let server = TestServer::with_loops(lazarus::DatabaseConfig::default(), 1);
+    let mut hog = server.raw();
+    let value: Vec<u8> = (0..(1 << 20)).map(|i| (i % 253) as u8).collect();
+    assert_eq!(hog.cmd(&[b"SET", b"big", &value]), "+OK");
+    const GETS: usize = 64;
+    let mut wire = Vec::new();
+    for _ in 0..GETS {
+        wire.extend(encode(&[b"GET", b"big"]));
+    }
+    hog.send(&wire); // 64 MiB of replies, far more than the socket buffers hold
+    std::thread::sleep(Duration::from_millis(200));
+    let mut other = server.raw();
+    other.set_read_timeout(Duration::from_secs(10));
+    assert_eq!(other.cmd(&[b"SET", b"small", b"1"]), "+OK", "a blocked writer stalled the loop");
+    assert_eq!(other.cmd(&[b"GET", b"small"]), "1");
+    let expected = String::from_utf8_lossy(&value).into_owned();
+    for i in 0..GETS {
+        assert!(hog.reply().as_deref() == Some(expected.as_str()), "reply {i} of the unread pipeline differs");
+    }
+}
+
+#[test]
+fn many_pipelining_connections_on_one_loop_each_get_their_own_replies_in_order() {
+    let server = TestServer::with_loops(lazarus::DatabaseConfig::default(), 1);
+    let addr = server.addr;
+    let clients: Vec<_> = (0..48)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut conn = server_common::RawConn::connect(addr);
+                for round in 0..20 {
+                    let mut wire = Vec::new();
+                    for i in 0..50 {
+                        let key = format!("c{c}:{i}");
+                        wire.extend(encode(&[b"SET", key.as_bytes(), format!("{round}").as_bytes()]));
+                        wire.extend(encode(&[b"GET", key.as_bytes()]));
+                    }
+                    conn.send(&wire);
+                    for i in 0..50 {
+                        assert_eq!(conn.reply().as_deref(), Some("+OK"), "client {c} round {round} SET {i}");
+                        assert_eq!(conn.reply(), Some(format!("{round}")), "client {c} round {round} GET {i}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("a client's replies were wrong");
+    }
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&[b"DBSIZE"]), ":2400");
 }

@@ -1213,6 +1213,9 @@ struct ServeArgs {
     /// Workers transactions run on [default: twice the cores].
     #[arg(long)]
     threads: Option<usize>,
+    /// Event loops serving the connections (each runs its connections' requests) [default: the cores].
+    #[arg(long)]
+    io_threads: Option<usize>,
     /// Most connections at once.
     #[arg(long, default_value_t = 1024)]
     max_clients: usize,
@@ -1271,6 +1274,9 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(threads) = args.threads {
         config.workers = threads;
+    }
+    if let Some(io_threads) = args.io_threads {
+        config.io_threads = io_threads;
     }
     let status: Arc<dyn lazarus::server::RecoveryStatus> = match indexed {
         Some(scheme) => {

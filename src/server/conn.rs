@@ -2,15 +2,14 @@
 //!
 //! # Pipelining and durability
 //!
-//! The thread reads what the socket has (up to [`READ_CHUNK_BYTES`]), runs every complete request
-//! in it in order (on an executor thread when there are several), appending each reply to one
-//! output buffer, and keeps the durability ticket of
-//! every transaction it committed (tickets of one kind merge: the latest epoch covers the earlier
-//! ones). Before the buffer is written, it waits once for those tickets
-//! ([`crate::durability::LogScheme::wait_durable`]); so no reply, not even a GET's (which may have
-//! read a value not yet durable), reaches the client before what it depends on is durable, and a
-//! pipeline of N writes waits for one group commit, not N. If the scheme fails, the connection is
-//! closed without sending the replies: the client sees an error, never a false acknowledgement.
+//! Its event loop ([`super::event_loop`]) reads what the socket has (up to [`READ_CHUNK_BYTES`] at
+//! a time), runs every complete request in it in order, appending each reply to one output
+//! buffer, and the connection keeps the durability ticket of every transaction it committed
+//! (tickets of one kind merge: the latest epoch covers the earlier ones). The buffer is written
+//! only once those tickets are durable; so no reply, not even a GET's (which may have read a value
+//! not yet durable), reaches the client before what it depends on is durable, and a pipeline of N
+//! writes waits for one group commit, not N. If the scheme fails, the connection is closed without
+//! sending the replies: the client sees an error, never a false acknowledgement.
 //!
 //! # MULTI / EXEC / WATCH
 //!
@@ -29,11 +28,8 @@ use super::command::{
     wrong_arity,
 };
 use super::keyspace::{Entry, now_ms};
-use super::resp::{Args, InputBuffer, Reply, RequestParser};
+use super::resp::{Args, Reply};
 use crate::durability::DurabilityTicket;
-use std::collections::VecDeque;
-use std::io::Write;
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -48,7 +44,7 @@ pub const MULTI_BYTES_MAX: usize = 32 << 20;
 /// Most keys one connection may WATCH.
 pub const WATCHED_KEYS_MAX: usize = 1 << 16;
 /// Distinct tickets kept before the connection waits for them early.
-const TICKETS_MAX: usize = 64;
+pub const TICKETS_MAX: usize = 64;
 
 /// Commands queued by MULTI.
 #[derive(Default)]
@@ -142,100 +138,16 @@ impl Conn {
         Reply::Status("QUEUED".into())
     }
 
-    /// Waits until every transaction whose reply is buffered is durable.
-    fn wait_durable(&mut self) -> Result<(), crate::durability::DurabilityError> {
-        for ticket in self.tickets.drain(..) {
-            self.shared.db.scheme().wait_durable(&ticket)?;
-        }
-        Ok(())
+    /// The durability tickets of the transactions whose replies are buffered; the caller must
+    /// not send those replies before they are durable.
+    pub fn take_tickets(&mut self) -> Vec<DurabilityTicket> {
+        std::mem::take(&mut self.tickets)
     }
-}
 
-/// Serves one connection until the client leaves, a protocol error, QUIT or SHUTDOWN.
-pub fn serve(shared: Arc<Shared>, stream: TcpStream, id: u64) {
-    let _ = stream.set_nodelay(true);
-    let Ok(mut reader) = stream.try_clone() else { return };
-    let mut writer = stream;
-    let mut conn = Some(Conn::new(Arc::clone(&shared), id));
-    let mut parser = RequestParser::new(shared.config.limits.clone());
-    let mut input = InputBuffer::default();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<Batch>();
-    while let Some(mut current) = conn.take() {
-        match input.fill(&mut reader, READ_CHUNK_BYTES) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let mut requests = VecDeque::new();
-        let protocol_error = loop {
-            match parser.next(&mut input) {
-                Ok(Some(args)) => requests.push_back(args),
-                Ok(None) => break None,
-                Err(e) => break Some(e),
-            }
-        };
-        let mut out = Vec::new();
-        while !requests.is_empty() && !current.closing {
-            let batch = Batch { conn: current, requests, out };
-            let batch = if batch.requests.len() == 1 {
-                // A lone request runs here: a hand-off would cost more than it saves.
-                run_batch(batch)
-            } else {
-                let done = done_tx.clone();
-                shared.executor.submit(Box::new(move || {
-                    let _ = done.send(run_batch(batch));
-                }));
-                let Ok(batch) = done_rx.recv() else { return };
-                batch
-            };
-            (current, requests, out) = (batch.conn, batch.requests, batch.out);
-            if flush(&mut current, &mut writer, &mut out).is_err() {
-                return;
-            }
-        }
-        if let Some(e) = protocol_error {
-            Reply::Error(format!("ERR {e}").into()).encode(&mut out);
-            current.closing = true;
-        }
-        if flush(&mut current, &mut writer, &mut out).is_err() || current.closing {
-            break;
-        }
-        conn = Some(current);
+    /// How many distinct tickets are buffered.
+    pub fn tickets_len(&self) -> usize {
+        self.tickets.len()
     }
-    let _ = writer.shutdown(std::net::Shutdown::Both);
-}
-
-/// A connection's requests on their way to an executor thread, and back with the replies.
-struct Batch {
-    conn: Conn,
-    requests: VecDeque<Args>,
-    out: Vec<u8>,
-}
-
-/// Runs requests of a batch until it is done, the connection closes, or the replies should be
-/// flushed ([`OUTPUT_FLUSH_BYTES`], [`TICKETS_MAX`]); the rest stays in the batch.
-fn run_batch(mut batch: Batch) -> Batch {
-    while let Some(args) = batch.requests.pop_front() {
-        let reply = batch.conn.handle(args);
-        if !batch.conn.silent_close {
-            reply.encode(&mut batch.out);
-        }
-        if batch.conn.closing || batch.out.len() >= OUTPUT_FLUSH_BYTES || batch.conn.tickets.len() >= TICKETS_MAX {
-            break;
-        }
-    }
-    batch
-}
-
-/// Waits for durability, then writes the buffered replies.
-fn flush(conn: &mut Conn, writer: &mut TcpStream, out: &mut Vec<u8>) -> std::io::Result<()> {
-    if conn.wait_durable().is_err() {
-        return Err(std::io::Error::other("the durability scheme failed; replies withheld"));
-    }
-    if !out.is_empty() {
-        writer.write_all(out)?;
-        out.clear();
-    }
-    Ok(())
 }
 
 /// MULTI

@@ -6,23 +6,21 @@
 //! - [`keyspace`]: how Redis keys map onto the table `redis_kv` (key, value, absolute expiry).
 //! - [`command`]: the command table (name, arity, flags, handler) and the transaction scope data
 //!   commands run in; [`commands`]: the handlers, one file per family.
-//! - [`conn`]: one connection: pipelining, the durability wait, MULTI/EXEC/WATCH.
+//! - [`conn`]: one connection's state: MULTI/EXEC/WATCH, the tickets its replies wait for.
+//! - [`event_loop`]: the loops that serve the connections: reading, pipelining, the durability
+//!   wait, writing.
 //!
 //! # Threads
 //!
-//! One thread accepts; each connection has its own thread (at most
-//! [`ServerConfig::clients_max`]) that reads, parses, waits for durability and writes. A batch of
-//! several pipelined requests runs on one of [`ServerConfig::workers`] executor threads
-//! ([`executor`]); a lone request runs on the connection thread, where a hand-off would cost more
-//! than it saves (redis-benchmark `-P 1`: no hand-off is 10–30% faster; `-P 16`: executors are
-//! 1.3–2× faster for SET, measured when a record's row was an `ArcSwap` whose writers paid for every
-//! thread that ever read one — docs/PERFORMANCE.md). Transactions take a [`crate::Worker`] from a pool of
-//! [`ServerConfig::workers`] for one command (or one EXEC) and give it back before the connection
-//! waits for durability, so waiting connections hold no worker and the number of log buffers is
-//! that of the pool. The engine is synchronous (a commit and a durability wait block the calling
-//! thread), so threads fit it directly; an async runtime would add a hop to a blocking pool for
-//! every command and buys nothing at the connection counts this server is measured with
-//! (docs/server.md).
+//! One thread accepts (at most [`ServerConfig::clients_max`] connections) and hands each
+//! connection to one of [`ServerConfig::io_threads`] event loops, round robin. A loop serves its
+//! connections with `epoll`: it runs their requests itself, in order, and lets one *durability
+//! waiter* thread per loop block for the group commits, so a loop never sleeps on a commit and
+//! wakes once for every reply a group commit releases ([`event_loop`]). Transactions take a
+//! [`crate::Worker`] from a pool of [`ServerConfig::workers`] for one command (or one EXEC) and
+//! give it back before their replies wait for durability, so the number of log buffers is that of
+//! the pool. The engine stays synchronous: a loop's thread runs a transaction to its commit, which
+//! is in memory; only the durability wait, which is long, is handed off.
 //!
 //! # Durability contract
 //!
@@ -44,7 +42,7 @@
 pub mod command;
 pub mod commands;
 pub mod conn;
-pub mod executor;
+pub mod event_loop;
 pub mod instant_bench;
 pub mod keyspace;
 pub mod resp;
@@ -57,7 +55,6 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How to run the server.
@@ -67,6 +64,8 @@ pub struct ServerConfig {
     pub bind: String,
     /// Workers in the pool transactions run on.
     pub workers: usize,
+    /// Event loops serving connections (threads that run requests).
+    pub io_threads: usize,
     /// Most connections at once (Redis's `maxclients`).
     pub clients_max: usize,
     /// Request limits.
@@ -75,9 +74,11 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         ServerConfig {
             bind: "127.0.0.1:6379".to_string(),
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()) * 2,
+            workers: cores * 2,
+            io_threads: cores,
             clients_max: 1024,
             limits: ProtoLimits::default(),
         }
@@ -91,6 +92,8 @@ pub const SWEEP_INTERVAL_MS: u64 = 100;
 
 /// The most workers a server pool may have.
 pub const WORKERS_MAX: usize = 256;
+/// The most event loops a server may run.
+pub const IO_THREADS_MAX: usize = 64;
 /// The most connections a server accepts at once.
 pub const CLIENTS_MAX: usize = 10_000;
 
@@ -243,8 +246,6 @@ pub struct Shared {
     pub keyspace: Keyspace,
     /// Workers transactions run on.
     pub pool: WorkerPool,
-    /// The threads transactions run on (one per worker).
-    pub executor: Arc<executor::Executor>,
     /// The configuration.
     pub config: ServerConfig,
     /// The address the server listens on.
@@ -265,7 +266,6 @@ pub struct Shared {
     pub commands_processed: AtomicU64,
     next_client_id: AtomicU64,
     shutdown: AtomicBool,
-    streams: Mutex<HashMap<u64, TcpStream>>,
 }
 
 impl Shared {
@@ -293,7 +293,7 @@ impl Shared {
 pub struct ShutdownHandle(Arc<Shared>);
 
 impl ShutdownHandle {
-    /// Stops the server: `Server::run` returns once every connection thread has ended.
+    /// Stops the server: `Server::run` returns once every event loop has closed its connections.
     pub fn shutdown(&self) {
         self.0.request_shutdown();
     }
@@ -311,6 +311,12 @@ impl Server {
         if !(1..=WORKERS_MAX).contains(&config.workers) {
             return Err(ServerError::Config(format!("workers must be 1..={WORKERS_MAX}, got {}", config.workers)));
         }
+        if !(1..=IO_THREADS_MAX).contains(&config.io_threads) {
+            return Err(ServerError::Config(format!(
+                "io threads must be 1..={IO_THREADS_MAX}, got {}",
+                config.io_threads
+            )));
+        }
         if !(1..=CLIENTS_MAX).contains(&config.clients_max) {
             return Err(ServerError::Config(format!("clients must be 1..={CLIENTS_MAX}, got {}", config.clients_max)));
         }
@@ -327,7 +333,6 @@ impl Server {
             db,
             keyspace,
             pool,
-            executor: Arc::new(executor::Executor::new()),
             config,
             started: Instant::now(),
             recovery,
@@ -338,7 +343,6 @@ impl Server {
             commands_processed: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
             shutdown: AtomicBool::new(false),
-            streams: Mutex::new(HashMap::new()),
         };
         Ok(Server { shared: Arc::new(shared), listener })
     }
@@ -354,59 +358,63 @@ impl Server {
     }
 
     /// Accepts and serves connections until SHUTDOWN (or a [`ShutdownHandle`]); then closes every
-    /// connection and waits for their threads.
+    /// connection and waits for the event loops.
     pub fn run(self) -> Result<(), ServerError> {
         let sweeper_shared = Arc::clone(&self.shared);
         let sweeper = std::thread::Builder::new().name("resp-expiry".into()).spawn(move || sweep(&sweeper_shared))?;
-        let executors = self.shared.executor.start(self.shared.config.workers)?;
-        let mut threads: Vec<JoinHandle<()>> = vec![sweeper];
+        let mut loops = Vec::with_capacity(self.shared.config.io_threads);
+        for index in 0..self.shared.config.io_threads {
+            match event_loop::LoopHandle::start(&self.shared, index) {
+                Ok(handle) => loops.push(handle),
+                Err(e) => {
+                    self.shared.shutdown.store(true, Ordering::SeqCst);
+                    stop_loops(loops);
+                    let _ = sweeper.join();
+                    return Err(e.into());
+                }
+            }
+        }
+        let mut next_loop = 0usize;
         for stream in self.listener.incoming() {
             if self.shared.shutdown.load(Ordering::SeqCst) {
                 break;
             }
             let Ok(stream) = stream else { continue };
-            threads.retain(|t| !t.is_finished());
-            self.accept(stream, &mut threads);
+            if let Some(id) = self.admit(&stream) {
+                let target = &loops[next_loop % loops.len()];
+                next_loop = next_loop.wrapping_add(1);
+                if target.hand_over(stream, id).is_err() {
+                    self.shared.connected.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
         }
         drop(self.listener);
-        for stream in self.shared.streams.lock().values() {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-        }
-        for thread in threads {
-            let _ = thread.join();
-        }
-        self.shared.executor.stop();
-        for thread in executors {
-            let _ = thread.join();
-        }
+        stop_loops(loops);
+        let _ = sweeper.join();
         Ok(())
     }
 
-    fn accept(&self, mut stream: TcpStream, threads: &mut Vec<JoinHandle<()>>) {
+    /// Counts a new connection and gives it a CLIENT ID, or refuses it past `clients_max`.
+    fn admit(&self, mut stream: &TcpStream) -> Option<u64> {
         use std::io::Write;
         let shared = &self.shared;
         shared.connections_received.fetch_add(1, Ordering::Relaxed);
         if shared.connected.load(Ordering::SeqCst) >= shared.config.clients_max {
             let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
-            return;
+            return None;
         }
-        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let Ok(registered) = stream.try_clone() else { return };
-        shared.streams.lock().insert(id, registered);
         shared.connected.fetch_add(1, Ordering::SeqCst);
-        let thread_shared = Arc::clone(shared);
-        let spawned = std::thread::Builder::new().name(format!("resp-conn-{id}")).spawn(move || {
-            conn::serve(Arc::clone(&thread_shared), stream, id);
-            thread_shared.streams.lock().remove(&id);
-            thread_shared.connected.fetch_sub(1, Ordering::SeqCst);
-        });
-        match spawned {
-            Ok(handle) => threads.push(handle),
-            Err(_) => {
-                shared.streams.lock().remove(&id);
-                shared.connected.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
+        Some(shared.next_client_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Stops every loop (closing its connections), then waits for them.
+fn stop_loops(loops: Vec<event_loop::LoopHandle>) {
+    for handle in &loops {
+        handle.stop();
+    }
+    for handle in loops {
+        handle.join();
     }
 }
 

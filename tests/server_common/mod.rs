@@ -26,8 +26,13 @@ impl TestServer {
     }
 
     pub fn with_config(config: DatabaseConfig) -> TestServer {
+        TestServer::with_loops(config, ServerConfig::default().io_threads)
+    }
+
+    /// A server whose connections are served by `io_threads` event loops.
+    pub fn with_loops(config: DatabaseConfig, io_threads: usize) -> TestServer {
         let db = Database::open(config).expect("open database");
-        let config = ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, ..ServerConfig::default() };
+        let config = ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, io_threads, ..ServerConfig::default() };
         let server = Server::bind(db.clone(), config, Arc::new(RecoveryInfo::default())).expect("bind");
         let (addr, handle) = (server.local_addr(), server.shutdown_handle());
         let thread = std::thread::spawn(move || server.run().expect("server run"));

@@ -1,0 +1,366 @@
+//! The connection event loops: a few threads, each serving many connections with `epoll` (mio).
+//!
+//! # Why not a thread per connection
+//!
+//! With a thread per connection every request cost two or more context switches: the thread slept
+//! in `read`, woke for the request, slept again on the durability condvar, woke for the group
+//! commit. On two cores under 200 redis-benchmark clients that was two thirds of the CPU in the
+//! kernel (`finish_task_switch`, futex wake-ups), and Redis's one event loop served twice the
+//! requests (docs/PERFORMANCE.md, "Server", session 11). A loop handles every connection whose
+//! socket is ready in one pass and wakes once per group commit for all the replies it releases.
+//!
+//! # One connection's states
+//!
+//! A connection reads (until the socket has nothing more, or [`READS_PER_TURN_MAX`] reads so
+//! that one pipelining client cannot starve the others), parses, runs every complete request in
+//! order on the loop thread (a transaction takes a pooled worker for one command), and appends
+//! each reply to its output. Then it *settles*: if every transaction behind the buffered replies
+//! is durable already ([`crate::durability::LogScheme::is_durable`], e.g. a GET of durable data
+//! or `--durability none`), the replies are written at once. Otherwise the connection *waits*:
+//! its tickets go to the loop's durability waiter thread, which blocks in
+//! [`crate::durability::LogScheme::wait_durable`] for each, in order, and hands the connection
+//! back to the loop (one wake-up for all that became durable together). A waiting connection
+//! reads nothing more, so its replies stay in request order and a client that pipelines without
+//! reading is held back by TCP. If the scheme fails, the waiter reports it and the connection is
+//! closed without its replies (the durability contract in [`super`]).
+//!
+//! Writing stops when the socket is full and resumes on its writable event (every socket is
+//! registered for both, edge-triggered, so each event is acted on until `WouldBlock`).
+
+use super::Shared;
+use super::conn::{Conn, OUTPUT_FLUSH_BYTES, READ_CHUNK_BYTES, TICKETS_MAX};
+use super::resp::{Args, InputBuffer, ProtocolError, Reply, RequestParser};
+use crate::durability::DurabilityTicket;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use parking_lot::Mutex;
+use slab::Slab;
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
+
+/// Reads one connection may do in one turn before the loop serves the others.
+pub const READS_PER_TURN_MAX: usize = 16;
+/// Readiness events taken from the kernel per poll.
+const EVENTS_PER_POLL: usize = 1024;
+/// The token of the loop's own waker (new connections, settled tickets, stop).
+const WAKE_TOKEN: Token = Token(usize::MAX);
+
+/// A connection's tickets, on their way to the durability waiter.
+struct WaitRequest {
+    key: usize,
+    client_id: u64,
+    tickets: Vec<DurabilityTicket>,
+}
+
+/// The waiter's answer: the connection may write its replies (`durable`) or must be closed.
+struct Settled {
+    key: usize,
+    client_id: u64,
+    durable: bool,
+}
+
+/// What other threads hand a loop.
+#[derive(Default)]
+struct Inbox {
+    accepted: Mutex<Vec<(std::net::TcpStream, u64)>>,
+    settled: Mutex<Vec<Settled>>,
+    stop: AtomicBool,
+}
+
+/// A running loop, as the accepting thread sees it.
+pub struct LoopHandle {
+    inbox: Arc<Inbox>,
+    waker: Arc<Waker>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl LoopHandle {
+    /// Starts loop `index` and its durability waiter.
+    pub fn start(shared: &Arc<Shared>, index: usize) -> std::io::Result<LoopHandle> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE_TOKEN)?);
+        let inbox = Arc::new(Inbox::default());
+        let (wait_tx, wait_rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let (shared, inbox, waker) = (Arc::clone(shared), Arc::clone(&inbox), Arc::clone(&waker));
+            std::thread::Builder::new()
+                .name(format!("resp-durable-{index}"))
+                .spawn(move || run_waiter(&shared, &wait_rx, &inbox, &waker))?
+        };
+        let event_loop = EventLoop { shared: Arc::clone(shared), poll, inbox: Arc::clone(&inbox), wait_tx };
+        let looper = std::thread::Builder::new().name(format!("resp-loop-{index}")).spawn(move || event_loop.run())?;
+        Ok(LoopHandle { inbox, waker, threads: vec![looper, waiter] })
+    }
+
+    /// Gives the loop a newly accepted connection with CLIENT ID `id`.
+    pub fn hand_over(&self, stream: std::net::TcpStream, id: u64) -> std::io::Result<()> {
+        self.inbox.accepted.lock().push((stream, id));
+        self.waker.wake()
+    }
+
+    /// Asks the loop to close its connections and end.
+    pub fn stop(&self) {
+        self.inbox.stop.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// Waits for the loop and then its waiter (which ends once the loop is gone).
+    pub fn join(self) {
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Blocks for each connection's tickets in turn and hands the connection back to its loop.
+fn run_waiter(shared: &Shared, requests: &Receiver<WaitRequest>, inbox: &Inbox, waker: &Waker) {
+    while let Ok(request) = requests.recv() {
+        let durable = request.tickets.iter().all(|ticket| shared.db.scheme().wait_durable(ticket).is_ok());
+        let was_empty = {
+            let mut settled = inbox.settled.lock();
+            let was_empty = settled.is_empty();
+            settled.push(Settled { key: request.key, client_id: request.client_id, durable });
+            was_empty
+        };
+        // The loop takes the whole list after each wake-up, so one wake covers what follows it.
+        if was_empty && waker.wake().is_err() {
+            return;
+        }
+    }
+}
+
+/// What a turn decided for a connection.
+#[derive(Debug, PartialEq, Eq)]
+enum Turn {
+    /// Wait for the next event (socket readiness or the waiter).
+    Idle,
+    /// It has more to do but used its turn: serve it again after the others.
+    Again,
+    /// Close it.
+    Close,
+}
+
+/// Where a connection's buffered replies stand after its requests ran.
+enum Settle {
+    /// Everything they depend on is durable: write them.
+    Now,
+    /// Handed to the waiter.
+    Waiting,
+    /// The waiter is gone (the loop is stopping): close without them.
+    NoWaiter,
+}
+
+/// One connection in a loop.
+struct Client {
+    stream: TcpStream,
+    conn: Conn,
+    parser: RequestParser,
+    input: InputBuffer,
+    /// Parsed requests not yet run.
+    requests: VecDeque<Args>,
+    /// A protocol error after `requests`: answered once they are, then the connection closes.
+    protocol_error: Option<ProtocolError>,
+    /// Replies not yet written, and how much of them is.
+    out: Vec<u8>,
+    written_bytes: usize,
+    /// The replies in `out` wait for the durability waiter.
+    waiting: bool,
+}
+
+struct EventLoop {
+    shared: Arc<Shared>,
+    poll: Poll,
+    inbox: Arc<Inbox>,
+    wait_tx: Sender<WaitRequest>,
+}
+
+impl EventLoop {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(EVENTS_PER_POLL);
+        let mut clients: Slab<Client> = Slab::new();
+        let mut again: Vec<usize> = Vec::new();
+        while !self.inbox.stop.load(Ordering::SeqCst) {
+            let timeout = if again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                break;
+            }
+            let mut ready: Vec<usize> = std::mem::take(&mut again);
+            ready.extend(events.iter().filter(|e| e.token() != WAKE_TOKEN).map(|e| e.token().0));
+            ready.extend(self.admit(&mut clients));
+            for settled in std::mem::take(&mut *self.inbox.settled.lock()) {
+                match clients.get_mut(settled.key) {
+                    Some(client) if client.conn.id == settled.client_id && settled.durable => {
+                        client.waiting = false;
+                        ready.push(settled.key);
+                    }
+                    Some(client) if client.conn.id == settled.client_id => self.close(&mut clients, settled.key),
+                    _ => {}
+                }
+            }
+            for key in ready {
+                let Some(client) = clients.get_mut(key) else { continue };
+                match client.turn(key, &self.shared, &self.wait_tx) {
+                    Turn::Idle => {}
+                    Turn::Again => again.push(key),
+                    Turn::Close => self.close(&mut clients, key),
+                }
+            }
+            again.dedup();
+        }
+        for key in clients.iter().map(|(key, _)| key).collect::<Vec<_>>() {
+            self.close(&mut clients, key);
+        }
+    }
+
+    /// Registers the connections the accepting thread handed over; returns their keys.
+    fn admit(&mut self, clients: &mut Slab<Client>) -> Vec<usize> {
+        let accepted = std::mem::take(&mut *self.inbox.accepted.lock());
+        let mut keys = Vec::with_capacity(accepted.len());
+        for (stream, id) in accepted {
+            let registered = stream.set_nonblocking(true).and_then(|()| {
+                let _ = stream.set_nodelay(true);
+                let mut stream = TcpStream::from_std(stream);
+                let entry = clients.vacant_entry();
+                let key = entry.key();
+                self.poll.registry().register(&mut stream, Token(key), Interest::READABLE | Interest::WRITABLE)?;
+                let client = Client {
+                    stream,
+                    conn: Conn::new(Arc::clone(&self.shared), id),
+                    parser: RequestParser::new(self.shared.config.limits.clone()),
+                    input: InputBuffer::default(),
+                    requests: VecDeque::new(),
+                    protocol_error: None,
+                    out: Vec::new(),
+                    written_bytes: 0,
+                    waiting: false,
+                };
+                entry.insert(client);
+                Ok(key)
+            });
+            match registered {
+                // Already readable data raises no new edge: serve it now.
+                Ok(key) => keys.push(key),
+                Err(_) => {
+                    self.shared.connected.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+        keys
+    }
+
+    fn close(&self, clients: &mut Slab<Client>, key: usize) {
+        if let Some(mut client) = clients.try_remove(key) {
+            let _ = self.poll.registry().deregister(&mut client.stream);
+            let _ = client.stream.shutdown(std::net::Shutdown::Both);
+            self.shared.connected.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Client {
+    /// Serves the connection until it must wait for an event, used its turn, or must close.
+    fn turn(&mut self, key: usize, shared: &Shared, wait_tx: &Sender<WaitRequest>) -> Turn {
+        let mut reads = 0;
+        loop {
+            if self.waiting {
+                return Turn::Idle;
+            }
+            match self.write_out() {
+                Ok(true) => {}
+                Ok(false) => return Turn::Idle,
+                Err(_) => return Turn::Close,
+            }
+            if self.conn.closing {
+                return Turn::Close;
+            }
+            if !self.requests.is_empty() {
+                self.run_requests();
+                match self.settle(key, shared, wait_tx) {
+                    Settle::Now => continue,
+                    Settle::Waiting => return Turn::Idle,
+                    Settle::NoWaiter => return Turn::Close,
+                }
+            }
+            if let Some(e) = self.protocol_error.take() {
+                Reply::Error(format!("ERR {e}").into()).encode(&mut self.out);
+                self.conn.closing = true;
+                continue;
+            }
+            if reads == READS_PER_TURN_MAX {
+                return Turn::Again;
+            }
+            reads += 1;
+            match self.input.fill(&mut self.stream, READ_CHUNK_BYTES) {
+                Ok(0) => return Turn::Close,
+                Ok(_) => self.parse(),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Turn::Idle,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Turn::Close,
+            }
+        }
+    }
+
+    fn parse(&mut self) {
+        loop {
+            match self.parser.next(&mut self.input) {
+                Ok(Some(args)) => self.requests.push_back(args),
+                Ok(None) => return,
+                Err(e) => {
+                    self.protocol_error = Some(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs requests in order until none is left, the connection closes, or the replies should
+    /// be flushed ([`OUTPUT_FLUSH_BYTES`], [`TICKETS_MAX`]).
+    fn run_requests(&mut self) {
+        while let Some(args) = self.requests.pop_front() {
+            let reply = self.conn.handle(args);
+            if !self.conn.silent_close {
+                reply.encode(&mut self.out);
+            }
+            if self.conn.closing || self.out.len() >= OUTPUT_FLUSH_BYTES || self.conn.tickets_len() >= TICKETS_MAX {
+                return;
+            }
+        }
+    }
+
+    /// Whether the buffered replies may be written now, or wait for the waiter.
+    fn settle(&mut self, key: usize, shared: &Shared, wait_tx: &Sender<WaitRequest>) -> Settle {
+        let tickets = self.conn.take_tickets();
+        if tickets.iter().all(|ticket| shared.db.scheme().is_durable(ticket)) {
+            return Settle::Now;
+        }
+        if wait_tx.send(WaitRequest { key, client_id: self.conn.id, tickets }).is_err() {
+            // No waiter: nothing can tell these replies durable, so they are never sent.
+            return Settle::NoWaiter;
+        }
+        self.waiting = true;
+        Settle::Waiting
+    }
+
+    /// Writes what the socket takes. True once everything buffered is written.
+    fn write_out(&mut self) -> std::io::Result<bool> {
+        while self.written_bytes < self.out.len() {
+            match self.stream.write(&self.out[self.written_bytes..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => self.written_bytes += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.out.clear();
+        self.written_bytes = 0;
+        Ok(true)
+    }
+}
