@@ -6,7 +6,10 @@
 # configuration sees the machine's noise alike. Prints one TSV line per measurement and writes
 # them to OUT_DIR/runs.tsv; medians go into docs by hand. Usage:
 #   scripts/server-bench.sh [OUT_DIR]     (default /tmp/lazarus-server-<date>)
-# Environment: ROUNDS (3), PORT (7100), REQUESTS (40000; 10× with -P 16), KEYS (100000).
+# Environment: ROUNDS (3), PORT (7100), REQUESTS (40000; 10× with -P 16), KEYS (100000),
+# CLIENTS (50), SCHEMES (none value indexed indexed-sync), REDIS (1; 0 skips Redis), and
+# BINS ("lazarus=target/release/lazarus"): space-separated NAME=PATH of lazarus binaries to
+# compare side by side (names without '-'; configurations are then NAME-<scheme>).
 # Needs redis-benchmark and redis-server (Debian: apt-get install redis-tools redis-server); the
 # Redis configurations are skipped with a message when redis-server is missing.
 set -u -o pipefail
@@ -16,10 +19,18 @@ rounds="${ROUNDS:-3}"
 port="${PORT:-7100}"
 requests="${REQUESTS:-40000}"
 keys="${KEYS:-100000}"
+clients="${CLIENTS:-50}"
+schemes="${SCHEMES:-none value indexed indexed-sync}"
+bins="${BINS:-lazarus=target/release/lazarus}"
 command -v redis-benchmark >/dev/null || { echo "server-bench: redis-benchmark is missing (apt-get install redis-tools)" >&2; exit 1; }
 mkdir -p "$out"
 cargo build --release --quiet || exit 1
-lazarus=target/release/lazarus
+declare -A binary
+configs=""
+for entry in $bins; do
+  binary[${entry%%=*}]=${entry#*=}
+  for scheme in $schemes; do configs="$configs ${entry%%=*}-$scheme"; done
+done
 printf 'round\tconfig\ttest\tpipeline\trequests_per_s\tp50_ms\n' >"$out/runs.tsv"
 
 wait_port() { # up to 60 s for the server to answer PING
@@ -33,13 +44,13 @@ wait_port() { # up to 60 s for the server to answer PING
 
 start() { # config data_dir
   case $1 in
-    lazarus-none) $lazarus serve --port "$port" --durability none >"$out/server.log" 2>&1 & ;;
-    lazarus-*) $lazarus serve --port "$port" --dir "$2" --durability "${1#lazarus-}" >"$out/server.log" 2>&1 & ;;
     redis-none) redis-server --port "$port" --save '' --appendonly no --dir "$2" >"$out/server.log" 2>&1 & ;;
     redis-always | redis-everysec)
       redis-server --port "$port" --save '' --appendonly yes --appendfsync "${1#redis-}" --dir "$2" \
         >"$out/server.log" 2>&1 &
       ;;
+    *-none) ${binary[${1%%-*}]} serve --port "$port" --durability none >"$out/server.log" 2>&1 & ;;
+    *) ${binary[${1%%-*}]} serve --port "$port" --dir "$2" --durability "${1#*-}" >"$out/server.log" 2>&1 & ;;
   esac
   server=$!
   wait_port
@@ -50,8 +61,9 @@ stop() {
   wait "$server" 2>/dev/null || true
 }
 
-configs="lazarus-none lazarus-value lazarus-indexed lazarus-indexed-sync"
-if command -v redis-server >/dev/null; then
+if [ "${REDIS:-1}" = 0 ]; then
+  :
+elif command -v redis-server >/dev/null; then
   configs="$configs redis-none redis-always redis-everysec"
 else
   echo "server-bench: redis-server is missing: Redis configurations skipped" >&2
@@ -66,7 +78,7 @@ for ((round = 1; round <= rounds; round++)); do
       n=$requests
       [ "$pipeline" -gt 1 ] && n=$((requests * 10))
       # --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
-      redis-benchmark -p "$port" -t set,get -n "$n" -r "$keys" -c 50 -P "$pipeline" -d 32 --csv 2>/dev/null |
+      redis-benchmark -p "$port" -t set,get -n "$n" -r "$keys" -c "$clients" -P "$pipeline" -d 32 --csv 2>/dev/null |
         tr -d '"' | awk -F, -v r="$round" -v c="$config" -v p="$pipeline" \
           'NR > 1 { printf "%s\t%s\t%s\t%s\t%.0f\t%s\n", r, c, $1, p, $2, $5 }' | tee -a "$out/runs.tsv"
     done

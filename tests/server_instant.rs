@@ -37,7 +37,10 @@ impl InstantServer {
             ..Default::default()
         };
         let db = Database::open(config).unwrap();
-        let server_config = ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, ..ServerConfig::default() };
+        // One event loop: every connection shares it, so a request that waited for the restore
+        // on the loop would stall the others (checked below).
+        let server_config =
+            ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, io_threads: 1, ..ServerConfig::default() };
         let server = Server::bind(db.clone(), server_config, Arc::clone(&scheme) as _).unwrap();
         let (addr, handle) = (server.local_addr(), server.shutdown_handle());
         let thread = std::thread::spawn(move || server.run().unwrap());
@@ -113,7 +116,14 @@ fn requests_during_the_restore_get_correct_answers() {
         let mut raw = RawConn::connect(addr);
         (raw.cmd(&[b"DBSIZE"]), raw.cmd(&[b"KEYS", b"k0000*"]))
     });
+    // While DBSIZE waits for the paused walk, the loop goes on serving the other connections.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut other = RawConn::connect(addr);
+    other.set_read_timeout(std::time::Duration::from_secs(10));
+    other.send(&server_common::encode(&[b"GET", b"k01001"]));
+    let served = other.try_reply();
     server.scheme.set_restore_paused(false);
+    assert_eq!(served.as_deref(), Some("v1001"), "a request waited behind DBSIZE's wait for the restore");
     server.scheme.wait_restored();
     let (dbsize, keys_reply) = sizes.join().unwrap();
     let mut want = live.clone();

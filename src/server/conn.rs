@@ -29,6 +29,7 @@ use super::command::{
 };
 use super::keyspace::{Entry, now_ms};
 use super::resp::{Args, Reply};
+use super::restore_pool::RestoreNeed;
 use crate::durability::DurabilityTicket;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -45,6 +46,9 @@ pub const MULTI_BYTES_MAX: usize = 32 << 20;
 pub const WATCHED_KEYS_MAX: usize = 1 << 16;
 /// Distinct tickets kept before the connection waits for them early.
 pub const TICKETS_MAX: usize = 64;
+
+/// Commands that read the keyspace table by range, so wait for a whole restore.
+const RANGE_COMMANDS: [&str; 4] = ["keys", "scan", "dbsize", "flushdb"];
 
 /// Commands queued by MULTI.
 #[derive(Default)]
@@ -123,6 +127,23 @@ impl Conn {
                 f(&mut ctx, &args).unwrap_or_else(|e| txn_error_reply(&e))
             }
         }
+    }
+
+    /// What [`Conn::handle`] would wait for before running `args`, during an instant restore:
+    /// keys to fetch from the indexed log, or the whole table for a range read. `None` outside a
+    /// restore, for what is already in memory, and for a command MULTI only queues.
+    pub fn restore_need(&self, args: &Args) -> Option<RestoreNeed> {
+        let spec = args.first().and_then(|name| lookup(name))?;
+        let queued = self.multi.is_some() && spec.queued;
+        if queued || !spec.arity_ok(args.len()) || !matches!(spec.handler, Handler::Data(_)) {
+            return None;
+        }
+        let keyspace = &self.shared.keyspace;
+        if RANGE_COMMANDS.contains(&spec.name) {
+            return keyspace.is_restoring(&self.shared.db).then_some(RestoreNeed::Table);
+        }
+        let keys = keyspace.unrestored(&self.shared.db, spec.keys(args));
+        (!keys.is_empty()).then_some(RestoreNeed::Keys(keys))
     }
 
     fn queue(&mut self, spec: &'static CommandSpec, args: Args) -> Reply {

@@ -30,6 +30,7 @@
 use super::Shared;
 use super::conn::{Conn, OUTPUT_FLUSH_BYTES, READ_CHUNK_BYTES, TICKETS_MAX};
 use super::resp::{Args, InputBuffer, ProtocolError, Reply, RequestParser};
+use super::restore_pool::{RestoreNeed, RestorePool, RestoreRequest};
 use crate::durability::DurabilityTicket;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -56,19 +57,36 @@ struct WaitRequest {
     tickets: Vec<DurabilityTicket>,
 }
 
-/// The waiter's answer: the connection may write its replies (`durable`) or must be closed.
-struct Settled {
+/// A parked connection handed back to its loop: by the durability waiter (`ok`: its replies may
+/// be written; not ok: the scheme failed, close it) or by the restore pool (its keys are in memory).
+pub struct Resume {
     key: usize,
     client_id: u64,
-    durable: bool,
+    ok: bool,
 }
 
 /// What other threads hand a loop.
 #[derive(Default)]
-struct Inbox {
+pub struct Inbox {
     accepted: Mutex<Vec<(std::net::TcpStream, u64)>>,
-    settled: Mutex<Vec<Settled>>,
+    resumed: Mutex<Vec<Resume>>,
     stop: AtomicBool,
+}
+
+impl Inbox {
+    /// Hands a parked connection back to the loop.
+    pub fn resume(&self, waker: &Waker, resume: Resume) {
+        let was_empty = {
+            let mut resumed = self.resumed.lock();
+            let was_empty = resumed.is_empty();
+            resumed.push(resume);
+            was_empty
+        };
+        // The loop takes the whole list after each wake-up, so one wake covers what follows it.
+        if was_empty {
+            let _ = waker.wake();
+        }
+    }
 }
 
 /// A running loop, as the accepting thread sees it.
@@ -79,8 +97,9 @@ pub struct LoopHandle {
 }
 
 impl LoopHandle {
-    /// Starts loop `index` and its durability waiter.
-    pub fn start(shared: &Arc<Shared>, index: usize) -> std::io::Result<LoopHandle> {
+    /// Starts loop `index` and its durability waiter; `restore` fetches keys during an instant
+    /// restore (without it, the loop fetches them itself).
+    pub fn start(shared: &Arc<Shared>, index: usize, restore: Option<Arc<RestorePool>>) -> std::io::Result<LoopHandle> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKE_TOKEN)?);
         let inbox = Arc::new(Inbox::default());
@@ -91,7 +110,14 @@ impl LoopHandle {
                 .name(format!("resp-durable-{index}"))
                 .spawn(move || run_waiter(&shared, &wait_rx, &inbox, &waker))?
         };
-        let event_loop = EventLoop { shared: Arc::clone(shared), poll, inbox: Arc::clone(&inbox), wait_tx };
+        let ctx = LoopCtx {
+            shared: Arc::clone(shared),
+            inbox: Arc::clone(&inbox),
+            waker: Arc::clone(&waker),
+            wait_tx,
+            restore,
+        };
+        let event_loop = EventLoop { poll, ctx };
         let looper = std::thread::Builder::new().name(format!("resp-loop-{index}")).spawn(move || event_loop.run())?;
         Ok(LoopHandle { inbox, waker, threads: vec![looper, waiter] })
     }
@@ -119,17 +145,8 @@ impl LoopHandle {
 /// Blocks for each connection's tickets in turn and hands the connection back to its loop.
 fn run_waiter(shared: &Shared, requests: &Receiver<WaitRequest>, inbox: &Inbox, waker: &Waker) {
     while let Ok(request) = requests.recv() {
-        let durable = request.tickets.iter().all(|ticket| shared.db.scheme().wait_durable(ticket).is_ok());
-        let was_empty = {
-            let mut settled = inbox.settled.lock();
-            let was_empty = settled.is_empty();
-            settled.push(Settled { key: request.key, client_id: request.client_id, durable });
-            was_empty
-        };
-        // The loop takes the whole list after each wake-up, so one wake covers what follows it.
-        if was_empty && waker.wake().is_err() {
-            return;
-        }
+        let ok = request.tickets.iter().all(|ticket| shared.db.scheme().wait_durable(ticket).is_ok());
+        inbox.resume(waker, Resume { key: request.key, client_id: request.client_id, ok });
     }
 }
 
@@ -167,15 +184,25 @@ struct Client {
     /// Replies not yet written, and how much of them is.
     out: Vec<u8>,
     written_bytes: usize,
-    /// The replies in `out` wait for the durability waiter.
+    /// Parked: the replies in `out` wait for the durability waiter, or the next request for
+    /// the restore pool.
     waiting: bool,
+    /// What the next request needs restored before it runs.
+    restore_pending: Option<RestoreNeed>,
+}
+
+/// What a loop's connections need from it.
+struct LoopCtx {
+    shared: Arc<Shared>,
+    inbox: Arc<Inbox>,
+    waker: Arc<Waker>,
+    wait_tx: Sender<WaitRequest>,
+    restore: Option<Arc<RestorePool>>,
 }
 
 struct EventLoop {
-    shared: Arc<Shared>,
     poll: Poll,
-    inbox: Arc<Inbox>,
-    wait_tx: Sender<WaitRequest>,
+    ctx: LoopCtx,
 }
 
 impl EventLoop {
@@ -183,7 +210,7 @@ impl EventLoop {
         let mut events = Events::with_capacity(EVENTS_PER_POLL);
         let mut clients: Slab<Client> = Slab::new();
         let mut again: Vec<usize> = Vec::new();
-        while !self.inbox.stop.load(Ordering::SeqCst) {
+        while !self.ctx.inbox.stop.load(Ordering::SeqCst) {
             let timeout = if again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == ErrorKind::Interrupted {
@@ -194,24 +221,25 @@ impl EventLoop {
             let mut ready: Vec<usize> = std::mem::take(&mut again);
             ready.extend(events.iter().filter(|e| e.token() != WAKE_TOKEN).map(|e| e.token().0));
             ready.extend(self.admit(&mut clients));
-            for settled in std::mem::take(&mut *self.inbox.settled.lock()) {
-                match clients.get_mut(settled.key) {
-                    Some(client) if client.conn.id == settled.client_id && settled.durable => {
+            for resume in std::mem::take(&mut *self.ctx.inbox.resumed.lock()) {
+                match clients.get_mut(resume.key) {
+                    Some(client) if client.conn.id == resume.client_id && resume.ok => {
                         client.waiting = false;
-                        ready.push(settled.key);
+                        ready.push(resume.key);
                     }
-                    Some(client) if client.conn.id == settled.client_id => self.close(&mut clients, settled.key),
+                    Some(client) if client.conn.id == resume.client_id => self.close(&mut clients, resume.key),
                     _ => {}
                 }
             }
             for key in ready {
                 let Some(client) = clients.get_mut(key) else { continue };
-                match client.turn(key, &self.shared, &self.wait_tx) {
+                match client.turn(key, &self.ctx) {
                     Turn::Idle => {}
                     Turn::Again => again.push(key),
                     Turn::Close => self.close(&mut clients, key),
                 }
             }
+            again.sort_unstable();
             again.dedup();
         }
         for key in clients.iter().map(|(key, _)| key).collect::<Vec<_>>() {
@@ -221,7 +249,7 @@ impl EventLoop {
 
     /// Registers the connections the accepting thread handed over; returns their keys.
     fn admit(&mut self, clients: &mut Slab<Client>) -> Vec<usize> {
-        let accepted = std::mem::take(&mut *self.inbox.accepted.lock());
+        let accepted = std::mem::take(&mut *self.ctx.inbox.accepted.lock());
         let mut keys = Vec::with_capacity(accepted.len());
         for (stream, id) in accepted {
             let registered = stream.set_nonblocking(true).and_then(|()| {
@@ -232,14 +260,15 @@ impl EventLoop {
                 self.poll.registry().register(&mut stream, Token(key), Interest::READABLE | Interest::WRITABLE)?;
                 let client = Client {
                     stream,
-                    conn: Conn::new(Arc::clone(&self.shared), id),
-                    parser: RequestParser::new(self.shared.config.limits.clone()),
+                    conn: Conn::new(Arc::clone(&self.ctx.shared), id),
+                    parser: RequestParser::new(self.ctx.shared.config.limits.clone()),
                     input: InputBuffer::default(),
                     requests: VecDeque::new(),
                     protocol_error: None,
                     out: Vec::new(),
                     written_bytes: 0,
                     waiting: false,
+                    restore_pending: None,
                 };
                 entry.insert(client);
                 Ok(key)
@@ -248,7 +277,7 @@ impl EventLoop {
                 // Already readable data raises no new edge: serve it now.
                 Ok(key) => keys.push(key),
                 Err(_) => {
-                    self.shared.connected.fetch_sub(1, Ordering::SeqCst);
+                    self.ctx.shared.connected.fetch_sub(1, Ordering::SeqCst);
                 }
             }
         }
@@ -259,14 +288,14 @@ impl EventLoop {
         if let Some(mut client) = clients.try_remove(key) {
             let _ = self.poll.registry().deregister(&mut client.stream);
             let _ = client.stream.shutdown(std::net::Shutdown::Both);
-            self.shared.connected.fetch_sub(1, Ordering::SeqCst);
+            self.ctx.shared.connected.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
 impl Client {
     /// Serves the connection until it must wait for an event, used its turn, or must close.
-    fn turn(&mut self, key: usize, shared: &Shared, wait_tx: &Sender<WaitRequest>) -> Turn {
+    fn turn(&mut self, key: usize, ctx: &LoopCtx) -> Turn {
         let mut reads = 0;
         loop {
             if self.waiting {
@@ -280,9 +309,16 @@ impl Client {
             if self.conn.closing {
                 return Turn::Close;
             }
+            if let (Some(need), Some(pool)) = (self.restore_pending.take(), &ctx.restore) {
+                let resume = Resume { key, client_id: self.conn.id, ok: true };
+                let (inbox, waker) = (Arc::clone(&ctx.inbox), Arc::clone(&ctx.waker));
+                pool.submit(RestoreRequest { need, resume, inbox, waker });
+                self.waiting = true;
+                return Turn::Idle;
+            }
             if !self.requests.is_empty() {
-                self.run_requests();
-                match self.settle(key, shared, wait_tx) {
+                self.run_requests(ctx.restore.is_some());
+                match self.settle(key, ctx) {
                     Settle::Now => continue,
                     Settle::Waiting => return Turn::Idle,
                     Settle::NoWaiter => return Turn::Close,
@@ -320,10 +356,16 @@ impl Client {
         }
     }
 
-    /// Runs requests in order until none is left, the connection closes, or the replies should
-    /// be flushed ([`OUTPUT_FLUSH_BYTES`], [`TICKETS_MAX`]).
-    fn run_requests(&mut self) {
+    /// Runs requests in order until none is left, the connection closes, the replies should
+    /// be flushed ([`OUTPUT_FLUSH_BYTES`], [`TICKETS_MAX`]), or (`offload_restores`) the next
+    /// request needs keys fetched from the indexed log first.
+    fn run_requests(&mut self, offload_restores: bool) {
         while let Some(args) = self.requests.pop_front() {
+            if offload_restores && let Some(need) = self.conn.restore_need(&args) {
+                self.requests.push_front(args);
+                self.restore_pending = Some(need);
+                return;
+            }
             let reply = self.conn.handle(args);
             if !self.conn.silent_close {
                 reply.encode(&mut self.out);
@@ -335,12 +377,12 @@ impl Client {
     }
 
     /// Whether the buffered replies may be written now, or wait for the waiter.
-    fn settle(&mut self, key: usize, shared: &Shared, wait_tx: &Sender<WaitRequest>) -> Settle {
+    fn settle(&mut self, key: usize, ctx: &LoopCtx) -> Settle {
         let tickets = self.conn.take_tickets();
-        if tickets.iter().all(|ticket| shared.db.scheme().is_durable(ticket)) {
+        if tickets.iter().all(|ticket| ctx.shared.db.scheme().is_durable(ticket)) {
             return Settle::Now;
         }
-        if wait_tx.send(WaitRequest { key, client_id: self.conn.id, tickets }).is_err() {
+        if ctx.wait_tx.send(WaitRequest { key, client_id: self.conn.id, tickets }).is_err() {
             // No waiter: nothing can tell these replies durable, so they are never sent.
             return Settle::NoWaiter;
         }

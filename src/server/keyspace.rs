@@ -90,6 +90,31 @@ impl Keyspace {
         }
     }
 
+    /// The keys among `keys` that an instant restore has not brought into memory yet (empty
+    /// outside a restore): [`Keyspace::restore_ahead`] would wait for them.
+    pub fn unrestored<'a>(&self, db: &Database, keys: impl Iterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
+        let catalog = db.catalog();
+        let Some(table) = catalog.table(self.table) else { return Vec::new() };
+        if !table.is_restoring() {
+            return Vec::new();
+        }
+        keys.filter(|key| encode_key(&[Value::bytes(key)]).is_ok_and(|encoded| !table.is_restored(encoded.as_bytes())))
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    /// Whether an instant restore is still bringing the table into memory.
+    pub fn is_restoring(&self, db: &Database) -> bool {
+        db.catalog().table(self.table).is_some_and(|table| table.is_restoring())
+    }
+
+    /// During an instant restore, waits until the whole table is in memory.
+    pub fn wait_restored(&self, db: &Database) {
+        if let Some(table) = db.catalog().table(self.table) {
+            table.wait_restored();
+        }
+    }
+
     /// The key's entry if it exists and has not expired at `now_ms`.
     pub fn get(&self, tx: &mut Transaction<'_>, key: &[u8], now_ms: i64) -> Result<Option<Entry>, TxnError> {
         let row = tx.get(self.table, &[Value::bytes(key)])?;

@@ -46,6 +46,7 @@ pub mod event_loop;
 pub mod instant_bench;
 pub mod keyspace;
 pub mod resp;
+pub mod restore_pool;
 
 use crate::db::{Database, DbError, Worker};
 use keyspace::Keyspace;
@@ -362,13 +363,23 @@ impl Server {
     pub fn run(self) -> Result<(), ServerError> {
         let sweeper_shared = Arc::clone(&self.shared);
         let sweeper = std::thread::Builder::new().name("resp-expiry".into()).spawn(move || sweep(&sweeper_shared))?;
+        // Fetching threads only if this start restores in the background (instant recovery).
+        let restoring = self.shared.db.catalog().table(self.shared.keyspace.table()).is_some_and(|t| t.is_restoring());
+        let (restore, restorers) = match restoring {
+            true => {
+                let (pool, threads) = restore_pool::RestorePool::start(&self.shared)?;
+                (Some(pool), threads)
+            }
+            false => (None, Vec::new()),
+        };
         let mut loops = Vec::with_capacity(self.shared.config.io_threads);
         for index in 0..self.shared.config.io_threads {
-            match event_loop::LoopHandle::start(&self.shared, index) {
+            match event_loop::LoopHandle::start(&self.shared, index, restore.clone()) {
                 Ok(handle) => loops.push(handle),
                 Err(e) => {
                     self.shared.shutdown.store(true, Ordering::SeqCst);
                     stop_loops(loops);
+                    stop_restorers(restore, restorers);
                     let _ = sweeper.join();
                     return Err(e.into());
                 }
@@ -390,6 +401,7 @@ impl Server {
         }
         drop(self.listener);
         stop_loops(loops);
+        stop_restorers(restore, restorers);
         let _ = sweeper.join();
         Ok(())
     }
@@ -405,6 +417,16 @@ impl Server {
         }
         shared.connected.fetch_add(1, Ordering::SeqCst);
         Some(shared.next_client_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Lets the fetching threads end and waits for them.
+fn stop_restorers(pool: Option<Arc<restore_pool::RestorePool>>, threads: Vec<std::thread::JoinHandle<()>>) {
+    if let Some(pool) = pool {
+        pool.stop();
+    }
+    for thread in threads {
+        let _ = thread.join();
     }
 }
 

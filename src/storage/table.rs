@@ -55,6 +55,9 @@ pub struct Table {
 pub trait RestoreGate: Send + Sync {
     /// Returns once `key` of `table` holds its recovered state (restored now if it was not).
     fn restore_key(&self, table: &Table, key: &[u8]);
+    /// Whether `key` of `table` holds its recovered state already, without waiting or reading:
+    /// true means [`RestoreGate::restore_key`] would return at once.
+    fn is_restored(&self, table: &Table, key: &[u8]) -> bool;
     /// Returns once every key of `table` is restored.
     fn wait_table(&self, table: &Table);
 }
@@ -155,6 +158,16 @@ impl Table {
         if self.restore.active.load(Ordering::Relaxed) {
             self.gate_slow(|gate| gate.restore_key(self, key));
         }
+    }
+
+    /// Whether `key` may be read without waiting for the restore (always, outside a restore).
+    #[inline]
+    pub fn is_restored(&self, key: &[u8]) -> bool {
+        if !self.restore.active.load(Ordering::Relaxed) {
+            return true;
+        }
+        let gate = self.restore.gate.read().clone();
+        gate.is_none_or(|gate| gate.is_restored(self, key))
     }
 
     /// During a restore, waits until the whole table is in memory (range reads).

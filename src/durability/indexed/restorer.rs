@@ -582,6 +582,15 @@ fn fatal_with(store: &IndexStore, message: &str) -> ! {
 }
 
 impl RestoreGate for Restorer {
+    fn is_restored(&self, table: &Table, key: &[u8]) -> bool {
+        let full = store::full_key(table.id, key);
+        let shard = self.shard_of(&full);
+        // Never waits: an event loop asks this for every request during the restore, and a
+        // walker holds the shard's lock while it links a batch (and may be preempted doing so).
+        // A busy lock answers "not restored", which only sends the request the slow way.
+        shard.done.load(Ordering::Acquire) || shard.restored.try_lock().is_some_and(|restored| restored.contains(&full))
+    }
+
     fn restore_key(&self, table: &Table, key: &[u8]) {
         let full = store::full_key(table.id, key);
         let shard = self.shard_of(&full);

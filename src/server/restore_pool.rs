@@ -1,0 +1,119 @@
+//! Threads that fetch keys from the indexed log on demand, so that an event loop never waits
+//! for a read of the B-tree (during an instant restore, `docs/indexed.md`).
+//!
+//! A request for a key the background walk has not restored yet must first fetch it from the
+//! indexed log (`Keyspace::restore_ahead`): a B-tree read, perhaps from disk, perhaps behind a
+//! walker's batch on the same shard. On an event loop that would stall every other connection of
+//! the loop, and with a loop per core only two fetches would ever be in flight. So the loop parks
+//! the connection, and one of [`RESTORE_THREADS`] threads here fetches its keys and hands it
+//! back to its loop, which then runs the request (its keys now in memory). Many fetches overlap,
+//! as they did when each connection had a thread. A command that reads a range (KEYS, SCAN,
+//! DBSIZE, FLUSHDB) waits here for the whole table, not on its loop.
+//!
+//! This is only about who waits: [`super::conn::Conn::handle`] restores a command's keys itself
+//! before it runs (and a range read waits for the table inside the transaction), so a request
+//! that reached the loop without passing here is still answered correctly, only on a stalled
+//! loop. Commands inside EXEC and procedures (FCALL) do that: they fetch on the loop.
+
+use super::Shared;
+use super::event_loop::{Inbox, Resume};
+use mio::Waker;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Fetching threads: enough for many B-tree reads to overlap on a disk.
+pub const RESTORE_THREADS: usize = 32;
+
+/// What a request must wait for before it runs, during an instant restore.
+#[derive(Debug)]
+pub enum RestoreNeed {
+    /// These keys (of the keyspace table) fetched from the indexed log.
+    Keys(Vec<Vec<u8>>),
+    /// The whole keyspace table restored (KEYS, SCAN, DBSIZE, FLUSHDB read ranges).
+    Table,
+}
+
+/// A parked connection's restore, and where to hand it back.
+pub struct RestoreRequest {
+    /// What to restore.
+    pub need: RestoreNeed,
+    /// Which connection to resume, on which loop.
+    pub resume: Resume,
+    /// The loop's inbox and waker.
+    pub inbox: Arc<Inbox>,
+    /// Wakes the loop.
+    pub waker: Arc<Waker>,
+}
+
+struct Queue {
+    requests: VecDeque<RestoreRequest>,
+    stopping: bool,
+}
+
+/// The fetching threads and their queue.
+pub struct RestorePool {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+impl RestorePool {
+    /// Starts the threads.
+    pub fn start(shared: &Arc<Shared>) -> std::io::Result<(Arc<RestorePool>, Vec<JoinHandle<()>>)> {
+        let pool = Arc::new(RestorePool {
+            queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false }),
+            ready: Condvar::new(),
+        });
+        let mut threads = Vec::with_capacity(RESTORE_THREADS);
+        for index in 0..RESTORE_THREADS {
+            let (worker_pool, shared) = (Arc::clone(&pool), Arc::clone(shared));
+            let spawned = std::thread::Builder::new()
+                .name(format!("resp-restore-{index}"))
+                .spawn(move || worker_pool.serve(&shared));
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    pool.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok((pool, threads))
+    }
+
+    /// Queues a fetch.
+    pub fn submit(&self, request: RestoreRequest) {
+        self.queue.lock().requests.push_back(request);
+        self.ready.notify_one();
+    }
+
+    /// Lets the threads end once the queue is empty.
+    pub fn stop(&self) {
+        self.queue.lock().stopping = true;
+        self.ready.notify_all();
+    }
+
+    fn serve(&self, shared: &Shared) {
+        while let Some(request) = self.next() {
+            match &request.need {
+                RestoreNeed::Keys(keys) => shared.keyspace.restore_ahead(&shared.db, keys.iter().map(Vec::as_slice)),
+                RestoreNeed::Table => shared.keyspace.wait_restored(&shared.db),
+            }
+            request.inbox.resume(&request.waker, request.resume);
+        }
+    }
+
+    fn next(&self) -> Option<RestoreRequest> {
+        let mut queue = self.queue.lock();
+        loop {
+            if let Some(request) = queue.requests.pop_front() {
+                return Some(request);
+            }
+            if queue.stopping {
+                return None;
+            }
+            self.ready.wait(&mut queue);
+        }
+    }
+}
