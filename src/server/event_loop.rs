@@ -216,6 +216,9 @@ impl EventLoop {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }
+                // Nothing can be served without the poll: close this loop's connections (their
+                // clients see the connection drop, never a false reply) and say why.
+                eprintln!("lazarus serve: an event loop stopped: epoll failed: {e}");
                 break;
             }
             let mut ready: Vec<usize> = std::mem::take(&mut again);

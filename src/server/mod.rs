@@ -445,6 +445,11 @@ fn sweep(shared: &Shared) {
     let mut after: Option<Vec<u8>> = None;
     while !shared.shutdown.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(SWEEP_INTERVAL_MS));
+        if shared.keyspace.is_restoring(&shared.db) {
+            // A sweep step reads a range, which waits for the whole restore: it would hold a
+            // pooled worker the event loops need for that long.
+            continue;
+        }
         let now = keyspace::now_ms();
         let mut worker = shared.pool.take();
         let step = worker.run(command::CONFLICT_ATTEMPTS_MAX, |tx| {
