@@ -320,7 +320,7 @@ impl Client {
                 return Turn::Idle;
             }
             if !self.requests.is_empty() {
-                self.run_requests(ctx.restore.is_some());
+                self.run_requests(ctx.restore.as_ref().is_some_and(|pool| pool.active(&ctx.shared)));
                 match self.settle(key, ctx) {
                     Settle::Now => continue,
                     Settle::Waiting => return Turn::Idle,

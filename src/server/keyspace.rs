@@ -20,7 +20,7 @@
 
 use crate::db::{Database, DbError};
 use crate::storage::key::encode_key;
-use crate::storage::{Direction, KeyRange, Row, TableId, Value};
+use crate::storage::{Direction, KeyRange, Row, Table, TableId, Value};
 use crate::txn::{Scan, Transaction, TxnError};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -77,15 +77,23 @@ impl Keyspace {
     /// transaction finds them in memory: the fetch from the indexed log then runs before the
     /// command takes a worker from the pool, not while it holds one of the few there are.
     pub fn restore_ahead<'a>(&self, db: &Database, keys: impl Iterator<Item = &'a [u8]>) {
+        self.for_each_restoring_key(db, keys, |table, _, encoded| table.ensure_restored(encoded));
+    }
+
+    /// Calls `each` with the table, the key and its encoding for each of `keys`, if an instant
+    /// restore of the table is running (not at all otherwise). A key too long to encode is
+    /// skipped: it fails in the command itself, with its error.
+    fn for_each_restoring_key<'a>(
+        &self,
+        db: &Database,
+        keys: impl Iterator<Item = &'a [u8]>,
+        mut each: impl FnMut(&Table, &'a [u8], &[u8]),
+    ) {
         let catalog = db.catalog();
-        let Some(table) = catalog.table(self.table) else { return };
-        if !table.is_restoring() {
-            return;
-        }
+        let Some(table) = catalog.table(self.table).filter(|table| table.is_restoring()) else { return };
         for key in keys {
-            // A key too long to encode fails in the command itself, with its error.
             if let Ok(encoded) = encode_key(&[Value::bytes(key)]) {
-                table.ensure_restored(encoded.as_bytes());
+                each(table, key, encoded.as_bytes());
             }
         }
     }
@@ -93,14 +101,13 @@ impl Keyspace {
     /// The keys among `keys` that an instant restore has not brought into memory yet (empty
     /// outside a restore): [`Keyspace::restore_ahead`] would wait for them.
     pub fn unrestored<'a>(&self, db: &Database, keys: impl Iterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
-        let catalog = db.catalog();
-        let Some(table) = catalog.table(self.table) else { return Vec::new() };
-        if !table.is_restoring() {
-            return Vec::new();
-        }
-        keys.filter(|key| encode_key(&[Value::bytes(key)]).is_ok_and(|encoded| !table.is_restored(encoded.as_bytes())))
-            .map(<[u8]>::to_vec)
-            .collect()
+        let mut unrestored = Vec::new();
+        self.for_each_restoring_key(db, keys, |table, key, encoded| {
+            if !table.is_restored(encoded) {
+                unrestored.push(key.to_vec());
+            }
+        });
+        unrestored
     }
 
     /// Whether an instant restore is still bringing the table into memory.

@@ -21,6 +21,7 @@ use mio::Waker;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// Fetching threads: enough for many B-tree reads to overlap on a disk.
@@ -56,6 +57,8 @@ struct Queue {
 pub struct RestorePool {
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// Latched once the restore has ended, so requests stop asking (see [`RestorePool::active`]).
+    over: AtomicBool,
 }
 
 impl RestorePool {
@@ -64,6 +67,7 @@ impl RestorePool {
         let pool = Arc::new(RestorePool {
             queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false }),
             ready: Condvar::new(),
+            over: AtomicBool::new(false),
         });
         let mut threads = Vec::with_capacity(RESTORE_THREADS);
         for index in 0..RESTORE_THREADS {
@@ -80,6 +84,19 @@ impl RestorePool {
             }
         }
         Ok((pool, threads))
+    }
+
+    /// Whether the restore still runs, so a loop should ask what each request needs restored.
+    /// A restore never starts again in a running server, so once it has ended this is one load.
+    pub fn active(&self, shared: &Shared) -> bool {
+        if self.over.load(Ordering::Relaxed) {
+            return false;
+        }
+        let restoring = shared.keyspace.is_restoring(&shared.db);
+        if !restoring {
+            self.over.store(true, Ordering::Relaxed);
+        }
+        restoring
     }
 
     /// Queues a fetch.

@@ -163,11 +163,8 @@ impl Table {
     /// Whether `key` may be read without waiting for the restore (always, outside a restore).
     #[inline]
     pub fn is_restored(&self, key: &[u8]) -> bool {
-        if !self.restore.active.load(Ordering::Relaxed) {
-            return true;
-        }
-        let gate = self.restore.gate.read().clone();
-        gate.is_none_or(|gate| gate.is_restored(self, key))
+        !self.restore.active.load(Ordering::Relaxed)
+            || self.gate_slow(|gate| gate.is_restored(self, key)).unwrap_or(true)
     }
 
     /// During a restore, waits until the whole table is in memory (range reads).
@@ -178,12 +175,11 @@ impl Table {
         }
     }
 
+    /// Calls the restore gate, if one is still set (`None` once the restore has ended).
     #[cold]
-    fn gate_slow(&self, call: impl FnOnce(&dyn RestoreGate)) {
+    fn gate_slow<T>(&self, call: impl FnOnce(&dyn RestoreGate) -> T) -> Option<T> {
         let gate = self.restore.gate.read().clone();
-        if let Some(gate) = gate {
-            call(gate.as_ref());
-        }
+        gate.map(|gate| call(gate.as_ref()))
     }
 
     /// Restore: links a recovered row under `key` (primary and secondary indexes) unless the key
