@@ -50,6 +50,14 @@ pub const INDEX_DAMAGED_FILE: &str = "indexed.redb.damaged";
 const MAGIC: &[u8; 8] = b"LZIDXLOG";
 /// Version of the layout above.
 pub const FORMAT_VERSION: u32 = 1;
+/// redb's page cache (its default is 1 GiB). The database is in memory already, and the B-tree
+/// is read whole only once, by the restore walk after a crash: a cache the size of the file
+/// would hold a second copy of the database and, worse, fill it during the restore with fresh
+/// memory whose first-touch page faults took 13 % of the server's CPU while it restored 5 M keys
+/// under load, and made an unloaded restore 1.6× slower (`docs/indexed.md`, "Memory"). The
+/// Indexer's writes touch the leaves of the keys of one round; a leaf not cached is read again
+/// from the OS page cache.
+pub const CACHE_SIZE_BYTES: usize = 64 << 20;
 
 const IMAGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("images");
 const TOMBSTONES: TableDefinition<&[u8], u64> = TableDefinition::new("tombstones");
@@ -452,7 +460,9 @@ fn corrupt(path: &Path, e: impl std::fmt::Display) -> DurabilityError {
 
 /// Opens the redb database over `backend` (initialising it if the file is empty).
 fn open_redb(backend: FsBackend, path: &Path) -> Result<redb::Database, DurabilityError> {
-    match redb::Builder::new().create_with_backend(backend) {
+    let mut builder = redb::Builder::new();
+    builder.set_cache_size(CACHE_SIZE_BYTES);
+    match builder.create_with_backend(backend) {
         Ok(db) => Ok(db),
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
             Err(DurabilityError::Failed(format!("{} is open already (another database?)", path.display())))
