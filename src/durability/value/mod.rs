@@ -134,9 +134,7 @@ pub struct LoggerShared {
     wake: Mutex<bool>,
     wake_cv: Condvar,
     stop: AtomicBool,
-    /// The last published `e_l`, the durable position that covers it, and the largest epoch of
-    /// a record in the log up to that position.
-    durable: Mutex<(u64, DurablePosition, u64)>,
+    durable: Mutex<(u64, DurablePosition)>,
     failed: Arc<OnceLock<String>>,
 }
 
@@ -150,7 +148,7 @@ impl LoggerShared {
             wake: Mutex::new(false),
             wake_cv: Condvar::new(),
             stop: AtomicBool::new(false),
-            durable: Mutex::new((0, position, 0)),
+            durable: Mutex::new((0, position)),
             failed,
         }
     }
@@ -172,15 +170,14 @@ impl LoggerShared {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Publishes `e_l` with the durable position that covers it and the largest epoch of a
-    /// record before that position.
-    fn publish(&self, epoch: u64, file_seq: u64, durable_len_bytes: u64, max_record_epoch: u64) {
+    /// Publishes `e_l` with the durable position that covers it.
+    fn publish(&self, epoch: u64, file_seq: u64, durable_len_bytes: u64) {
         let position = DurablePosition { logger: self.id as u32, file_seq, durable_len_bytes };
-        *self.durable.lock() = (epoch, position, max_record_epoch);
+        *self.durable.lock() = (epoch, position);
     }
 
-    /// The last published `e_l`, position and largest record epoch.
-    fn durable(&self) -> (u64, DurablePosition, u64) {
+    /// The last published `e_l` and position.
+    fn durable(&self) -> (u64, DurablePosition) {
         *self.durable.lock()
     }
 
@@ -204,10 +201,6 @@ pub struct SchemeShared {
     pepoch_wake: Mutex<bool>,
     pepoch_wake_cv: Condvar,
     pepoch_stop: AtomicBool,
-    /// The largest epoch someone waits to see persistent ([`SchemeShared::want`]). While no
-    /// record is past `pepoch` and nobody wants more, the pepoch writer leaves the file alone: an
-    /// idle database does not sync a file every epoch.
-    wanted_epoch: AtomicU64,
     failed: Arc<OnceLock<String>>,
     modules: Mutex<Vec<(String, String)>>,
     /// Void epoch ranges carried in every `pepoch` file (see [`files::Pepoch::holes`]).
@@ -277,14 +270,6 @@ impl SchemeShared {
         }
     }
 
-    /// Declares that a caller waits for `pepoch ≥ epoch`, so that the pepoch writer advances the
-    /// file even when no record needs it (see [`SchemeShared::wanted_epoch`]).
-    pub(crate) fn want(&self, epoch: u64) {
-        if self.wanted_epoch.fetch_max(epoch, Ordering::SeqCst) < epoch {
-            self.wake_pepoch();
-        }
-    }
-
     pub(crate) fn wake_pepoch(&self) {
         *self.pepoch_wake.lock() = true;
         self.pepoch_wake_cv.notify_one();
@@ -351,7 +336,6 @@ impl ValueLogging {
             pepoch_wake: Mutex::new(false),
             pepoch_wake_cv: Condvar::new(),
             pepoch_stop: AtomicBool::new(false),
-            wanted_epoch: AtomicU64::new(0),
             failed,
             modules: Mutex::new(Vec::new()),
             holes: Mutex::new(Vec::new()),
@@ -478,9 +462,6 @@ impl LogScheme for ValueLogging {
                 Err(DurabilityError::Failed(format!("scheme value cannot make {ticket:?} durable")))
             };
         };
-        if *epoch > self.shared.pepoch() {
-            self.shared.want(*epoch);
-        }
         let mut guard = self.shared.pepoch_lock.lock();
         loop {
             if let Some(message) = self.shared.failed.get() {
@@ -510,7 +491,6 @@ impl LogScheme for ValueLogging {
         if let Some(epochs) = self.shared.epochs.get() {
             epochs.advance();
             let target = epochs.current().saturating_sub(1);
-            self.shared.want(target);
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while self.shared.pepoch() < target && !self.shared.has_failed() && std::time::Instant::now() < deadline {
                 self.shared.loggers.iter().for_each(|l| l.wake());
