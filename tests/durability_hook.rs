@@ -58,6 +58,10 @@ impl LogScheme for RecorderScheme {
     fn wait_durable(&self, ticket: &DurabilityTicket) -> Result<(), DurabilityError> {
         if self.is_durable(ticket) { Ok(()) } else { Err(DurabilityError::Failed("not yet".into())) }
     }
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
+        let committed = self.0.next_seq.load(Ordering::SeqCst);
+        self.wait_durable(&DurabilityTicket::Sequence(committed))
+    }
     fn shutdown(&self) -> Result<(), DurabilityError> {
         Ok(())
     }

@@ -313,3 +313,40 @@ fn a_damaged_header_of_the_durable_file_is_named() {
     assert!(err.to_string().contains("data.log"), "{err}");
     assert!(err.to_string().contains("damaged header"), "{err}");
 }
+
+/// A close that cannot make every committed epoch persistent within its limit says so: the
+/// commits of those epochs are lost to the next recovery, so `Ok` would be a lie.
+#[test]
+fn a_close_whose_pepoch_falls_short_of_the_committed_epochs_is_an_error() {
+    use lazarus::io::hook::OpenHook;
+    use lazarus::io::real::RealFs;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let stalled = Arc::new(AtomicBool::new(false));
+    let hold = Arc::clone(&stalled);
+    // Holds each write of the pepoch file for 2 s while stalled: the persistent epoch stops.
+    let fs = OpenHook::new(Arc::new(RealFs), move |path: &Path, _| {
+        if hold.load(Ordering::SeqCst) && path.to_string_lossy().contains("pepoch") {
+            std::thread::sleep(Duration::from_millis(2000));
+        }
+        Ok(())
+    });
+    let stalling = ValueOptions { fs: Arc::new(fs), shutdown_flush_limit_ms: 200, ..options(dir.path()) };
+    let (db, scheme) = open(stalling).unwrap();
+    history(&db, 100);
+    let acknowledged = dump(&db);
+    stalled.store(true, Ordering::SeqCst);
+    let out = db.worker().call("put", &[int(5000), int(1)]).unwrap();
+    assert!(!scheme.is_durable(&out.committed.durability));
+    let err = db.close().expect_err("a close that left a commit non-durable must fail").to_string();
+    assert!(err.contains("persistent epoch reached") && err.contains("not durable"), "{err}");
+    drop(db);
+    // Everything acknowledged is there; the unacknowledged commit may be too (the held pepoch
+    // write finishes after the close gave up on it).
+    let (db, _) = open(options(dir.path())).unwrap();
+    let (mut rows, _) = dump(&db);
+    rows.retain(|row| row[0] != Value::Int(5000));
+    assert_eq!(rows, acknowledged.0);
+    db.close().unwrap();
+}

@@ -62,6 +62,10 @@ impl LogScheme for GatedScheme {
         }
     }
 
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
+        self.wait_durable(&DurabilityTicket::Immediate)
+    }
+
     fn shutdown(&self) -> Result<(), DurabilityError> {
         self.set(Gate::Failed);
         Ok(())

@@ -173,6 +173,12 @@ pub trait LogScheme: Send + Sync {
     /// Blocks until a transaction with this ticket may be acknowledged, or the scheme fails.
     fn wait_durable(&self, ticket: &DurabilityTicket) -> Result<(), DurabilityError>;
 
+    /// Blocks until every transaction whose commit returned before this call may be
+    /// acknowledged, or the scheme fails. For callers that hold no ticket (a bulk load; a tool
+    /// that must know the whole history so far is durable before it closes). An empty
+    /// transaction's ticket does not serve: it names no position in the log.
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError>;
+
     /// Flushes and stops the scheme's threads. Tickets not yet durable stay not durable.
     fn shutdown(&self) -> Result<(), DurabilityError>;
 

@@ -31,6 +31,10 @@ impl LogScheme for NoLogging {
         }
     }
 
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
+        Ok(())
+    }
+
     fn shutdown(&self) -> Result<(), DurabilityError> {
         Ok(())
     }

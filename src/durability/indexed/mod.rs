@@ -584,6 +584,13 @@ impl LogScheme for IndexedLogging {
         self.wait_indexed(*epoch)
     }
 
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
+        let Some(epochs) = self.shared.epochs.get() else { return Ok(()) };
+        let committed_before = epochs.current();
+        epochs.advance();
+        self.wait_durable(&DurabilityTicket::Epoch(committed_before))
+    }
+
     fn shutdown(&self) -> Result<(), DurabilityError> {
         if self.shut_down.swap(true, Ordering::SeqCst) {
             return self.shared.check_failed();
@@ -624,12 +631,8 @@ impl LogScheme for IndexedLogging {
         // waits for them to be persistent, which they are). Waiting after the catalog write
         // instead would let a failed Indexer reject a module the catalog already holds, while
         // the sequential log goes on recording commits made without it: no prefix.
-        if self.shared.options.mode == IndexMode::Sync
-            && let Some(epochs) = self.shared.epochs.get()
-        {
-            let committed_before = epochs.current();
-            epochs.advance();
-            self.wait_durable(&DurabilityTicket::Epoch(committed_before))?;
+        if self.shared.options.mode == IndexMode::Sync {
+            self.wait_committed_durable()?;
         }
         self.shared.inner.record_module(file_name, source)
     }

@@ -320,6 +320,13 @@ impl LogScheme for StreamLogging {
         }
     }
 
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
+        if !self.started() {
+            return self.shared.durable.check();
+        }
+        self.wait_all_appended()
+    }
+
     fn shutdown(&self) -> Result<(), DurabilityError> {
         if !self.shut_down.swap(true, Ordering::SeqCst) {
             // A checkpoint in progress is abandoned (its files are debris the next recovery

@@ -85,6 +85,9 @@ pub struct ValueOptions {
     pub replay_mode: crate::replay::ReplayMode,
     /// Scheme `command` only: its replay engine and whether calls are logged as write sets.
     pub command: crate::durability::command::CommandOptions,
+    /// How long a clean close waits for every committed epoch to become persistent before it
+    /// reports that some did not (default [`SHUTDOWN_FLUSH_LIMIT_MS`]).
+    pub shutdown_flush_limit_ms: u64,
 }
 
 impl ValueOptions {
@@ -101,6 +104,7 @@ impl ValueOptions {
             entry_format: files::EntryFormat::Value,
             replay_mode: crate::replay::ReplayMode::Direct,
             command: Default::default(),
+            shutdown_flush_limit_ms: SHUTDOWN_FLUSH_LIMIT_MS,
             log_dirs,
         }
     }
@@ -118,6 +122,9 @@ impl ValueOptions {
         }
         if self.recovery_threads == 0 || self.recovery_threads > 1024 {
             return bad("recovery threads must be 1..=1024".into());
+        }
+        if !(1..=SHUTDOWN_FLUSH_LIMIT_MAX_MS).contains(&self.shutdown_flush_limit_ms) {
+            return bad(format!("shutdown_flush_limit_ms must be 1..={SHUTDOWN_FLUSH_LIMIT_MAX_MS}"));
         }
         self.checkpoint.validate().or_else(bad)
     }
@@ -302,6 +309,13 @@ impl SchemeShared {
     }
 }
 
+/// How long a clean close waits for the loggers to make every committed epoch persistent. A
+/// limit, so that a stuck disk cannot hang a close forever; generous, because a loaded machine
+/// (a CI runner running tests in parallel) can take seconds per epoch.
+pub const SHUTDOWN_FLUSH_LIMIT_MS: u64 = 60_000;
+/// The largest shutdown flush limit accepted: an hour.
+pub const SHUTDOWN_FLUSH_LIMIT_MAX_MS: u64 = 3_600_000;
+
 /// The value-logging scheme.
 pub struct ValueLogging {
     shared: Arc<SchemeShared>,
@@ -415,6 +429,30 @@ impl ValueLogging {
         self.shared.pepoch_names_checkpoint(e_l)
     }
 
+    /// Waits, at most [`ValueOptions::shutdown_flush_limit_ms`], for the persistent epoch to cover every epoch
+    /// a commit may have read. Short of that, the commits of the later epochs are lost to the
+    /// next recovery (void epochs): that is an error the closer must see, not a clean close.
+    fn flush_for_shutdown(&self) -> Result<(), DurabilityError> {
+        // Not started: nothing was committed.
+        let Some(epochs) = self.shared.epochs.get() else { return Ok(()) };
+        epochs.advance();
+        let target = epochs.current().saturating_sub(1);
+        let limit_ms = self.shared.options.shutdown_flush_limit_ms;
+        let deadline = std::time::Instant::now() + Duration::from_millis(limit_ms);
+        while self.shared.pepoch() < target && !self.shared.has_failed() {
+            if std::time::Instant::now() >= deadline {
+                return Err(DurabilityError::Failed(format!(
+                    "close: the persistent epoch reached {} of {target} within {limit_ms} ms; \
+                     transactions committed in later epochs are not durable",
+                    self.shared.pepoch()
+                )));
+            }
+            self.shared.loggers.iter().for_each(|l| l.wake());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
     fn spawn(&self, name: String, body: impl FnOnce() + Send + 'static) -> Result<(), DurabilityError> {
         let handle = std::thread::Builder::new().name(name).spawn(body)?;
         self.threads.lock().push(handle);
@@ -477,6 +515,16 @@ impl LogScheme for ValueLogging {
         }
     }
 
+    fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
+        // Before `start` no transaction has committed (recovery writes no log).
+        let Some(epochs) = self.shared.epochs.get() else { return Ok(()) };
+        // A commit that returned read an epoch no later than the current one; advancing lets
+        // the loggers close that epoch now instead of at the next tick.
+        let committed_before = epochs.current();
+        epochs.advance();
+        self.wait_durable(&DurabilityTicket::Epoch(committed_before))
+    }
+
     fn shutdown(&self) -> Result<(), DurabilityError> {
         // Idempotent: `Database::close` and the database's drop both call it.
         if self.shut_down.swap(true, Ordering::SeqCst) {
@@ -488,15 +536,7 @@ impl LogScheme for ValueLogging {
         // A checkpoint in progress is abandoned; its files are debris the next recovery removes.
         self.shared.checkpoint.request_stop();
         // Let the loggers write what workers logged, so a clean close loses nothing.
-        if let Some(epochs) = self.shared.epochs.get() {
-            epochs.advance();
-            let target = epochs.current().saturating_sub(1);
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while self.shared.pepoch() < target && !self.shared.has_failed() && std::time::Instant::now() < deadline {
-                self.shared.loggers.iter().for_each(|l| l.wake());
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+        let flushed = self.flush_for_shutdown();
         for logger in &self.shared.loggers {
             logger.stop.store(true, Ordering::SeqCst);
             logger.wake();
@@ -508,7 +548,7 @@ impl LogScheme for ValueLogging {
         }
         match self.shared.failed.get() {
             Some(message) => Err(DurabilityError::Failed(message.clone())),
-            None => Ok(()),
+            None => flushed,
         }
     }
 
@@ -521,11 +561,7 @@ impl LogScheme for ValueLogging {
         // A module takes its place in the serial order: what was committed before it must be
         // durable before the catalog that holds it is, or a crash could keep the module and lose
         // those commits (a state that is no prefix of the history).
-        if let Some(epochs) = self.shared.epochs.get() {
-            let committed_before = epochs.current();
-            epochs.advance();
-            self.wait_durable(&DurabilityTicket::Epoch(committed_before))?;
-        }
+        self.wait_committed_durable()?;
         let mut modules = self.shared.modules.lock();
         modules.push((file_name.to_string(), source.to_string()));
         let path = self.shared.pepoch_dir().join(files::CATALOG_FILE);
