@@ -329,3 +329,59 @@ fn a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_log_usabl
     });
     db.close().unwrap();
 }
+
+/// An idle database leaves its `pepoch` file alone (it used to rewrite and sync it every epoch),
+/// yet everything that waits for `pepoch` still gets it: a new commit is acknowledged, a
+/// checkpoint taken while nothing is written is installed (it waits for `pepoch ≥ e_h`), and
+/// recovery finds everything.
+#[test]
+fn an_idle_database_does_not_rewrite_its_pepoch_file_and_waits_still_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().join("log0")];
+    let pepoch_writes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = Arc::clone(&pepoch_writes);
+    let fs = OpenHook::new(Arc::new(RealFs), move |path: &Path, _| {
+        if path.file_name().and_then(|n| n.to_str()) == Some("pepoch.tmp") {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    });
+    let fs: Arc<dyn FileSystem> = Arc::new(fs);
+    let mut opts = options(dirs.clone(), 0);
+    opts.fs = Arc::clone(&fs);
+    let (db, scheme) = open(opts).unwrap();
+    db.load_module("t.proc", "table t (k int not null, v int not null, primary key (k));").unwrap();
+    let mut w = db.worker();
+    let mut put = |k: i64| {
+        let mut txn = w.begin();
+        let t = txn.table_id("t").unwrap();
+        txn.put(t, Row::new(vec![Value::Int(k), Value::Int(k)])).unwrap();
+        let c = txn.commit().unwrap();
+        w.wait_durable(&c.durability).unwrap();
+    };
+    for k in 0..50 {
+        put(k);
+    }
+    // Let the epoch of the last write settle, then stay idle for 60 epochs of 5 ms.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = pepoch_writes.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(300));
+    let idle_writes = pepoch_writes.load(Ordering::SeqCst) - before;
+    assert!(idle_writes <= 2, "{idle_writes} pepoch files written in 60 idle epochs");
+    put(50);
+    db.close().unwrap();
+    drop(db);
+    drop(scheme);
+
+    // Checkpoints every 20 ms of a database nobody writes to: each waits for `pepoch ≥ e_h`.
+    let mut opts = options(dirs.clone(), 20);
+    opts.fs = fs;
+    let (db, scheme) = open(opts).unwrap();
+    wait_for_checkpoints(&scheme, 2);
+    db.close().unwrap();
+    drop(db);
+    let (db, scheme) = open(options(dirs, 0)).unwrap();
+    assert!(scheme.recovery.lock().as_ref().unwrap().checkpoint.is_some());
+    assert_eq!(db.catalog().table_by_name("t").unwrap().len(), 51);
+    db.close().unwrap();
+}

@@ -33,6 +33,7 @@ impl CheckpointHost for ValueHost {
 
     fn wait_persistent(&self, epoch: u64) -> bool {
         let scheme = &self.scheme;
+        scheme.want(epoch);
         let mut guard = scheme.pepoch_lock.lock();
         loop {
             if scheme.has_failed() || scheme.pepoch_stop.load(Ordering::SeqCst) || scheme.checkpoint.is_stopping() {

@@ -14,7 +14,9 @@
 //!
 //! The distinguished thread computes `pepoch = min(e_l) − 1`, writes it (with each logger's
 //! durable position) to the `pepoch` file atomically and durably, and only then publishes it;
-//! a transaction of epoch `e` is acknowledged once `e ≤ pepoch`.
+//! a transaction of epoch `e` is acknowledged once `e ≤ pepoch`. It skips a file that would
+//! admit no record the last one does not, unless someone waits for more
+//! ([`super::SchemeShared::want`]): an idle database syncs nothing.
 //!
 //! Any I/O error is fatal to the scheme (fsyncgate): the failure is recorded, `pepoch` stops
 //! advancing, and every later commit fails with the recorded message.
@@ -50,6 +52,11 @@ pub fn run_logger(scheme: Arc<SchemeShared>, logger: Arc<LoggerShared>, first_se
 fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> std::io::Result<()> {
     let mut current = create_file(scheme, logger, first_seq, scheme.epochs().current())?;
     let mut synced_epoch = 0u64;
+    // Bytes appended since the last sync: an idle logger publishes its advancing bound without
+    // syncing a file that has nothing new.
+    let mut unsynced = false;
+    // The largest epoch of a record this logger has written, in any of its files.
+    let mut max_record_epoch = 0u64;
     loop {
         let stopping = logger.wait_for_work(Duration::from_millis(scheme.options.sync_interval_ms));
         if scheme.has_failed() {
@@ -60,24 +67,30 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
         let written = write_buffers(&mut current, &taken)?;
         scheme.log_bytes.fetch_add(written, Ordering::Relaxed);
         give_back(taken);
+        unsynced |= written > 0;
+        max_record_epoch = max_record_epoch.max(current.max_epoch);
         // `pepoch` can only move when an epoch ends, so a sync is worth its cost once per epoch
         // (the epoch manager wakes the loggers at each advance); full buffers in between are
         // written but not synced.
         let synced = epoch_now > synced_epoch || stopping;
         if synced {
-            current.file.sync_data()?;
+            if unsynced {
+                current.file.sync_data()?;
+                unsynced = false;
+            }
             synced_epoch = epoch_now;
-            logger.publish(bound, current.seq, current.len_bytes);
+            logger.publish(bound, current.seq, current.len_bytes, max_record_epoch);
             scheme.wake_pepoch();
         }
         if current.max_epoch >= current.first_epoch + scheme.options.rotate_epochs {
             // A rotated file must be whole on disk: recovery reads every file older than the
             // durable position in full, so the new position below covers the old file.
-            if !synced {
+            if unsynced {
                 current.file.sync_data()?;
+                unsynced = false;
             }
             current = rotate(scheme, logger, current, epoch_now)?;
-            logger.publish(bound, current.seq, current.len_bytes);
+            logger.publish(bound, current.seq, current.len_bytes, max_record_epoch);
         }
         if stopping {
             return Ok(());
@@ -199,16 +212,19 @@ fn pepoch_loop(scheme: &SchemeShared) -> std::io::Result<()> {
         if scheme.has_failed() {
             return Ok(());
         }
-        let positions: Vec<(u64, DurablePosition)> = scheme.loggers.iter().map(|l| l.durable()).collect();
-        let min_logger_epoch = positions.iter().map(|(e, _)| *e).min().unwrap_or(0);
+        let durable: Vec<(u64, DurablePosition, u64)> = scheme.loggers.iter().map(|l| l.durable()).collect();
+        let min_logger_epoch = durable.iter().map(|(e, _, _)| *e).min().unwrap_or(0);
         let epoch = min_logger_epoch.saturating_sub(1);
         let checkpoint_e_l = scheme.checkpoint_e_l.load(Ordering::SeqCst);
         let checkpoint_news = checkpoint_e_l > scheme.written_checkpoint_e_l.load(Ordering::SeqCst);
-        if epoch > scheme.pepoch() || checkpoint_news {
+        let positions: Vec<DurablePosition> = durable.iter().map(|(_, p, _)| *p).collect();
+        let holes = scheme.holes.lock().clone();
+        // With nothing to cover, the write is skipped, and so is the publish: it never gets
+        // ahead of the file.
+        let advance = epoch > scheme.pepoch() && needs_write(scheme, &durable, &positions, &holes);
+        if advance || checkpoint_news {
             // Never below the published pepoch: a write for the checkpoint alone keeps the epoch.
             let epoch = epoch.max(scheme.pepoch());
-            let holes = scheme.holes.lock().clone();
-            let positions = positions.into_iter().map(|(_, p)| p).collect();
             let pepoch = Pepoch { epoch, positions, holes, checkpoint_e_l };
             write_pepoch(scheme, &pepoch)?;
             *scheme.written_pepoch.lock() = pepoch;
@@ -219,6 +235,25 @@ fn pepoch_loop(scheme: &SchemeShared) -> std::io::Result<()> {
             return Ok(());
         }
     }
+}
+
+/// Whether advancing `pepoch` needs a new file: some durable record lies past the current
+/// `pepoch` (a transaction waits for it), the durable positions or the holes changed since the
+/// last file, or someone waits for a larger `pepoch` ([`SchemeShared::want`]). Otherwise the
+/// new file would admit no record the old one does not (every durable record is of an epoch ≤
+/// `pepoch`), so an idle database keeps its file instead of syncing one every epoch. Leaving
+/// `pepoch` where it is is what a slow writer does; it is never published ahead of the file.
+fn needs_write(
+    scheme: &SchemeShared,
+    durable: &[(u64, DurablePosition, u64)],
+    positions: &[DurablePosition],
+    holes: &[(u64, u64)],
+) -> bool {
+    let pepoch = scheme.pepoch();
+    let record_past = durable.iter().any(|(_, _, max_record_epoch)| *max_record_epoch > pepoch);
+    let wanted = scheme.wanted_epoch.load(Ordering::SeqCst) > pepoch;
+    let written = scheme.written_pepoch.lock();
+    record_past || wanted || written.positions != positions || written.holes != holes
 }
 
 fn write_pepoch(scheme: &SchemeShared, pepoch: &Pepoch) -> std::io::Result<()> {

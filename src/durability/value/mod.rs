@@ -141,7 +141,9 @@ pub struct LoggerShared {
     wake: Mutex<bool>,
     wake_cv: Condvar,
     stop: AtomicBool,
-    durable: Mutex<(u64, DurablePosition)>,
+    /// The last published `e_l`, the durable position that covers it, and the largest epoch of
+    /// a record in the log up to that position.
+    durable: Mutex<(u64, DurablePosition, u64)>,
     failed: Arc<OnceLock<String>>,
 }
 
@@ -155,7 +157,7 @@ impl LoggerShared {
             wake: Mutex::new(false),
             wake_cv: Condvar::new(),
             stop: AtomicBool::new(false),
-            durable: Mutex::new((0, position)),
+            durable: Mutex::new((0, position, 0)),
             failed,
         }
     }
@@ -177,14 +179,15 @@ impl LoggerShared {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Publishes `e_l` with the durable position that covers it.
-    fn publish(&self, epoch: u64, file_seq: u64, durable_len_bytes: u64) {
+    /// Publishes `e_l` with the durable position that covers it and the largest epoch of a
+    /// record before that position.
+    fn publish(&self, epoch: u64, file_seq: u64, durable_len_bytes: u64, max_record_epoch: u64) {
         let position = DurablePosition { logger: self.id as u32, file_seq, durable_len_bytes };
-        *self.durable.lock() = (epoch, position);
+        *self.durable.lock() = (epoch, position, max_record_epoch);
     }
 
-    /// The last published `e_l` and position.
-    fn durable(&self) -> (u64, DurablePosition) {
+    /// The last published `e_l`, position and largest record epoch.
+    fn durable(&self) -> (u64, DurablePosition, u64) {
         *self.durable.lock()
     }
 
@@ -208,6 +211,10 @@ pub struct SchemeShared {
     pepoch_wake: Mutex<bool>,
     pepoch_wake_cv: Condvar,
     pepoch_stop: AtomicBool,
+    /// The largest epoch someone waits to see persistent ([`SchemeShared::want`]). While no
+    /// record is past `pepoch` and nobody wants more, the pepoch writer leaves the file alone: an
+    /// idle database does not sync a file every epoch.
+    wanted_epoch: AtomicU64,
     failed: Arc<OnceLock<String>>,
     modules: Mutex<Vec<(String, String)>>,
     /// Void epoch ranges carried in every `pepoch` file (see [`files::Pepoch::holes`]).
@@ -274,6 +281,14 @@ impl SchemeShared {
             }
             scheme.wake_pepoch();
             scheme.pepoch_cv.wait_for(&mut guard, (deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// Declares that a caller waits for `pepoch ≥ epoch`, so that the pepoch writer advances the
+    /// file even when no record needs it (see [`SchemeShared::wanted_epoch`]).
+    pub(crate) fn want(&self, epoch: u64) {
+        if self.wanted_epoch.fetch_max(epoch, Ordering::SeqCst) < epoch {
+            self.wake_pepoch();
         }
     }
 
@@ -350,6 +365,7 @@ impl ValueLogging {
             pepoch_wake: Mutex::new(false),
             pepoch_wake_cv: Condvar::new(),
             pepoch_stop: AtomicBool::new(false),
+            wanted_epoch: AtomicU64::new(0),
             failed,
             modules: Mutex::new(Vec::new()),
             holes: Mutex::new(Vec::new()),
@@ -437,6 +453,7 @@ impl ValueLogging {
         let Some(epochs) = self.shared.epochs.get() else { return Ok(()) };
         epochs.advance();
         let target = epochs.current().saturating_sub(1);
+        self.shared.want(target);
         let limit_ms = self.shared.options.shutdown_flush_limit_ms;
         let deadline = std::time::Instant::now() + Duration::from_millis(limit_ms);
         while self.shared.pepoch() < target && !self.shared.has_failed() {
@@ -500,6 +517,9 @@ impl LogScheme for ValueLogging {
                 Err(DurabilityError::Failed(format!("scheme value cannot make {ticket:?} durable")))
             };
         };
+        if *epoch > self.shared.pepoch() {
+            self.shared.want(*epoch);
+        }
         let mut guard = self.shared.pepoch_lock.lock();
         loop {
             if let Some(message) = self.shared.failed.get() {
