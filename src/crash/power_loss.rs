@@ -543,6 +543,50 @@ pub fn check_recovery(
     case: &str,
 ) -> Option<Dump> {
     tally.cases += 1;
+    let violations_at_start = tally.violations_total;
+    let state = check_recovery_inner(history, image, run, seed, tally, case);
+    if tally.violations_total > violations_at_start {
+        keep_failed_image(image, case);
+    }
+    state
+}
+
+/// Environment variable naming a directory where [`check_recovery`] writes the crash image of
+/// every case that failed (one directory per case, the image's files under their paths), to be
+/// opened with `lazarus recover` or read byte by byte. Unset: nothing is written.
+pub const KEEP_FAILED_IMAGES_ENV: &str = "LAZARUS_KEEP_FAILED_IMAGES";
+
+fn keep_failed_image(image: &SimDisk, case: &str) {
+    if let Some(root) = std::env::var_os(KEEP_FAILED_IMAGES_ENV) {
+        keep_image_in(std::path::Path::new(&root), image, case);
+    }
+}
+
+/// Writes `image`'s files to `root/<case, as a file name>/`; returns that directory.
+fn keep_image_in(root: &std::path::Path, image: &SimDisk, case: &str) -> std::path::PathBuf {
+    let name: String =
+        case.chars().take(200).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let dir = root.join(name);
+    for path in image.file_paths() {
+        let Some(bytes) = image.contents(&path) else { continue };
+        let to = dir.join(path.strip_prefix("/").unwrap_or(&path));
+        let written = to.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&to, bytes));
+        if let Err(e) = written {
+            eprintln!("could not keep {} of failed case {case}: {e}", to.display());
+        }
+    }
+    eprintln!("kept the crash image of failed case {case} in {}", dir.display());
+    dir
+}
+
+fn check_recovery_inner(
+    history: &History,
+    image: &SimDisk,
+    run: &Run,
+    seed: u64,
+    tally: &mut Tally,
+    case: &str,
+) -> Option<Dump> {
     let disk = image.fork();
     let db = match open(history.setup, &disk) {
         Ok(db) => db,
@@ -957,4 +1001,26 @@ pub fn run_power_loss(
         }
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{FileSystem, OpenMode};
+    use std::path::Path;
+
+    #[test]
+    fn a_kept_image_holds_the_crash_images_files_under_their_paths() {
+        let disk = SimDisk::new();
+        disk.create_dir_all(Path::new("/log0")).unwrap();
+        let mut file = disk.open(Path::new("/log0/data.log"), OpenMode::CreateNew).unwrap();
+        file.append(b"synced").unwrap();
+        file.sync_data().unwrap();
+        drop(file);
+        disk.sync_dir(Path::new("/log0")).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let dir = keep_image_in(root.path(), &disk.crash(1), "kv Fault { nth: 3 } seed=1");
+        assert_eq!(dir, root.path().join("kv_Fault___nth__3___seed_1"));
+        assert_eq!(std::fs::read(dir.join("log0/data.log")).unwrap(), b"synced");
+    }
 }
