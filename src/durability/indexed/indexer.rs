@@ -438,32 +438,65 @@ const LOOKUP_ATTEMPTS: usize = 200;
 
 /// The path of logger directory `dir`'s file of sequence `seq`, if it exists.
 fn find_file(fs: &dyn FileSystem, dir: &Path, seq: u64) -> Result<Option<PathBuf>, DurabilityError> {
-    for name in fs.list(dir)? {
-        if let Some((_, s)) = files::parse_old_log_name(&name) {
-            if s == seq {
+    stable_listing(fs, dir, |names| {
+        for name in names {
+            if file_seq(fs, dir, name)? == Some(seq) {
                 return Ok(Some(dir.join(name)));
             }
-        } else if name.as_os_str() == files::CURRENT_LOG && current_seq(fs, &dir.join(&name))? == Some(seq) {
-            return Ok(Some(dir.join(name)));
         }
-    }
-    Ok(None)
+        Ok(None)
+    })
 }
 
 /// The smallest file sequence above `seq` in `dir`.
 fn next_file_seq(fs: &dyn FileSystem, dir: &Path, seq: u64) -> Result<Option<u64>, DurabilityError> {
-    let mut best: Option<u64> = None;
-    for name in fs.list(dir)? {
-        let s = match files::parse_old_log_name(&name) {
-            Some((_, s)) => Some(s),
-            None if name.as_os_str() == files::CURRENT_LOG => current_seq(fs, &dir.join(&name))?,
-            None => None,
-        };
-        if let Some(s) = s.filter(|&s| s > seq) {
-            best = Some(best.map_or(s, |b| b.min(s)));
+    stable_listing(fs, dir, |names| {
+        let mut best: Option<u64> = None;
+        for name in names {
+            if let Some(s) = file_seq(fs, dir, name)?.filter(|&s| s > seq) {
+                best = Some(best.map_or(s, |b| b.min(s)));
+            }
         }
+        Ok(best)
+    })
+}
+
+/// Listings of a changing directory tried before a lookup gives up.
+const LISTING_ATTEMPTS: usize = 1000;
+
+/// Runs `lookup` over a listing of `dir` and returns its answer once a listing taken after it is
+/// the same. The listing and the header read of `data.log` are two steps, and a logger may
+/// rotate between them: it renames the `data.log` the listing saw (sequence `s`) to
+/// `old_data.*.s`, which the listing lacks, and creates the next `data.log`, whose header then
+/// says `s + 1`. Sequence `s` looked absent: the Indexer skipped a whole closed file, and its
+/// records never reached the indexed log (an acknowledged write lost at the next recovery, the
+/// AILIR failures of `docs/RELIABILITY.md`). A rotation always adds a name, so an unchanged
+/// listing means no rotation fell between.
+fn stable_listing<T>(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    mut lookup: impl FnMut(&[PathBuf]) -> Result<T, DurabilityError>,
+) -> Result<T, DurabilityError> {
+    let mut names = fs.list(dir)?;
+    for _ in 0..LISTING_ATTEMPTS {
+        let answer = lookup(&names)?;
+        let again = fs.list(dir)?;
+        if again == names {
+            return Ok(answer);
+        }
+        names = again;
     }
-    Ok(best)
+    Err(corrupt(dir, 0, format!("the directory changed during each of {LISTING_ATTEMPTS} listings")))
+}
+
+/// The sequence of the log file `name` of `dir` (`None`: not a log file, or a `data.log` without
+/// its header yet).
+fn file_seq(fs: &dyn FileSystem, dir: &Path, name: &Path) -> Result<Option<u64>, DurabilityError> {
+    match files::parse_old_log_name(name) {
+        Some((_, s)) => Ok(Some(s)),
+        None if name.as_os_str() == files::CURRENT_LOG => current_seq(fs, &dir.join(name)),
+        None => Ok(None),
+    }
 }
 
 /// The sequence in `data.log`'s header; `None` while the header is not written yet (or gone:
@@ -478,4 +511,77 @@ fn current_seq(fs: &dyn FileSystem, path: &Path) -> Result<Option<u64>, Durabili
 
 fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {
     DurabilityError::Corrupt { file: file.to_path_buf(), offset, reason: reason.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::File;
+    use crate::io::sim::SimDisk;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const DIR: &str = "/log0";
+
+    fn write_log_header(disk: &SimDisk, seq: u64) {
+        let header = files::LogHeader { format: files::EntryFormat::Value, logger: 0, file_seq: seq };
+        let mut file = disk.open(&Path::new(DIR).join(files::CURRENT_LOG), OpenMode::CreateNew).unwrap();
+        file.append(&files::encode_log_header(header)).unwrap();
+    }
+
+    /// A logger directory on the simulated disk that rotates its `data.log` (sequence 3 becomes
+    /// `old_data.17.3`, a new `data.log` of sequence 4) once, right after the first listing: a
+    /// logger rotating between the Indexer's listing and its read of `data.log`'s header.
+    struct RotatesAfterListing {
+        disk: SimDisk,
+        armed: AtomicBool,
+    }
+
+    impl RotatesAfterListing {
+        fn new() -> RotatesAfterListing {
+            let disk = SimDisk::new();
+            disk.create_dir_all(Path::new(DIR)).unwrap();
+            disk.open(&Path::new(DIR).join(files::old_log_name(12, 2)), OpenMode::CreateNew).unwrap();
+            write_log_header(&disk, 3);
+            RotatesAfterListing { disk, armed: AtomicBool::new(true) }
+        }
+    }
+
+    impl FileSystem for RotatesAfterListing {
+        fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Box<dyn File>> {
+            self.disk.open(path, mode)
+        }
+        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+            self.disk.create_dir_all(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            self.disk.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            self.disk.remove(path)
+        }
+        fn list(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+            let names = self.disk.list(dir)?;
+            if self.armed.swap(false, Ordering::SeqCst) {
+                let dir = Path::new(DIR);
+                self.disk.rename(&dir.join(files::CURRENT_LOG), &dir.join(files::old_log_name(17, 3)))?;
+                write_log_header(&self.disk, 4);
+            }
+            Ok(names)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.disk.sync_dir(dir)
+        }
+        fn exists(&self, path: &Path) -> std::io::Result<bool> {
+            self.disk.exists(path)
+        }
+    }
+
+    #[test]
+    fn a_rotation_between_the_listing_and_the_header_read_does_not_hide_the_rotated_file() {
+        let fs = RotatesAfterListing::new();
+        assert_eq!(next_file_seq(&fs, Path::new(DIR), 2).unwrap(), Some(3), "the file after 2 is 3, not 4");
+        let fs = RotatesAfterListing::new();
+        let found = find_file(&fs, Path::new(DIR), 3).unwrap();
+        assert_eq!(found, Some(Path::new(DIR).join(files::old_log_name(17, 3))));
+    }
 }
