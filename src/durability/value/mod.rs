@@ -445,9 +445,10 @@ impl ValueLogging {
         self.shared.pepoch_names_checkpoint(e_l)
     }
 
-    /// Waits, at most [`ValueOptions::shutdown_flush_limit_ms`], for the persistent epoch to cover every epoch
-    /// a commit may have read. Short of that, the commits of the later epochs are lost to the
-    /// next recovery (void epochs): that is an error the closer must see, not a clean close.
+    /// Waits, at most [`ValueOptions::shutdown_flush_limit_ms`], for the persistent epoch to
+    /// cover every epoch a commit may have read. Short of that, the commits of the later epochs
+    /// are lost to the next recovery (void epochs): an error the closer must see, not a clean
+    /// close.
     fn flush_for_shutdown(&self) -> Result<(), DurabilityError> {
         // Not started: nothing was committed.
         let Some(epochs) = self.shared.epochs.get() else { return Ok(()) };
