@@ -96,6 +96,17 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         from_generation: u64,
     },
+    /// Describe a value or command log directory file by file without recovering it: the
+    /// pepoch file, the catalog, each log file's blocks, entries, epochs and first damage, and
+    /// the indexed log's resume positions. Read-only.
+    Inspect {
+        /// Log directories.
+        #[arg(long, required = true)]
+        log_dir: Vec<std::path::PathBuf>,
+        /// Also list every write of a value log (block offset, TID, table, key, row).
+        #[arg(long)]
+        records: bool,
+    },
     /// The first-run job: load a small workload, run it under each available durability scheme,
     /// and write an HTML report (the default when no command is given).
     Demo(DemoArgs),
@@ -145,6 +156,7 @@ fn main() -> ExitCode {
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
         Some(Command::Analyze { file, dot }) => analyze(&file, dot.as_deref()),
+        Some(Command::Inspect { log_dir, records }) => inspect(&log_dir, records),
         Some(Command::CrashChild(args)) => crash_child(&args),
         Some(Command::Serve(args)) => serve(&args),
         Some(Command::InstantBench(args)) => instant_bench(&args),
@@ -191,6 +203,17 @@ fn check(files: &[String]) -> anyhow::Result<ExitCode> {
         eprintln!("{} error(s)", diagnostics.len());
         Ok(ExitCode::FAILURE)
     }
+}
+
+fn inspect(dirs: &[std::path::PathBuf], records: bool) -> anyhow::Result<ExitCode> {
+    let fs: Arc<dyn lazarus::io::FileSystem> = Arc::new(lazarus::io::real::RealFs);
+    for dir in dirs {
+        let dir = std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let text = lazarus::durability::inspect::inspect_dir(&fs, &dir, records)
+            .with_context(|| format!("cannot inspect {}", dir.display()))?;
+        print!("{text}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn analyze(path: &str, dot: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {

@@ -30,6 +30,7 @@ pub mod codec;
 pub mod command;
 pub mod frame;
 pub mod indexed;
+pub mod inspect;
 pub mod none;
 pub mod serial;
 pub mod taurus;
