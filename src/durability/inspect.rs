@@ -60,9 +60,9 @@ pub fn inspect_log_file(fs: &dyn FileSystem, path: &Path, records: bool) -> Resu
     };
     summary.header = Some(header);
     while at < bytes.len() {
-        match read_block(&bytes, at) {
-            Ok(payload) => {
-                let end = at + HEADER_SIZE_BYTES + payload.len();
+        match frame::decode_block(&bytes[at..]) {
+            Ok((payload, size)) => {
+                let end = at + size;
                 if end == bytes.len() && files::decode_end_block(payload) == Some(at as u64) {
                     summary.ended = true;
                 } else {
@@ -76,28 +76,13 @@ pub fn inspect_log_file(fs: &dyn FileSystem, path: &Path, records: bool) -> Resu
                 }
                 at = end;
             }
-            Err(reason) => {
-                summary.damage = Some((at as u64, reason));
+            Err(e) => {
+                summary.damage = Some((at as u64, e.to_string()));
                 return Ok(summary);
             }
         }
     }
     Ok(summary)
-}
-
-/// The payload of the block at `at`, checked.
-fn read_block(bytes: &[u8], at: usize) -> Result<&[u8], String> {
-    let header = frame::decode_header(&bytes[at..]).map_err(|e| format!("block header: {e}"))?;
-    let end = at + header.size_bytes();
-    let payload = bytes.get(at + HEADER_SIZE_BYTES..end).ok_or_else(|| {
-        format!(
-            "a block of {} bytes, of which only {} are in the file (a torn tail)",
-            header.size_bytes(),
-            bytes.len() - at
-        )
-    })?;
-    header.check_payload(payload).map_err(|e| format!("block payload: {e}"))?;
-    Ok(payload)
 }
 
 fn summarize_entries(summary: &mut LogFileSummary, at: usize, payload: &[u8], records: bool) -> Result<(), String> {
