@@ -26,6 +26,7 @@ use crate::proc::{self, CompiledProcedure, Diagnostic};
 use crate::storage::table::{Catalog, CatalogError};
 use crate::storage::{IndexBackend, ParamValue, TableSchema, Value};
 use crate::txn::epoch::{EPOCH_INTERVAL_DEFAULT_MS, EPOCH_INTERVAL_MAX_MS, EPOCH_INTERVAL_MIN_MS, EpochManager};
+use crate::txn::versions::Snapshot;
 use crate::txn::{Committed, Transaction, TxnContext, TxnError, TxnLimits, WorkerState};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -367,8 +368,40 @@ impl Worker {
         id: u32,
         args: &[ParamValue],
     ) -> Result<CallOutcome, TxnError> {
+        self.call_in(registry, id, args, None)
+    }
+
+    /// Re-executes procedure `id` as a transaction of versioned command replay at
+    /// `snapshot.ts` ([`crate::txn::versions`]); only for a replay worker.
+    pub(crate) fn replay_call_at(
+        &mut self,
+        registry: &ProcedureRegistry,
+        id: u32,
+        args: &[ParamValue],
+        snapshot: Snapshot,
+    ) -> Result<CallOutcome, TxnError> {
+        self.call_in(registry, id, args, Some(snapshot))
+    }
+
+    /// Begins a transaction of versioned command replay at `snapshot.ts`.
+    pub(crate) fn begin_at(&mut self, snapshot: Snapshot) -> Transaction<'_> {
+        let mut tx = self.inner.ctx.begin(&mut self.state);
+        tx.set_snapshot(snapshot);
+        tx
+    }
+
+    fn call_in(
+        &mut self,
+        registry: &ProcedureRegistry,
+        id: u32,
+        args: &[ParamValue],
+        snapshot: Option<Snapshot>,
+    ) -> Result<CallOutcome, TxnError> {
         let procedure = Arc::clone(registry.get(id).ok_or_else(|| TxnError::NoSuchProcedure(format!("#{id}")))?);
         let mut tx = self.inner.ctx.begin(&mut self.state);
+        if let Some(snapshot) = snapshot {
+            tx.set_snapshot(snapshot);
+        }
         let log_as_data = registry.logs_calls_as_data(id);
         tx.set_invocation(Invocation { procedure_id: id, args: Arc::from(args), log_as_data });
         let values = match procedure.run(&mut tx, args) {

@@ -722,6 +722,10 @@ fn recover_stream(
             g.txns_per_s(),
             g.txns_per_s_with_read()
         );
+        if g.versions_left.0 > 0 {
+            let (records, versions) = g.versions_left;
+            println!("    versions left when replay ended: {versions} of {records} records");
+        }
     }
     println!("replay          {:>10.1} ms  on {} thread(s)", r.replay_ms, r.threads);
     println!("index rebuild   {:>10.1} ms", r.rebuild_ms);

@@ -54,6 +54,7 @@ pub mod epoch;
 pub mod error;
 pub mod tid;
 pub mod transaction;
+pub mod versions;
 
 pub use error::{ConflictReason, TxnError};
 pub use tid::Tid;

@@ -3,6 +3,7 @@
 
 use super::error::{ConflictReason, TxnError};
 use super::tid::{Tid, TidWord};
+use super::versions::Snapshot;
 use super::{TxnContext, WorkerState};
 use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite};
 use crate::storage::index::{Direction, KeyRange, OrderedIndex};
@@ -110,6 +111,10 @@ pub struct Transaction<'w> {
     /// Pinned for the transaction's life: the rows it reads are loaded under this one pin
     /// (`Record::stable_read_pinned`) instead of a pin per read.
     pin: crossbeam_epoch::Guard,
+    /// Versioned command replay (Taurus §5.2): reads see the versions below this timestamp, and
+    /// the commit adds versions instead of replacing what earlier readers need
+    /// ([`super::versions`]).
+    snapshot: Option<Snapshot>,
 }
 
 /// The sets of a finished transaction, emptied, kept per thread for the next one: growing them
@@ -201,7 +206,28 @@ impl<'w> Transaction<'w> {
             scans: sets.scans,
             invocation: None,
             pin: crossbeam_epoch::pin(),
+            snapshot: None,
         }
+    }
+
+    /// Makes this a transaction of versioned command replay at `snapshot.ts`: it reads the
+    /// versions of that timestamp and commits like [`Transaction::commit_replay`], adding its
+    /// versions to the store ([`super::versions`]). Only for re-executing logged transactions in
+    /// an order that respects their RAW and WAW dependencies.
+    pub(crate) fn set_snapshot(&mut self, snapshot: Snapshot) {
+        self.snapshot = Some(snapshot);
+    }
+
+    /// `record`'s row as this transaction sees it (`None`: absent), with the word read with it.
+    /// Under a snapshot the record is read first and the store second (`super::versions`).
+    fn read_record(&self, record: &Record) -> (TidWord, Option<Row>) {
+        let (word, row) = record.stable_read_pinned(&self.pin);
+        if let Some(s) = &self.snapshot
+            && let Some(version) = s.store.visible(record, s.ts)
+        {
+            return (word, version);
+        }
+        (word, (!word.is_absent()).then_some(row))
     }
 
     /// The size limits this transaction runs under.
@@ -245,15 +271,14 @@ impl<'w> Transaction<'w> {
         }
         match table.get(key) {
             Some(record) => {
-                let (word, row) = record.stable_read_pinned(&self.pin);
+                let (word, row) = self.read_record(&record);
                 self.push_read(record, word)?;
-                if word.is_absent() {
+                if row.is_none() {
                     // The record may be unlinked already, with a new record now under the key;
                     // the absence check at validation catches that.
                     self.absences.push(Absence { table: table.id, key: key.clone() });
-                    return Ok(None);
                 }
-                Ok(Some(row))
+                Ok(row)
             }
             None => {
                 self.absences.push(Absence { table: table.id, key: key.clone() });
@@ -321,12 +346,12 @@ impl<'w> Transaction<'w> {
             self.absences.push(Absence { table, key });
             return Ok(false);
         };
-        let (word, old) = record.stable_read_pinned(&self.pin);
+        let (word, old) = self.read_record(&record);
         self.push_read(Arc::clone(&record), word)?;
-        if word.is_absent() {
+        let Some(old) = old else {
             self.absences.push(Absence { table, key });
             return Ok(false);
-        }
+        };
         let new = build(old)?;
         t.schema.check_row(&new)?;
         let new_key = t.schema.primary_key_of(&new)?;
@@ -382,9 +407,9 @@ impl<'w> Transaction<'w> {
             self.absences.push(Absence { table: t.id, key });
             return Ok(false);
         };
-        let (word, _) = record.stable_read_pinned(&self.pin);
+        let (word, old) = self.read_record(&record);
         self.push_read(Arc::clone(&record), word)?;
-        if word.is_absent() {
+        if old.is_none() {
             self.absences.push(Absence { table: t.id, key });
             return Ok(false);
         }
@@ -497,11 +522,9 @@ impl<'w> Transaction<'w> {
         if !self.write_slots.is_empty() && self.write_slots.contains_key(&(t.id, primary_part(t, index, entry_key)?)) {
             return Ok(None); // own rows come from the write set
         }
-        let (word, row) = record.stable_read_pinned(&self.pin);
+        let (word, row) = self.read_record(record);
         reads.push((Arc::clone(record), word));
-        if word.is_absent() {
-            return Ok(None);
-        }
+        let Some(row) = row else { return Ok(None) };
         if let Some(i) = index {
             // The entry may be stale (the row moved to another index key); skipping it is safe
             // because the record is in the read set.
@@ -577,6 +600,9 @@ impl<'w> Transaction<'w> {
     /// Runs Silo's commit protocol. On success the writes are installed and visible; the result
     /// may be released to the client once `durability` says so. On a conflict nothing was written.
     pub fn commit(mut self) -> Result<Committed, TxnError> {
+        if self.snapshot.is_some() {
+            return self.commit_replay();
+        }
         let mut order: Vec<usize> = (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
         // Phase 1: lock the write set in the global order (table id, then key): deadlock-free.
         order.sort_by(|&a, &b| {
@@ -871,6 +897,10 @@ impl<'w> Transaction<'w> {
             };
             let old = record.row_unchecked();
             let old_present = w.locked_word.is_some_and(|x| !x.is_absent());
+            if self.snapshot.is_some() {
+                self.install_version(t, w, record, old_present.then_some(old), tid, put);
+                continue;
+            }
             match &w.row {
                 Some(row) => {
                     if old_present {
@@ -889,6 +919,43 @@ impl<'w> Transaction<'w> {
                 }
             }
         }
+    }
+
+    /// Installs a write of versioned replay: adds its version to the store, and installs it in
+    /// the record only if it is the record's newest version. A delete leaves its record linked
+    /// and an update the secondary entries of the row it replaced, for readers with smaller
+    /// timestamps; a write installed late, not at all, leaves the entries its row got. The store
+    /// removes them when replay ends.
+    fn install_version(
+        &self,
+        t: &Table,
+        w: &WriteEntry,
+        record: &Arc<Record>,
+        before: Option<Row>,
+        tid: Tid,
+        put: impl Fn(&Record, Row, TidWord),
+    ) {
+        let Some(s) = &self.snapshot else { return };
+        s.store.add_version(record, before, s.ts, w.row.clone(), |newest| {
+            let word = record.word();
+            let old = if word.is_absent() { None } else { Some(record.row_unchecked()) };
+            match (&w.row, newest) {
+                (Some(row), false) => s.store.note_stale(t.id, &w.key, record, Row::clone(row)),
+                (None, false) => t.note_delete(tid),
+                (Some(row), true) => {
+                    let moved = |old: &Row| (0..t.secondary.len()).any(|i| !t.schema.same_index_columns(i, old, row));
+                    if let Some(old) = old.filter(moved) {
+                        s.store.note_stale(t.id, &w.key, record, old);
+                    }
+                    put(record, Row::clone(row), TidWord::new(tid, true, false));
+                }
+                (None, true) => {
+                    t.note_delete(tid);
+                    s.store.note_stale(t.id, &w.key, record, old.unwrap_or_else(Row::empty));
+                    put(record, Row::empty(), TidWord::new(tid, false, true));
+                }
+            }
+        });
     }
 
     /// Undoes the lock phase after an abort: removes secondary entries and insert placeholders

@@ -183,7 +183,7 @@ fn execute(db: &Database, files: &[LogFile], entries: &[Located]) -> Result<(), 
             CommandEntry::Call { procedure_id, args, .. } => {
                 worker.call_id(&registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
             }
-            CommandEntry::Data { entry, .. } => apply_writes(&mut worker, path, entry).map_err(diverged)?,
+            CommandEntry::Data { entry, .. } => apply_writes(&mut worker, path, entry, None).map_err(diverged)?,
         }
     }
     Ok(())
@@ -194,8 +194,12 @@ pub(crate) fn apply_writes(
     worker: &mut crate::db::Worker,
     path: &Path,
     entry: &crate::durability::codec::Entry,
+    snapshot: Option<crate::txn::versions::Snapshot>,
 ) -> Result<(), String> {
-    let mut txn = worker.begin();
+    let mut txn = match snapshot {
+        Some(snapshot) => worker.begin_at(snapshot),
+        None => worker.begin(),
+    };
     for write in &entry.writes {
         apply_write(&mut txn, write).map_err(|e| format!("{}: {e}", path.display()))?;
     }

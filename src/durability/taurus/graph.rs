@@ -1,6 +1,6 @@
 //! The recovery dependency graph of one generation (§4.4.1): which logged transactions are
 //! recoverable (Algorithm 5), and the order replay must respect among them (Algorithm 3's WAW
-//! edges for data; RAW, WAW and inferred WAR edges for commands).
+//! edges for data; RAW and WAW edges for commands, whose WAR dependencies versions take care of).
 //!
 //! Built for speed, since its time counts in recovery's: a predecessor is found by its id in
 //! the generation's list, which is in (logger, address) order, so no hash map is built; the
@@ -9,7 +9,6 @@
 
 use super::cdt;
 use super::format::{self, Deps};
-use std::collections::HashMap;
 
 /// The most transactions one generation's graph holds: positions are `u32`.
 pub const GRAPH_TXNS_MAX: usize = u32::MAX as usize;
@@ -260,66 +259,28 @@ pub fn data_graph(resolved: &Resolved, replay: &[bool]) -> ReplayGraph {
     ReplayGraph::from_edges(replay.len(), &kept)
 }
 
-/// The most edges the command replay graph may hold; beyond it replay is serial.
-pub const COMMAND_EDGES_MAX: usize = 1 << 26;
-
 /// Command replay: a transaction re-executes after its recoverable RAW and WAW predecessors
-/// (§5.1), after every reader of a version it overwrites (WAR, inferred as §5.1 suggests: if `R`
-/// RAW-depends on `P` and `W` WAW-depends on `P` and `R` committed first, `R` precedes `W`), and
-/// in commit-timestamp order around a transaction with fresh writes (it may fill a key another
-/// one found missing, a dependency no `last_writer` records). Every edge goes from a smaller
-/// commit timestamp to a larger one, so the graph has no cycle (the timestamp is taken at the
-/// serialization point, a serial order: `crate::durability::command`). `None` (replay in timestamp
-/// order) when a record is compressed or the graph would be too large.
-pub fn command_graph<N: Node>(nodes: &[&N], index: &IdIndex, replay: &[bool]) -> Option<ReplayGraph> {
-    let ts = |i: usize| nodes[i].seq();
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    // Readers and overwriters of each version, by the id of its writer, which need not be
-    // replayed itself: over a checkpoint it may be in it, in its window, or in a removed segment.
-    type ById = HashMap<u64, Vec<usize>, foldhash::fast::RandomState>;
-    let (mut readers, mut writers) = (ById::default(), ById::default());
-    let mut order: Vec<usize> = Vec::new();
-    let mut fresh = vec![false; nodes.len()];
-    for (i, node) in nodes.iter().enumerate().filter(|(i, _)| replay[*i]) {
-        let Deps::Lists { raw, waw, fresh_writes } = node.deps() else { return None };
-        fresh[i] = *fresh_writes;
-        order.push(i);
-        // A predecessor with a larger commit timestamp is the delete chain's head, listed
-        // conservatively (a transaction that observed a delete took its timestamp after it);
-        // it decides recoverability but not the order.
-        for (ids, by_id) in [(raw, &mut readers), (waw, &mut writers)] {
-            for &id in ids {
-                match index.get(id).filter(|&j| replay[j]) {
-                    Some(j) if ts(j) >= ts(i) => continue,
-                    Some(j) => edges.push((j as u32, i as u32)),
-                    None => {}
-                }
-                by_id.entry(id).or_default().push(i);
-            }
-        }
+/// (§5.1, §5.2). WAR dependencies need no edge: replay keeps the versions a later writer
+/// replaces, and each transaction reads the ones below its commit timestamp
+/// ([`crate::txn::versions`]); a key a transaction found missing is the same case. An edge
+/// backward in commit-timestamp order (a delete chain's head, listed conservatively) decides
+/// recoverability only. Every edge goes from a smaller timestamp to a larger one, so the graph
+/// has no cycle. `None` (replay in timestamp order) when a record is compressed.
+pub fn command_graph<N: Node>(nodes: &[&N], resolved: &Resolved, replay: &[bool]) -> Option<ReplayGraph> {
+    if nodes.iter().any(|n| matches!(n.deps(), Deps::Vectors { .. })) {
+        return None;
     }
-    for (id, readers) in &readers {
-        let Some(writers) = writers.get(id) else { continue };
-        for &r in readers {
-            edges.extend(writers.iter().filter(|&&w| w != r && ts(r) < ts(w)).map(|&w| (r as u32, w as u32)));
-        }
-        if edges.len() > COMMAND_EDGES_MAX {
-            return None;
-        }
-    }
-    order.sort_unstable_by_key(|&i| ts(i));
-    let (mut barrier, mut since_barrier) = (None, Vec::new());
-    for i in order {
-        if fresh[i] {
-            edges.extend(since_barrier.iter().chain(barrier.iter()).map(|&j| (j as u32, i as u32)));
-            since_barrier.clear();
-            barrier = Some(i);
-        } else {
-            edges.extend(barrier.map(|b| (b as u32, i as u32)));
-            since_barrier.push(i);
-        }
-    }
-    Some(ReplayGraph::from_edges(nodes.len(), &[edges]))
+    let ts = |i: u32| nodes[i as usize].seq();
+    let kept: Vec<Vec<(u32, u32)>> = resolved
+        .raw
+        .iter()
+        .chain(&resolved.waw)
+        .map(|part| {
+            let kept = |&(j, i): &(u32, u32)| replay[j as usize] && replay[i as usize] && ts(j) < ts(i);
+            part.iter().copied().filter(kept).collect()
+        })
+        .collect();
+    Some(ReplayGraph::from_edges(nodes.len(), &kept))
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@
 //!    the crash). Unrecoverable transactions and their RAW successors are dropped. `taurus-data`
 //!    replays the recoverable ones on `recovery_threads` threads, each once its recoverable WAW
 //!    predecessors are replayed (Algorithms 3 and 5); `taurus-cmd` re-executes them after their
-//!    RAW, WAW and inferred WAR predecessors (see `docs/taurus.md`).
+//!    RAW and WAW predecessors, each reading the versions below its commit timestamp (§5.2,
+//!    [`crate::txn::versions`]; see `docs/taurus.md`).
 //! 5. Over a checkpoint of `[e_l, e_h]`: transactions of epochs < `e_l` are in it and are not
 //!    replayed; command flavors install the write sets of epochs `[e_l, e_h]` (their data window)
 //!    with the largest TID winning, which makes it the state as of the end of `e_h`, rebuild the
@@ -54,11 +55,12 @@ use crate::durability::value::recovery::{corrupt, rebuild_catalog};
 use crate::io::OpenMode;
 use crate::replay::{RedoRecord, ReplayMode};
 use crate::storage::Row;
+use crate::txn::versions::{Snapshot, VersionStore};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The largest log segment recovery reads, in bytes.
@@ -131,6 +133,9 @@ pub struct GenerationReport {
     pub graph_ms: f64,
     /// Milliseconds replaying.
     pub replay_ms: f64,
+    /// Versioned command replay: records that still had versions, and the versions they held,
+    /// when replay ended (what garbage collection left; dropped then).
+    pub versions_left: (usize, usize),
 }
 
 impl GenerationReport {
@@ -690,7 +695,7 @@ fn replay_generation(
     report.dropped += (txns.len() - kept) as u64;
     let graph = match (options.flavor, &resolved, &index) {
         (Flavor::TaurusData, Some(resolved), _) => Some(graph::data_graph(resolved, &replay)),
-        (Flavor::TaurusCmd, _, Some(index)) => graph::command_graph(&txns, index, &replay),
+        (Flavor::TaurusCmd, Some(resolved), _) => graph::command_graph(&txns, resolved, &replay),
         _ => None,
     };
     report.graph_ms += start.elapsed().as_secs_f64() * 1e3;
@@ -706,9 +711,12 @@ fn replay_generation(
         db.epochs().advance_to(over.restart_after_epoch + 1);
         *state_ready = true;
     }
-    let replayer = Replayer::new(db, &paths, &txns, options);
+    let mut replayer = Replayer::new(db, &paths, &txns, options);
     match graph {
         Some(graph) => {
+            if options.flavor.is_command() {
+                replayer.versioned = Some(Versioned::new(&txns, &replay));
+            }
             let apply = |state: &mut ThreadState, i: usize| replayer.apply(state, i);
             dataflow::run(&graph, &replay, options.recovery_threads, apply).map_err(|e| match e {
                 dataflow::Failure::Apply(e) => e,
@@ -721,7 +729,12 @@ fn replay_generation(
                     let at = format!("{} at byte {}", paths[txn.file].display(), txn.offset);
                     DurabilityError::Failed(format!("replay of the transaction of {at} panicked: {message}"))
                 }
-            })?
+            })?;
+            if let Some(versioned) = &replayer.versioned {
+                let (records, versions) = versioned.store.sizes();
+                report.versions_left = (records, versions);
+                versioned.store.finish(&replayer.catalog);
+            }
         }
         None => {
             // Serial flavors: LSN order; compressed taurus-cmd records: commit-timestamp order.
@@ -795,6 +808,53 @@ struct Replayer<'a> {
     command: bool,
     mode: ReplayMode,
     replayed: AtomicU64,
+    /// Command replay on the graph: the versions (§5.2) and the watermark's progress (§5.3).
+    versioned: Option<Versioned>,
+}
+
+/// Versioned command replay's shared state: the store, and which transactions are replayed, so
+/// that the watermark (the smallest commit timestamp not yet replayed) can advance.
+struct Versioned {
+    store: Arc<VersionStore>,
+    /// The transactions to replay, by commit timestamp.
+    by_ts: Vec<u32>,
+    /// `by_ts`'s timestamps.
+    ts: Vec<u64>,
+    /// Per transaction of the generation: replayed.
+    done: Vec<AtomicBool>,
+    /// The first position of `by_ts` not yet replayed.
+    cursor: Mutex<usize>,
+}
+
+/// Replayed transactions between two collections of a shard of versions, per replay.
+const TXNS_PER_VERSION_COLLECT: u64 = 64;
+
+impl Versioned {
+    fn new(txns: &[&Txn], replay: &[bool]) -> Versioned {
+        let mut by_ts: Vec<u32> = (0..txns.len() as u32).filter(|&i| replay[i as usize]).collect();
+        by_ts.sort_unstable_by_key(|&i| txns[i as usize].entry.seq());
+        let ts = by_ts.iter().map(|&i| txns[i as usize].entry.seq()).collect();
+        let done = txns.iter().map(|_| AtomicBool::new(false)).collect();
+        Versioned { store: Arc::new(VersionStore::new()), by_ts, ts, done, cursor: Mutex::new(0) }
+    }
+
+    /// Transaction `i` is replayed: advances the watermark past every replayed prefix of the
+    /// timestamp order (whichever thread holds the cursor does it; the others go on).
+    fn replayed(&self, i: usize, replayed: u64) {
+        self.done[i].store(true, Ordering::Release);
+        if let Some(mut cursor) = self.cursor.try_lock() {
+            let start = *cursor;
+            while *cursor < self.by_ts.len() && self.done[self.by_ts[*cursor] as usize].load(Ordering::Acquire) {
+                *cursor += 1;
+            }
+            if *cursor > start {
+                self.store.set_watermark(self.ts.get(*cursor).copied().unwrap_or(u64::MAX));
+            }
+        }
+        if replayed.is_multiple_of(TXNS_PER_VERSION_COLLECT) {
+            self.store.collect();
+        }
+    }
 }
 
 /// What one replay thread keeps between transactions: a replay worker (command flavors) or a
@@ -816,6 +876,7 @@ impl<'a> Replayer<'a> {
             command: options.flavor.is_command(),
             mode: options.replay_mode,
             replayed: AtomicU64::new(0),
+            versioned: None,
         }
     }
 
@@ -866,19 +927,28 @@ impl<'a> Replayer<'a> {
         if !self.command {
             return self.apply_data(state, txn, path);
         }
-        if self.replayed.fetch_add(1, Ordering::Relaxed) % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
+        let replayed = self.replayed.fetch_add(1, Ordering::Relaxed);
+        if replayed % TXNS_PER_EPOCH == TXNS_PER_EPOCH - 1 {
             self.db.epochs().advance();
         }
         let worker = state.worker.get_or_insert_with(|| self.db.replay_worker());
         let diverged =
             |what: String| corrupt(path, txn.offset, format!("replay of {} diverged: {what}", txn.entry.seq()));
-        match &txn.entry {
-            CommandEntry::Call { procedure_id, args, .. } => {
+        let snapshot = self.versioned.as_ref().map(|v| Snapshot { store: Arc::clone(&v.store), ts: txn.entry.seq() });
+        match (&txn.entry, snapshot) {
+            (CommandEntry::Call { procedure_id, args, .. }, Some(snapshot)) => {
+                let called = worker.replay_call_at(&self.registry, *procedure_id, args, snapshot);
+                called.map_err(|e| diverged(e.to_string()))?;
+            }
+            (CommandEntry::Call { procedure_id, args, .. }, None) => {
                 worker.call_id(&self.registry, *procedure_id, args).map_err(|e| diverged(e.to_string()))?;
             }
-            CommandEntry::Data { entry, .. } => {
-                crate::durability::command::recovery::apply_writes(worker, path, entry).map_err(diverged)?;
+            (CommandEntry::Data { entry, .. }, snapshot) => {
+                crate::durability::command::recovery::apply_writes(worker, path, entry, snapshot).map_err(diverged)?;
             }
+        }
+        if let Some(versioned) = &self.versioned {
+            versioned.replayed(i, replayed);
         }
         Ok(())
     }
