@@ -37,7 +37,8 @@
 //!   deps 1: u32 raw_count, raw_count × u64 RAW predecessor ids,
 //!           u32 waw_count, waw_count × u64 WAW predecessor ids,
 //!           u8 fresh_writes   1 if a write met no `last_writer` (an insert, or the first write
-//!                             of a record since recovery), else 0
+//!                             of a record since recovery), else 0; informational since
+//!                             command replay reads versions (`crate::txn::versions`)
 //!   deps 2: u16 n, n × u64 predecessor vector (end addresses), n × u64 WAW vector
 //!   then the REDO data: a command-log entry (src/durability/command/mod.rs): kind 1 = procedure
 //!   call (commit_seq, TID, procedure id, arguments), kind 2 = write set (commit_seq, value-log

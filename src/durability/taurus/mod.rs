@@ -544,7 +544,7 @@ impl TaurusWorkerLog {
 impl WorkerLog for TaurusWorkerLog {
     fn serialization_point(&mut self, _epoch: u64) -> u64 {
         // taurus-cmd logs a commit timestamp (§5.2, Table 1's "Dep. Info." of Taurus Cmd): the
-        // order command replay follows, since WAR dependencies are not tracked.
+        // versions command replay reads (`crate::txn::versions`), since WAR is not tracked.
         if self.shared.options.flavor.is_command() { self.shared.lsn.fetch_add(1, Ordering::SeqCst) } else { 0 }
     }
 
