@@ -561,63 +561,104 @@ procedure copy(src int, dst int) {
 procedure bump(a int) { update t set v = v * 2 + 1 where k = a; }
 procedure drop_key(a int) { delete from t where k = a; }";
 
-/// `(worker, src, dst)`: `copy(src, dst)` when they differ, else `bump(src)`.
-type Call = (usize, i64, i64);
+/// `(worker, src, dst, flip)`: `flip(src, dst)` when `flip`, else `copy(src, dst)` when they
+/// differ, else `bump(src)`.
+type Call = (usize, i64, i64, bool);
+
+/// Procedures that read a key that may be missing and insert or delete it: replay must give a
+/// reader the version below its commit timestamp, absent ones included (Taurus §5.2).
+const FLIP: &str = "procedure flip(a int, b int) {
+    select v into x from t where k = a;
+    if not found { insert into t values (a, b); } else { delete from t where k = a; }
+}";
+
+/// One call's effect on the model (`Some(v)`: the key holds `v`), and the keys it writes.
+fn apply_call(state: &mut [Option<i64>], &(_, src, dst, flip): &Call) -> Result<Vec<usize>, ()> {
+    let (s, d) = (src as usize, dst as usize);
+    if flip {
+        state[s] = if state[s].is_some() { None } else { Some(dst) };
+        return Ok(vec![s]);
+    }
+    if src == dst {
+        let Some(v) = state[s] else { return Ok(Vec::new()) };
+        state[s] = Some(v * 2 + 1);
+        return Ok(vec![s]);
+    }
+    let Some(x) = state[s] else { return Err(()) }; // copy aborts: 'no source'
+    if state[d].is_none() {
+        return Ok(Vec::new());
+    }
+    state[d] = Some(x + 1);
+    Ok(vec![d])
+}
 
 /// taurus-cmd: parallel re-execution of a generated history of procedure calls, cut at random
 /// points of each log, equals the model's serial execution of the committable calls (RAW
-/// predecessors: the last writers of the keys a call reads, which are all the keys it touches).
+/// predecessors: the last writers of the keys a call reads, which are all the keys it touches,
+/// and the last delete before it: the delete chain).
 fn check_command_history(calls: &[Call], cuts: &[f64; 3]) -> Result<(), TestCaseError> {
     const KEYS: i64 = 6;
     let base = tempfile::tempdir().unwrap();
     let logged = base.path().join("logged");
     let (db, _) = open(options(&logged, Flavor::TaurusCmd, 3)).unwrap();
     db.load_module("p.proc", PROCEDURES).unwrap();
+    db.load_module("flip.proc", FLIP).unwrap();
     let mut workers: Vec<_> = (0..3).map(|_| db.worker()).collect();
-    let mut model: Vec<(i64, Option<usize>)> = Vec::new();
-    let mut txns: Vec<(usize, u64, Vec<usize>, i64, i64)> = Vec::new();
+    let mut state: Vec<Option<i64>> = vec![None; KEYS as usize];
+    let mut last_writer: Vec<Option<usize>> = vec![None; KEYS as usize];
+    let mut last_delete: Option<usize> = None;
+    // (logger, end, predecessors, the call); the initial inserts are calls of their own.
+    let mut txns: Vec<(usize, u64, Vec<usize>, Call)> = Vec::new();
     for k in 0..KEYS {
         let worker = k as usize % 3;
         let out = workers[worker].call("init", &[Value::Int(k).into(), Value::Int(k).into()]).unwrap();
-        txns.push((worker, own_end(&out.committed.durability, worker), Vec::new(), k, -1));
-        model.push((k, Some(txns.len() - 1)));
+        txns.push((worker, own_end(&out.committed.durability, worker), Vec::new(), (worker, k, k, true)));
+        state[k as usize] = Some(k);
+        last_writer[k as usize] = Some(txns.len() - 1);
     }
-    for &(worker, src, dst) in calls {
-        let (src, dst) = (src % KEYS, dst % KEYS);
-        let out = if src == dst {
-            workers[worker].call("bump", &[Value::Int(src).into()]).unwrap()
+    for &(worker, src, dst, flip) in calls {
+        let call = (worker, src % KEYS, dst % KEYS, flip);
+        let (src, dst) = (call.1, call.2);
+        let out = if flip {
+            workers[worker].call("flip", &[Value::Int(src).into(), Value::Int(dst).into()])
+        } else if src == dst {
+            workers[worker].call("bump", &[Value::Int(src).into()])
         } else {
-            workers[worker].call("copy", &[Value::Int(src).into(), Value::Int(dst).into()]).unwrap()
+            workers[worker].call("copy", &[Value::Int(src).into(), Value::Int(dst).into()])
         };
-        let mut preds: Vec<usize> = model[src as usize].1.into_iter().collect();
-        preds.extend(model[dst as usize].1);
-        txns.push((worker, own_end(&out.committed.durability, worker), preds, src, dst));
-        model[dst as usize].1 = Some(txns.len() - 1);
+        let written = apply_call(&mut state, &call);
+        prop_assert_eq!(out.is_ok(), written.is_ok(), "call {:?}: {:?}", call, out.as_ref().err());
+        let (Ok(out), Ok(written)) = (out, written) else { continue };
+        if written.is_empty() {
+            continue; // read-only: nothing logged
+        }
+        // flip reads only its own key; copy and bump read both.
+        let mut preds: Vec<usize> = last_writer[src as usize].into_iter().collect();
+        if !flip {
+            preds.extend(last_writer[dst as usize]);
+        }
+        preds.extend(last_delete);
+        txns.push((worker, own_end(&out.committed.durability, worker), preds, call));
+        let i = txns.len() - 1;
+        for &k in &written {
+            last_writer[k] = Some(i);
+        }
+        if written.iter().any(|&k| state[k].is_none()) {
+            last_delete = Some(i);
+        }
     }
     drop(workers);
     db.close().unwrap();
     let (dir, valid) = cut_logs(&logged, base.path(), cuts, None);
     let mut committable = vec![false; txns.len()];
-    let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
-    for (i, (logger, end, preds, src, dst)) in txns.iter().enumerate() {
+    let mut model: Vec<Option<i64>> = vec![None; KEYS as usize];
+    for (i, (logger, end, preds, call)) in txns.iter().enumerate() {
         committable[i] = *end <= valid[*logger] && preds.iter().all(|&p| committable[p]);
-        if !committable[i] {
-            continue;
-        }
-        match *dst {
-            -1 => {
-                expected.insert(*src, *src);
-            }
-            d if d == *src => {
-                let v = expected[&d];
-                expected.insert(d, v * 2 + 1);
-            }
-            d => {
-                let v = expected[src];
-                expected.insert(d, v + 1);
-            }
+        if committable[i] {
+            let _ = apply_call(&mut model, call);
         }
     }
+    let expected: BTreeMap<i64, i64> = model.iter().enumerate().filter_map(|(k, v)| v.map(|v| (k as i64, v))).collect();
     check_recovery(&dir, Flavor::TaurusCmd, &expected, &committable, false)
 }
 
@@ -625,7 +666,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
     #[test]
     fn taurus_cmd_parallel_replay_equals_serial_execution_of_the_committable_calls(
-        calls in proptest::collection::vec((0..3usize, 0..6i64, 0..6i64), 1..40),
+        calls in proptest::collection::vec((0..3usize, 0..6i64, 0..6i64, proptest::bool::weighted(0.25)), 1..40),
         cuts in [0.0..=1.0f64, 0.0..=1.0f64, 0.0..=1.0f64],
     ) {
         check_command_history(&calls, &cuts)?;

@@ -24,8 +24,13 @@
 //! Versions live beside the records, not in them: a record that no replayed transaction wrote
 //! has none, and readers take its current row. The first write of a record adds the row it held
 //! before (visible to every reader) and then its own. Readers look at the record first and the
-//! store second, and writers add a version before they install the row in the record, so a
-//! reader that saw the new row also finds its version (the shard's mutex orders the two).
+//! store second, and writers add a version and install the row in the record under the shard's
+//! mutex, so a reader that saw the new row also finds its version.
+//!
+//! Versions are kept in timestamp order whatever order they come in, and only the newest is
+//! installed in the record: a lost WAW predecessor (WAW is not a commit condition) leaves two
+//! writers of a record unordered by the graph, and the larger timestamp must win, as the largest
+//! TID wins in data replay.
 //!
 //! During versioned replay deletes leave their records linked (absent) and updates leave the
 //! secondary entries of the rows they replace, so that an earlier reader still finds the
