@@ -162,9 +162,12 @@ impl VersionStore {
         let address = Arc::as_ptr(record) as usize;
         let watermark = self.watermark.load(Ordering::Acquire);
         let mut shard = self.shard(address).lock();
-        let chain = shard.entry(address).or_insert_with(|| Chain {
-            _record: Arc::clone(record),
-            versions: vec![Version { visible_from: 0, row: current }],
+        let chain = shard.entry(address).or_insert_with(|| {
+            // Most records get one version in replay before collection drops them: room for it
+            // and the row before saves a reallocation per record.
+            let mut versions = Vec::with_capacity(2);
+            versions.push(Version { visible_from: 0, row: current });
+            Chain { _record: Arc::clone(record), versions }
         });
         chain.prune(watermark);
         let at = chain.versions.partition_point(|v| v.visible_from <= ts);
