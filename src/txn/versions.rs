@@ -38,11 +38,13 @@
 //!
 //! # Garbage collection (§5.3)
 //!
-//! The *watermark* is the smallest commit timestamp not yet replayed: every later reader reads
-//! at or above it, so in each record only the newest version visible at the watermark and the
-//! ones after it can still be read. Adding a version prunes the older ones; [`VersionStore::collect`]
-//! prunes a shard and drops records left with one version older than the watermark (that
-//! version is the record's current row).
+//! The paper logs a *sync timestamp* (the smallest commit timestamp of the transactions then
+//! running) for this; recovery here knows every logged transaction's timestamp, so it computes
+//! the bound directly. The *watermark* is the smallest commit timestamp not yet replayed: every
+//! later reader reads at or above it, so in each record only the newest version visible at the
+//! watermark and the ones after it can still be read. Adding a version prunes the older ones;
+//! [`VersionStore::collect`] prunes a shard and drops records left with one version older than
+//! the watermark (that version is the record's current row).
 
 use crate::storage::key::Key;
 use crate::storage::record::Record;
