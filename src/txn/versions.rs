@@ -44,7 +44,10 @@
 //! later reader reads at or above it, so in each record only the newest version visible at the
 //! watermark and the ones after it can still be read. Adding a version prunes the older ones;
 //! [`VersionStore::collect`] prunes a shard and drops records left with one version older than
-//! the watermark (that version is the record's current row).
+//! the watermark (that version is the record's current row). Without collection the store
+//! would hold at most one version per write of the generation plus one per record written,
+//! and a generation is bounded (`GRAPH_TXNS_MAX` transactions of at most `writes_max` writes);
+//! `lazarus recover` prints what was left when replay ended.
 
 use crate::storage::key::Key;
 use crate::storage::record::Record;
