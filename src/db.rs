@@ -383,13 +383,6 @@ impl Worker {
         self.call_in(registry, id, args, Some(snapshot))
     }
 
-    /// Begins a transaction of versioned command replay at `snapshot.ts`.
-    pub(crate) fn begin_at(&mut self, snapshot: Snapshot) -> Transaction<'_> {
-        let mut tx = self.inner.ctx.begin(&mut self.state);
-        tx.set_snapshot(snapshot);
-        tx
-    }
-
     fn call_in(
         &mut self,
         registry: &ProcedureRegistry,

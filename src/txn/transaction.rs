@@ -897,8 +897,8 @@ impl<'w> Transaction<'w> {
             };
             let old = record.row_unchecked();
             let old_present = w.locked_word.is_some_and(|x| !x.is_absent());
-            if self.snapshot.is_some() {
-                self.install_version(t, w, record, old_present.then_some(old), tid, put);
+            if let Some(s) = &self.snapshot {
+                install_version(s, t, w, record, old_present.then_some(old), tid, put);
                 continue;
             }
             match &w.row {
@@ -919,43 +919,6 @@ impl<'w> Transaction<'w> {
                 }
             }
         }
-    }
-
-    /// Installs a write of versioned replay: adds its version to the store, and installs it in
-    /// the record only if it is the record's newest version. A delete leaves its record linked
-    /// and an update the secondary entries of the row it replaced, for readers with smaller
-    /// timestamps; a write installed late, not at all, leaves the entries its row got. The store
-    /// removes them when replay ends.
-    fn install_version(
-        &self,
-        t: &Table,
-        w: &WriteEntry,
-        record: &Arc<Record>,
-        before: Option<Row>,
-        tid: Tid,
-        put: impl Fn(&Record, Row, TidWord),
-    ) {
-        let Some(s) = &self.snapshot else { return };
-        s.store.add_version(record, before, s.ts, w.row.clone(), |newest| {
-            let word = record.word();
-            let old = if word.is_absent() { None } else { Some(record.row_unchecked()) };
-            match (&w.row, newest) {
-                (Some(row), false) => s.store.note_stale(t.id, &w.key, record, Row::clone(row)),
-                (None, false) => t.note_delete(tid),
-                (Some(row), true) => {
-                    let moved = |old: &Row| (0..t.secondary.len()).any(|i| !t.schema.same_index_columns(i, old, row));
-                    if let Some(old) = old.filter(moved) {
-                        s.store.note_stale(t.id, &w.key, record, old);
-                    }
-                    put(record, Row::clone(row), TidWord::new(tid, true, false));
-                }
-                (None, true) => {
-                    t.note_delete(tid);
-                    s.store.note_stale(t.id, &w.key, record, old.unwrap_or_else(Row::empty));
-                    put(record, Row::empty(), TidWord::new(tid, false, true));
-                }
-            }
-        });
     }
 
     /// Undoes the lock phase after an abort: removes secondary entries and insert placeholders
@@ -979,6 +942,42 @@ impl<'w> Transaction<'w> {
             }
         }
     }
+}
+
+/// Installs a write of versioned replay: adds its version to the store, and installs it in
+/// the record only if it is the record's newest version. A delete leaves its record linked
+/// and an update the secondary entries of the row it replaced, for readers with smaller
+/// timestamps; a write installed late, not at all, leaves the entries its row got. The store
+/// removes them when replay ends.
+fn install_version(
+    s: &Snapshot,
+    t: &Table,
+    w: &WriteEntry,
+    record: &Arc<Record>,
+    before: Option<Row>,
+    tid: Tid,
+    put: impl Fn(&Record, Row, TidWord),
+) {
+    s.store.add_version(record, before, s.ts, w.row.clone(), |newest| {
+        let word = record.word();
+        let old = if word.is_absent() { None } else { Some(record.row_unchecked()) };
+        match (&w.row, newest) {
+            (Some(row), false) => s.store.note_stale(t.id, &w.key, record, Row::clone(row)),
+            (None, false) => t.note_delete(tid),
+            (Some(row), true) => {
+                let moved = |old: &Row| (0..t.secondary.len()).any(|i| !t.schema.same_index_columns(i, old, row));
+                if let Some(old) = old.filter(moved) {
+                    s.store.note_stale(t.id, &w.key, record, old);
+                }
+                put(record, Row::clone(row), TidWord::new(tid, true, false));
+            }
+            (None, true) => {
+                t.note_delete(tid);
+                s.store.note_stale(t.id, &w.key, record, old.unwrap_or_else(Row::empty));
+                put(record, Row::empty(), TidWord::new(tid, false, true));
+            }
+        }
+    });
 }
 
 /// The table with id `id` in `catalog`, borrowed (see `lock_phase` for why not an `Arc` clone).

@@ -294,6 +294,12 @@ mod tests {
         (db, t)
     }
 
+    fn begin_at(w: &mut crate::db::Worker, snapshot: Snapshot) -> crate::txn::Transaction<'_> {
+        let mut tx = w.begin();
+        tx.set_snapshot(snapshot);
+        tx
+    }
+
     fn ints(values: &[i64]) -> Row {
         Row::new(values.iter().map(|&v| Value::Int(v)).collect())
     }
@@ -321,18 +327,18 @@ mod tests {
         };
         // ts 20: account 1 moves to owner 9, account 2 is deleted, account 7 is inserted;
         // ts 25 and 21: two blind writes of account 3, the later one first.
-        let mut tx = w.begin_at(at(20));
+        let mut tx = begin_at(&mut w, at(20));
         assert!(tx.update(t, ints(&[1, 9, 100])).unwrap());
         assert!(tx.delete(t, &[Value::Int(2)]).unwrap());
         tx.insert(t, ints(&[7, 7, 700])).unwrap();
         tx.commit().unwrap();
         for (ts, balance) in [(25, 325), (21, 321)] {
-            let mut tx = w.begin_at(at(ts));
+            let mut tx = begin_at(&mut w, at(ts));
             tx.put(t, ints(&[3, 3, balance])).unwrap();
             tx.commit().unwrap();
         }
         // ts 10 sees the state before all of it, by key and by index.
-        let mut tx = w.begin_at(at(10));
+        let mut tx = begin_at(&mut w, at(10));
         assert_eq!(owners(tx.scan(&by_owner(1)).unwrap()), [(1, 1)], "the entry the move left");
         assert!(tx.scan(&by_owner(9)).unwrap().is_empty(), "the entry the move added");
         assert!(tx.get(t, &[Value::Int(2)]).unwrap().is_some(), "deleted at 20");
@@ -340,7 +346,7 @@ mod tests {
         assert_eq!(tx.get(t, &[Value::Int(3)]).unwrap().unwrap()[2].as_int(), Some(100));
         tx.commit().unwrap();
         // ts 22 sees ts 20 and 21.
-        let mut tx = w.begin_at(at(22));
+        let mut tx = begin_at(&mut w, at(22));
         assert_eq!(owners(tx.scan(&by_owner(9)).unwrap()), [(1, 9)]);
         assert!(tx.scan(&by_owner(1)).unwrap().is_empty());
         assert!(tx.get(t, &[Value::Int(2)]).unwrap().is_none());

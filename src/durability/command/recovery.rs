@@ -196,10 +196,10 @@ pub(crate) fn apply_writes(
     entry: &crate::durability::codec::Entry,
     snapshot: Option<crate::txn::versions::Snapshot>,
 ) -> Result<(), String> {
-    let mut txn = match snapshot {
-        Some(snapshot) => worker.begin_at(snapshot),
-        None => worker.begin(),
-    };
+    let mut txn = worker.begin();
+    if let Some(snapshot) = snapshot {
+        txn.set_snapshot(snapshot);
+    }
     for write in &entry.writes {
         apply_write(&mut txn, write).map_err(|e| format!("{}: {e}", path.display()))?;
     }

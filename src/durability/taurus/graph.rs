@@ -251,10 +251,21 @@ pub fn recoverable_set(resolved: &Resolved) -> Vec<bool> {
 /// Compressed records name no single WAW predecessor; they need none, since the largest TID
 /// wins whatever the order.
 pub fn data_graph(resolved: &Resolved, replay: &[bool]) -> ReplayGraph {
-    let kept: Vec<Vec<(u32, u32)>> = resolved
-        .waw
-        .iter()
-        .map(|part| part.iter().copied().filter(|&(j, i)| replay[j as usize] && replay[i as usize]).collect())
+    graph_of(&resolved.waw, replay, |_, _| true)
+}
+
+/// The graph of the edges of `parts` between replayed transactions that `keep` accepts.
+fn graph_of<'a>(
+    parts: impl IntoIterator<Item = &'a Edges>,
+    replay: &[bool],
+    keep: impl Fn(u32, u32) -> bool,
+) -> ReplayGraph {
+    let kept: Vec<Edges> = parts
+        .into_iter()
+        .map(|part| {
+            let kept = |&(j, i): &(u32, u32)| replay[j as usize] && replay[i as usize] && keep(j, i);
+            part.iter().copied().filter(kept).collect()
+        })
         .collect();
     ReplayGraph::from_edges(replay.len(), &kept)
 }
@@ -271,16 +282,7 @@ pub fn command_graph<N: Node>(nodes: &[&N], resolved: &Resolved, replay: &[bool]
         return None;
     }
     let ts = |i: u32| nodes[i as usize].seq();
-    let kept: Vec<Vec<(u32, u32)>> = resolved
-        .raw
-        .iter()
-        .chain(&resolved.waw)
-        .map(|part| {
-            let kept = |&(j, i): &(u32, u32)| replay[j as usize] && replay[i as usize] && ts(j) < ts(i);
-            part.iter().copied().filter(kept).collect()
-        })
-        .collect();
-    Some(ReplayGraph::from_edges(nodes.len(), &kept))
+    Some(graph_of(resolved.raw.iter().chain(&resolved.waw), replay, |j, i| ts(j) < ts(i)))
 }
 
 #[cfg(test)]

@@ -816,10 +816,8 @@ struct Replayer<'a> {
 /// that the watermark (the smallest commit timestamp not yet replayed) can advance.
 struct Versioned {
     store: Arc<VersionStore>,
-    /// The transactions to replay, by commit timestamp.
-    by_ts: Vec<u32>,
-    /// `by_ts`'s timestamps.
-    ts: Vec<u64>,
+    /// The transactions to replay (commit timestamp, position), by commit timestamp.
+    by_ts: Vec<(u64, u32)>,
     /// Per transaction of the generation: replayed.
     done: Vec<AtomicBool>,
     /// The first position of `by_ts` not yet replayed.
@@ -831,11 +829,11 @@ const TXNS_PER_VERSION_COLLECT: u64 = 64;
 
 impl Versioned {
     fn new(txns: &[&Txn], replay: &[bool]) -> Versioned {
-        let mut by_ts: Vec<u32> = (0..txns.len() as u32).filter(|&i| replay[i as usize]).collect();
-        by_ts.sort_unstable_by_key(|&i| txns[i as usize].entry.seq());
-        let ts = by_ts.iter().map(|&i| txns[i as usize].entry.seq()).collect();
+        let mut by_ts: Vec<(u64, u32)> =
+            (0..txns.len() as u32).filter(|&i| replay[i as usize]).map(|i| (txns[i as usize].entry.seq(), i)).collect();
+        by_ts.sort_unstable();
         let done = txns.iter().map(|_| AtomicBool::new(false)).collect();
-        Versioned { store: Arc::new(VersionStore::new()), by_ts, ts, done, cursor: Mutex::new(0) }
+        Versioned { store: Arc::new(VersionStore::new()), by_ts, done, cursor: Mutex::new(0) }
     }
 
     /// Transaction `i` is replayed: advances the watermark past every replayed prefix of the
@@ -844,11 +842,11 @@ impl Versioned {
         self.done[i].store(true, Ordering::Release);
         if let Some(mut cursor) = self.cursor.try_lock() {
             let start = *cursor;
-            while *cursor < self.by_ts.len() && self.done[self.by_ts[*cursor] as usize].load(Ordering::Acquire) {
+            while self.by_ts.get(*cursor).is_some_and(|&(_, j)| self.done[j as usize].load(Ordering::Acquire)) {
                 *cursor += 1;
             }
             if *cursor > start {
-                self.store.set_watermark(self.ts.get(*cursor).copied().unwrap_or(u64::MAX));
+                self.store.set_watermark(self.by_ts.get(*cursor).map_or(u64::MAX, |&(ts, _)| ts));
             }
         }
         if replayed.is_multiple_of(TXNS_PER_VERSION_COLLECT) {
