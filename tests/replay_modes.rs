@@ -336,16 +336,53 @@ fn row_that_does_not_fit_names_file_and_offset() {
 
 /// A column patch of `v` (serial and Taurus data logs), decoded as recovery decodes it.
 fn v_patch(v: i64) -> lazarus::durability::codec::ColumnPatch {
+    v_patch_of(Value::Int(v))
+}
+
+/// A column patch of `v` with the value `value` (any type), decoded as recovery decodes it.
+fn v_patch_of(value: Value) -> lazarus::durability::codec::ColumnPatch {
     use lazarus::durability::codec::{Image, Reader, RedoImage, encode_entry};
     let before = [Value::Int(1), Value::Int(10), Value::text("x")];
-    let after = [Value::Int(1), Value::Int(v), Value::text("x")];
+    let after = [Value::Int(1), value, Value::text("x")];
     let mut out = Vec::new();
     let image = RedoImage::Patch { before: &before, after: &after };
     encode_entry(lazarus::txn::Tid::new(1, 1), std::iter::once((0u32, &b"k"[..], image)), &mut out);
-    let entry = Reader::new(&out).entry().expect("decodes");
-    match entry.writes.into_iter().next().map(|w| w.image) {
+    match Reader::new(&out).entry().expect("decodes").writes.into_iter().next().map(|w| w.image) {
         Some(Image::Patch(patch)) => patch,
         other => panic!("not a patch: {other:?}"),
+    }
+}
+
+/// Both modes apply a column patch to the row where it lies when the record holds it alone (as
+/// direct replay always did; compiled replay's update plan edits in place through
+/// `Storage::update_row_in_place`), to a copy when something else holds it, and refuse a patch
+/// whose value does not fit its column before touching the row.
+#[test]
+fn a_column_patch_edits_an_unshared_row_in_place_and_a_misfit_changes_nothing() {
+    use lazarus::txn::Tid;
+    for mode in [ReplayMode::Direct, ReplayMode::Compiled] {
+        let db = Database::open(DatabaseConfig::default()).expect("open");
+        db.create_table(kv_schema("t")).expect("create t");
+        let catalog = db.catalog();
+        let t = Arc::clone(catalog.table_by_name("t").expect("t"));
+        let key = t.schema.encode_primary_key(&[Value::Int(1)]).expect("key");
+        let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("x")]);
+        assert!(t.install_if_newer(&key, Some(row), Tid::new(2, 1)));
+        let address = || t.get(key.as_bytes()).expect("record").stable_read().1.as_ptr() as usize;
+        let current = || t.get(key.as_bytes()).expect("record").stable_read();
+        let mut replayer = lazarus::replay::Replayer::new(mode);
+        let before = address();
+        assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 2), v_patch_of(Value::Int(20))).expect("applies"));
+        assert_eq!(address(), before, "{mode}: an unshared row is edited where it lies");
+        let held = current().1;
+        assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 3), v_patch_of(Value::Int(30))).expect("applies"));
+        assert_eq!(held[1], Value::Int(20), "{mode}: a row someone holds is not changed under them");
+        assert_ne!(address(), held.as_ptr() as usize, "{mode}: a held row is replaced by an edited copy");
+        let misfit = replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 4), v_patch_of(Value::text("no")));
+        let err = misfit.expect_err("a text value in an int column");
+        assert!(err.to_string().contains("int"), "{mode}: {err}");
+        let (word, now) = current();
+        assert_eq!((word.tid(), &now[..]), (Tid::new(2, 3), &[Value::Int(1), Value::Int(30), Value::text("x")][..]));
     }
 }
 
@@ -364,12 +401,12 @@ fn a_column_patch_replays_through_a_cached_update_plan_as_directly() {
         let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("x")]);
         assert!(t.install_if_newer(&key, Some(row), Tid::new(2, 1)));
         let mut replayer = lazarus::replay::Replayer::new(mode);
-        assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 2), &v_patch(20)).expect("applies"));
-        assert!(!replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 1), &v_patch(30)).expect("older: skipped"));
+        assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 2), v_patch(20)).expect("applies"));
+        assert!(!replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 1), v_patch(30)).expect("older: skipped"));
         let (word, now) = t.get(key.as_bytes()).expect("record").stable_read();
         assert_eq!((word.tid(), &now[..]), (Tid::new(2, 2), &[Value::Int(1), Value::Int(20), Value::text("x")][..]));
         let missing = t.schema.encode_primary_key(&[Value::Int(2)]).expect("key");
-        let err = replayer.apply_patch(&catalog, &t, &missing, Tid::new(3, 1), &v_patch(40)).expect_err("no row");
+        let err = replayer.apply_patch(&catalog, &t, &missing, Tid::new(3, 1), v_patch(40)).expect_err("no row");
         assert!(err.to_string().contains("holds no row"), "{mode}: {err}");
         if mode == ReplayMode::Compiled {
             let mut v = ColumnSet::empty();

@@ -153,6 +153,11 @@ impl ColumnPatch {
         &self.columns
     }
 
+    /// The changed columns, by value (compiled replay moves them into its plan's frame).
+    pub fn into_columns(self) -> Vec<(u16, Value)> {
+        self.columns
+    }
+
     /// Applies the patch to `row` where it lies, handing each value it replaces to `retire`; an
     /// error, and `row` unchanged, if a position is past its end.
     pub fn apply_in_place(&self, row: &mut [Value], retire: &mut dyn FnMut(Value)) -> Result<(), &'static str> {

@@ -119,6 +119,18 @@ pub trait Storage {
         pk: &[Value],
         build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError>;
+    /// Changes the row with primary key `pk` by `edit`, which sets columns of it and reads none
+    /// of its values; `false` if there is none. A storage may run `edit` on the row where it lies
+    /// when nothing else can see it (replay: [`crate::replay::compiled::ReplayStorage`]); by
+    /// default it is [`Storage::update_row_with`] over a copy ([`update_by_copy`]).
+    fn update_row_in_place(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
+    ) -> Result<bool, TxnError> {
+        update_by_copy(self, table, pk, edit)
+    }
     /// Deletes the row with primary key `pk`; whether there was one.
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError>;
 
@@ -276,6 +288,35 @@ pub fn update(
         Some(build) => build(old),
         None => Err(TxnError::Procedure { procedure: String::new(), message: "update built twice".into() }),
     })
+}
+
+/// [`Storage::update_row_in_place`] through [`Storage::update_row_with`]: `edit` changes the old
+/// row where it lies if the storage handed over the only reference of it, else a copy.
+pub fn update_by_copy<S: Storage + ?Sized>(
+    storage: &mut S,
+    table: TableId,
+    pk: &[Value],
+    edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
+) -> Result<bool, TxnError> {
+    storage.update_row_with(table, pk, &mut |old| {
+        let mut new = old;
+        new.update_values(|row| edit(row))?;
+        Ok(new)
+    })
+}
+
+/// `update` whose set expressions read nothing of the old row: [`Storage::update_row_in_place`].
+/// `false` if there is no row or the key has a null (then `edit` is not called).
+pub fn update_in_place(
+    tx: &mut dyn Storage,
+    table: TableId,
+    key: &[Value],
+    mut edit: impl FnMut(&mut [Value]) -> Result<(), TxnError>,
+) -> Result<bool, TxnError> {
+    if key.iter().any(Value::is_null) {
+        return Ok(false);
+    }
+    tx.update_row_in_place(table, key, &mut edit)
 }
 
 /// The column values of `row` at `positions`, or nulls when there is no row.

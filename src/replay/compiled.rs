@@ -7,7 +7,7 @@ use super::cache::{CachedPlan, ColumnSet, PlanCache};
 use super::{EncodedRedo, RedoOp, RedoRecord, ReplayError};
 use crate::durability::codec::{AdmittedTags, ColumnPatch, Reader, TypedRow};
 use crate::proc::runtime::{Frame, Storage};
-use crate::proc::{self, CompiledProcedure};
+use crate::proc::{self, CompiledProcedure, runtime};
 use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table, TableId, TableSchema, Value, key};
 use crate::txn::{Scan, Tid, TxnError};
 use std::fmt::Write as _;
@@ -32,6 +32,8 @@ pub struct Plan {
     sources: Vec<Source>,
     /// Per column of the table, the parameter (frame slot) its value binds to, if any.
     slot_of_column: Vec<Option<usize>>,
+    /// Per part of the primary key, the parameter its value binds to, if any.
+    slot_of_key_part: Vec<Option<usize>>,
     /// Whether column `p` binds to parameter `p` for every column (the insert plan).
     columns_are_params: bool,
     /// Per column of the table, the value tags its parameter admits (the column's type, and
@@ -61,14 +63,26 @@ impl Plan {
         assert_eq!(ir.params, sources.len(), "one source per parameter");
         let procedure = CompiledProcedure::compile(Arc::new(ir), catalog).map_err(|d| fail(d.to_string()))?;
         let mut slot_of_column = vec![None; schema.columns.len()];
+        let mut slot_of_key_part = vec![None; schema.primary_key.len()];
         for (slot, source) in sources.iter().enumerate() {
-            if let Source::Column(p) = *source {
-                slot_of_column[p] = Some(slot);
+            match *source {
+                Source::Column(p) => slot_of_column[p] = Some(slot),
+                Source::KeyPart(i) => slot_of_key_part[i] = Some(slot),
             }
         }
         let columns_are_params = slot_of_column.iter().enumerate().all(|(p, slot)| *slot == Some(p));
         let admitted = schema.columns.iter().map(|c| AdmittedTags::of(c.ty, c.nullable)).collect();
-        Ok(Plan { op, table: table.id, text, procedure, sources, slot_of_column, columns_are_params, admitted })
+        Ok(Plan {
+            op,
+            table: table.id,
+            text,
+            procedure,
+            sources,
+            slot_of_column,
+            slot_of_key_part,
+            columns_are_params,
+            admitted,
+        })
     }
 
     /// The operation.
@@ -208,7 +222,9 @@ pub fn apply(
 }
 
 /// [`apply`]; with `found` (`Some(record or None)`), the key's record as the caller's lookup found
-/// it, which the install reuses instead of looking the key up again.
+/// it, which the install reuses instead of looking the key up again. The after-image's values are
+/// moved into the plan's frame when the record holds the only reference of its row (a decoded
+/// stream record handed over by replay), else cloned.
 pub fn apply_found(
     cache: &mut PlanCache,
     catalog: &Catalog,
@@ -217,24 +233,24 @@ pub fn apply_found(
     found: Option<Option<Arc<Record>>>,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
-    let (op, columns) = choose(schema, record.row.is_some(), record.key_seen);
-    let mut row = match record.row {
-        Some(row) => row.to_vec(),
-        None => Vec::new(),
-    };
+    let (put, key_seen) = (record.row.is_some(), record.key_seen);
+    let op = choose_op(schema, put, key_seen);
     let mut key_parts = match op {
         RedoOp::Delete => {
             key::decode_key(record.key).map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?
         }
         _ => Vec::new(),
     };
-    if op != RedoOp::Delete && row.len() != schema.columns.len() {
+    let got = record.row.as_ref().map_or(0, |row| row.len());
+    if op != RedoOp::Delete && got != schema.columns.len() {
         // The plan takes values by position; the storage step checks the rest of the row.
-        let (expected, got) = (schema.columns.len(), row.len());
-        return Err(SchemaError::Arity { table: schema.name.clone(), expected, got }.into());
+        return Err(SchemaError::Arity { table: schema.name.clone(), expected: schema.columns.len(), got }.into());
     }
-    let cached = cache.plan(catalog, table, op, columns)?;
-    cached.plan.bind(&mut cached.frame, &mut row, &mut key_parts);
+    let cached = cache.whole_row_plan(catalog, table, op, || choose(schema, put, key_seen).1)?;
+    match record.row {
+        Some(mut row) => row.update_values(|values| cached.plan.bind(&mut cached.frame, values, &mut key_parts)),
+        None => cached.plan.bind(&mut cached.frame, &mut [], &mut key_parts),
+    }
     let storage = ReplayStorage::new(catalog, table, record.key, record.tid);
     run(
         table,
@@ -306,30 +322,27 @@ pub fn apply_encoded(
 }
 
 /// Applies a column patch through its plan, `update t set <patched columns> where <key>`: the
-/// patched values and the logged key's parts are bound, and the plan reads the row the key
-/// holds, which must be there; see [`super::Replayer::apply_patch`].
+/// patched values are moved and the logged key's parts decoded straight into the plan's frame,
+/// and the plan edits the row the key holds, which must be there, in place when the record
+/// holds it alone; see [`super::Replayer::apply_patch`].
 pub fn apply_patch(
     cache: &mut PlanCache,
     catalog: &Catalog,
     table: &Table,
     key: &Key,
     tid: Tid,
-    patch: &ColumnPatch,
+    patch: ColumnPatch,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
     let mut columns = ColumnSet::empty();
-    for &(p, _) in patch.columns() {
-        if usize::from(p) >= schema.columns.len() {
+    for (p, value) in patch.columns() {
+        if usize::from(*p) >= schema.columns.len() {
             return Err(ReplayError::Patch("a column patch names a column past the row's end"));
         }
-        columns.insert(usize::from(p));
-    }
-    let mut key_parts =
-        key::decode_key(key.as_bytes()).map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?;
-    if key_parts.len() != schema.primary_key.len() {
-        let message =
-            format!("the logged key has {} parts, the primary key {}", key_parts.len(), schema.primary_key.len());
-        return Err(ReplayError::Plan { table: schema.name.clone(), message });
+        // Checked as bound, so the plan may edit the row in place ([`ReplayStorage`]'s
+        // `update_row_in_place`): nothing can fail after the first column is set.
+        schema.check_value(usize::from(*p), value)?;
+        columns.insert(usize::from(*p));
     }
     // One lookup serves the skip test, the plan's read of the row and the install.
     let Some(record) = table.get(key.as_bytes()) else {
@@ -339,16 +352,29 @@ pub fn apply_patch(
         return Ok(false);
     }
     let cached = cache.plan(catalog, table, RedoOp::Patch, columns)?;
-    let patched = |p: usize| {
-        let at = patch.columns().binary_search_by_key(&p, |&(position, _)| usize::from(position));
-        at.map_or(Value::Null, |at| patch.columns()[at].1.clone())
-    };
-    cached.plan.bind_with(&mut cached.frame, patched, &mut key_parts);
-    run(
-        table,
-        cached,
-        ReplayStorage::new(catalog, table, key.as_bytes(), tid).with_row_required().with_found(Some(record)),
-    )
+    let (plan, vals) = (&cached.plan, &mut cached.frame.vals);
+    let mut part = 0;
+    let got = key::decode_key_each(key.as_bytes(), |value| {
+        if let Some(&Some(slot)) = plan.slot_of_key_part.get(part) {
+            set_slot(&mut vals[slot], value);
+        }
+        part += 1;
+    })
+    .map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?;
+    if got != schema.primary_key.len() {
+        let message = format!("the logged key has {got} parts, the primary key {}", schema.primary_key.len());
+        return Err(ReplayError::Plan { table: schema.name.clone(), message });
+    }
+    for (p, value) in patch.into_columns() {
+        if let Some(&Some(slot)) = plan.slot_of_column.get(usize::from(p)) {
+            set_slot(&mut vals[slot], value);
+        }
+    }
+    let storage = ReplayStorage::new(catalog, table, key.as_bytes(), tid)
+        .with_row_required()
+        .with_found(Some(record))
+        .with_checked_values(true);
+    run(table, cached, storage)
 }
 
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
@@ -590,6 +616,38 @@ impl Storage for ReplayStorage<'_> {
         // The checker forbids setting key columns, so `new` is still the row of `key`.
         self.install(t, key, Some(new))?;
         Ok(true)
+    }
+
+    /// A column patch's plan (`row_required`, every parameter checked as it was bound) edits the
+    /// key's row where it lies when nothing else holds it, as direct replay does
+    /// ([`Table::edit_record_if_newer`]; patches are replayed by stream recovery alone, before
+    /// transactions start, as that requires); other updates build a new row. The edit cannot
+    /// fail half-way: it only assigns checked parameters. Returns whether the patch took effect.
+    fn update_row_in_place(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
+    ) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        if !self.row_required || !self.checked_values || !std::ptr::eq(t, self.table) {
+            return runtime::update_by_copy(self, table, pk, edit);
+        }
+        let key = self.plan_key(t, pk)?;
+        if self.installed.is_some() {
+            return Err(second_write());
+        }
+        let found = self.found.clone().flatten().or_else(|| t.get(key.as_bytes()));
+        let no_row = || replay_error("a column patch of a key that holds no row".into());
+        let record = found.ok_or_else(no_row)?;
+        let installed = Table::edit_record_if_newer(&record, self.tid, no_row, |values, _retire| {
+            // Replaced values are dropped here, not retired: the row is this edit's alone.
+            edit(values)?;
+            debug_assert!(t.schema.check_row(values).is_ok(), "a checked patch made a misfit row");
+            Ok(())
+        })?;
+        self.installed = Some(installed);
+        Ok(installed)
     }
 
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {

@@ -257,15 +257,17 @@ impl Replayer {
     /// data logs, replayed in each key's write order). Returns whether the key took it (`false`:
     /// it held a newer TID). Direct replay edits the row ([`Table::edit_if_newer`]); compiled
     /// replay runs `update t set <patched columns> = ? where <key> = ?`, cached per column set
-    /// (the thesis's §3.4 parameterization), which reads the row it updates. A patch of no column
-    /// or of a key column has no update plan and is applied directly.
+    /// (the thesis's §3.4 parameterization), which edits the row in place too when its record
+    /// holds it alone (`Storage::update_row_in_place`). Both check the patched values against
+    /// their columns before the row is touched. A patch of no column or of a key column has no
+    /// update plan and is applied directly.
     pub fn apply_patch(
         &mut self,
         catalog: &Catalog,
         table: &Table,
         key: &Key,
         tid: Tid,
-        patch: &ColumnPatch,
+        patch: ColumnPatch,
     ) -> Result<bool, ReplayError> {
         let plannable = !patch.columns().is_empty()
             && patch.columns().iter().all(|&(p, _)| !table.schema.primary_key.contains(&usize::from(p)));
@@ -273,9 +275,16 @@ impl Replayer {
             ReplayMode::Compiled if plannable && table.schema.columns.len() <= PARAMS_MAX => {
                 compiled::apply_patch(&mut self.cache, catalog, table, key, tid, patch)
             }
-            _ => table
-                .edit_if_newer(key, tid, |row, retire| patch.apply_in_place(row, retire))
-                .map_err(ReplayError::Patch),
+            _ => {
+                // Checked before the row is touched, as compiled replay binds them.
+                // (A column past the row's end is the edit's error, as it is compiled replay's.)
+                for (p, value) in patch.columns().iter().filter(|(p, _)| usize::from(*p) < table.schema.columns.len()) {
+                    table.schema.check_value(usize::from(*p), value)?;
+                }
+                table
+                    .edit_if_newer(key, tid, |row, retire| patch.apply_in_place(row, retire))
+                    .map_err(ReplayError::Patch)
+            }
         }
     }
 

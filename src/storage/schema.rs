@@ -163,11 +163,25 @@ impl TableSchema {
         if row.len() != self.columns.len() {
             return Err(SchemaError::Arity { table: self.name.clone(), expected: self.columns.len(), got: row.len() });
         }
-        for (position, (value, column)) in row.iter().zip(&self.columns).enumerate() {
-            let null_ok = !value.is_null() || column.nullable;
-            if !null_ok || !value.fits(column.ty) {
-                return Err(self.misfit(position, value.column_type()));
-            }
+        for (position, value) in row.iter().enumerate() {
+            self.check_value(position, value)?;
+        }
+        Ok(())
+    }
+
+    /// Checks that column `position` admits `value` (its type, or null if nullable).
+    #[inline]
+    pub fn check_value(&self, position: usize, value: &Value) -> Result<(), SchemaError> {
+        let Some(column) = self.columns.get(position) else {
+            return Err(SchemaError::Arity {
+                table: self.name.clone(),
+                expected: self.columns.len(),
+                got: position + 1,
+            });
+        };
+        let null_ok = !value.is_null() || column.nullable;
+        if !null_ok || !value.fits(column.ty) {
+            return Err(self.misfit(position, value.column_type()));
         }
         Ok(())
     }

@@ -247,10 +247,22 @@ impl Table {
         &self,
         key: &Key,
         tid: Tid,
-        edit: impl Fn(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str>,
+        edit: impl FnOnce(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str>,
     ) -> Result<bool, &'static str> {
         const NO_ROW: &str = "the key holds no row to apply the write to";
         let Some(record) = self.point.get(key) else { return Err(NO_ROW) };
+        Self::edit_record_if_newer(&record, tid, || NO_ROW, edit)
+    }
+
+    /// [`Table::edit_if_newer`] of a record the caller has looked up (records are never unlinked
+    /// during replay), with the caller's error type; `no_row` makes the error for a record that
+    /// holds no row.
+    pub fn edit_record_if_newer<E>(
+        record: &Record,
+        tid: Tid,
+        no_row: impl FnOnce() -> E,
+        edit: impl FnOnce(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), E>,
+    ) -> Result<bool, E> {
         let word = record.lock();
         if tid <= word.tid() {
             record.unlock();
@@ -258,18 +270,24 @@ impl Table {
         }
         if word.is_absent() {
             record.unlock();
-            return Err(NO_ROW);
+            return Err(no_row());
         }
         let new_word = crate::txn::tid::TidWord::new(tid, true, false);
         // A replaced value is retired to the epoch collector, as every row an install replaces
         // is: recovery frees what it overwrote the way the engine always does.
         let guard = crossbeam_epoch::pin();
         let mut retire = |old: Value| guard.defer(move || drop(old));
-        let edited = match record.edit_unshared_row(|values| edit(values, &mut retire)) {
+        // `edit` runs once, on the row in place or on a copy: it is handed over to whichever runs.
+        let mut edit = Some(edit);
+        let mut run = |values: &mut [Value], retire: &mut dyn FnMut(Value)| match edit.take() {
+            Some(edit) => edit(values, retire),
+            None => unreachable!("an edit runs once"),
+        };
+        let edited = match record.edit_unshared_row(|values| run(values, &mut retire)) {
             Some(result) => result.map(|()| None),
             None => {
                 let mut values = record.locked_row(&guard).to_vec();
-                edit(&mut values, &mut drop).map(|()| Some(Row::new(values)))
+                run(&mut values, &mut drop).map(|()| Some(Row::new(values)))
             }
         };
         match edited {

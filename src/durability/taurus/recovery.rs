@@ -48,7 +48,7 @@ use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::checkpoint::format::Manifest;
 use crate::durability::checkpoint::{loader, writer};
-use crate::durability::codec::Image;
+use crate::durability::codec::{EntryWrite, Image};
 use crate::durability::command::CommandEntry;
 use crate::durability::frame;
 use crate::durability::value::recovery::{corrupt, rebuild_catalog};
@@ -187,7 +187,13 @@ struct Txn {
     /// Index of its segment in the generation.
     file: usize,
     deps: Deps,
+    /// Its REDO data. Data flavors: the write set is moved to `writes` (`entry`'s is empty).
     entry: CommandEntry,
+    /// Data flavors: the write set, taken by the transaction's one replay, which installs its
+    /// after-images (or moves their values into a compiled plan's frame) without copying them,
+    /// and leaves each installed row held by its record alone (so a later patch edits it in
+    /// place). `None` once taken.
+    writes: Mutex<Option<Vec<EntryWrite>>>,
 }
 
 /// A segment file found in a log directory.
@@ -634,9 +640,16 @@ fn read_segment(
                 }
                 break;
             }
-            Record::Txn { deps, entry } => {
+            Record::Txn { deps, mut entry } => {
                 let id = format::txn_id(logger, base + end);
-                parsed.txns.push(Txn { id, offset: at as u64, file: index, deps, entry });
+                let writes = match &mut entry {
+                    CommandEntry::Data { entry, .. } if !options.flavor.is_command() => {
+                        Some(std::mem::take(&mut entry.writes))
+                    }
+                    _ => None,
+                };
+                let writes = Mutex::new(writes);
+                parsed.txns.push(Txn { id, offset: at as u64, file: index, deps, entry, writes });
             }
         }
         at += size;
@@ -885,9 +898,13 @@ impl<'a> Replayer<'a> {
         let CommandEntry::Data { entry, .. } = &txn.entry else {
             return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
         };
+        let Some(writes) = txn.writes.lock().take() else {
+            let at = format!("{} at byte {}", path.display(), txn.offset);
+            return Err(DurabilityError::Failed(format!("the transaction of {at} was replayed twice")));
+        };
         let redo = state.redo.get_or_insert_with(|| crate::replay::Replayer::new(self.mode));
         let compiled = self.mode == ReplayMode::Compiled;
-        for (n, write) in entry.writes.iter().enumerate() {
+        for (n, write) in writes.into_iter().enumerate() {
             let table = self
                 .catalog
                 .table(write.table)
@@ -903,8 +920,8 @@ impl<'a> Replayer<'a> {
                 let record = RedoRecord { key: write.key.as_bytes(), row, tid: entry.tid, key_seen: found.is_some() };
                 redo.apply_found(&self.catalog, table, record, found)
             };
-            let applied = match &write.image {
-                Image::Put(row) => whole(Some(row.clone())),
+            let applied = match write.image {
+                Image::Put(row) => whole(Some(row)),
                 Image::Delete => whole(None),
                 Image::Patch(patch) => redo.apply_patch(&self.catalog, table, &write.key, entry.tid, patch),
             };

@@ -335,19 +335,19 @@ impl Ctx<'_> {
         Ok(Box::new(move |f, tx| {
             // The key is evaluated before the frame is lent to the set expressions.
             let key = KeyValues::eval(&key, f, &loc)?;
+            if !reads_row {
+                // Nothing reads the old row: the storage changes it where it lies when no one
+                // else can see it (replay), else a copy.
+                let updated = runtime::update_in_place(tx, table, key.as_slice(), |row| {
+                    sets.iter().try_for_each(|(p, e)| {
+                        row[*p] = e.eval(f).map_err(|m| loc.err(m))?;
+                        Ok::<(), TxnError>(())
+                    })
+                })?;
+                f.vals[found] = Value::Bool(updated);
+                return Ok(Flow::Next);
+            }
             let updated = runtime::update(tx, table, key.as_slice(), |old| {
-                if !reads_row {
-                    // Nothing reads the old row: build the new one in its place, allocation
-                    // included, when no one else holds it (replay's fresh rows), else from a copy.
-                    let mut new = old;
-                    new.update_values(|row| {
-                        sets.iter().try_for_each(|(p, e)| {
-                            row[*p] = e.eval(f).map_err(|m| loc.err(m))?;
-                            Ok::<(), TxnError>(())
-                        })
-                    })?;
-                    return Ok(new);
-                }
                 // One allocation: a copy of the old row, changed in place (it is not shared).
                 let mut new = Row::from_slice(&old);
                 f.row = Some(old);
