@@ -158,14 +158,14 @@ impl ColumnPatch {
         self.columns
     }
 
-    /// Applies the patch to `row` where it lies, handing each value it replaces to `retire`; an
-    /// error, and `row` unchanged, if a position is past its end.
-    pub fn apply_in_place(&self, row: &mut [Value], retire: &mut dyn FnMut(Value)) -> Result<(), &'static str> {
+    /// Applies the patch to `row` where it lies, moving its values in and handing each value it
+    /// replaces to `retire`; an error, and `row` unchanged, if a position is past its end.
+    pub fn apply_in_place(self, row: &mut [Value], retire: &mut dyn FnMut(Value)) -> Result<(), &'static str> {
         if self.columns.last().is_some_and(|&(position, _)| usize::from(position) >= row.len()) {
             return Err("a column patch names a column past the row's end");
         }
-        for (position, value) in &self.columns {
-            retire(std::mem::replace(&mut row[usize::from(*position)], value.clone()));
+        for (position, value) in self.columns {
+            retire(std::mem::replace(&mut row[usize::from(position)], value));
         }
         Ok(())
     }
@@ -173,7 +173,7 @@ impl ColumnPatch {
     /// The row `base` becomes with this patch applied; an error if a position is past its end.
     pub fn apply(&self, base: &[Value]) -> Result<Row, &'static str> {
         let mut row = base.to_vec();
-        self.apply_in_place(&mut row, &mut drop)?;
+        self.clone().apply_in_place(&mut row, &mut drop)?;
         Ok(Row::new(row))
     }
 }
