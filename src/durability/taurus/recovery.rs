@@ -189,11 +189,22 @@ struct Txn {
     deps: Deps,
     /// Its REDO data. Data flavors: the write set is moved to `writes` (`entry`'s is empty).
     entry: CommandEntry,
-    /// Data flavors: the write set, taken by the transaction's one replay, which installs its
-    /// after-images (or moves their values into a compiled plan's frame) without copying them,
-    /// and leaves each installed row held by its record alone (so a later patch edits it in
-    /// place). `None` once taken.
-    writes: Mutex<Option<Vec<EntryWrite>>>,
+    /// Data flavors: the write set, handed to the transaction's one replay ([`WriteSet`]).
+    writes: Mutex<WriteSet>,
+}
+
+/// A data transaction's write set as its replay finds it. Replay takes each column patch (its
+/// values are moved into the row or the plan's frame, not cloned). Compiled replay takes each
+/// after-image too and moves its values into the plan's frame; direct replay installs a shared
+/// reference of it and leaves the decoded entry holding the row until recovery ends, so the rows
+/// a later write replaces are freed after replay, all at once, instead of one by one through the
+/// epoch collector (measured: handing them over made direct replay of whole-row logs 0–29 %
+/// slower; `docs/PERFORMANCE.md`, "Compiled replay", "Session 15").
+#[derive(Default)]
+struct WriteSet {
+    writes: Vec<EntryWrite>,
+    /// Whether the transaction was replayed (a second replay would be a bug).
+    replayed: bool,
 }
 
 /// A segment file found in a log directory.
@@ -644,9 +655,9 @@ fn read_segment(
                 let id = format::txn_id(logger, base + end);
                 let writes = match &mut entry {
                     CommandEntry::Data { entry, .. } if !options.flavor.is_command() => {
-                        Some(std::mem::take(&mut entry.writes))
+                        WriteSet { writes: std::mem::take(&mut entry.writes), replayed: false }
                     }
-                    _ => None,
+                    _ => WriteSet::default(),
                 };
                 let writes = Mutex::new(writes);
                 parsed.txns.push(Txn { id, offset: at as u64, file: index, deps, entry, writes });
@@ -898,13 +909,14 @@ impl<'a> Replayer<'a> {
         let CommandEntry::Data { entry, .. } = &txn.entry else {
             return Err(corrupt(path, txn.offset, "a procedure call in a data log"));
         };
-        let Some(writes) = txn.writes.lock().take() else {
+        let mut set = txn.writes.lock();
+        if std::mem::replace(&mut set.replayed, true) {
             let at = format!("{} at byte {}", path.display(), txn.offset);
             return Err(DurabilityError::Failed(format!("the transaction of {at} was replayed twice")));
-        };
+        }
         let redo = state.redo.get_or_insert_with(|| crate::replay::Replayer::new(self.mode));
         let compiled = self.mode == ReplayMode::Compiled;
-        for (n, write) in writes.into_iter().enumerate() {
+        for (n, write) in set.writes.iter_mut().enumerate() {
             let table = self
                 .catalog
                 .table(write.table)
@@ -920,7 +932,11 @@ impl<'a> Replayer<'a> {
                 let record = RedoRecord { key: write.key.as_bytes(), row, tid: entry.tid, key_seen: found.is_some() };
                 redo.apply_found(&self.catalog, table, record, found)
             };
-            let applied = match write.image {
+            let image = match &mut write.image {
+                Image::Put(row) if !compiled => Image::Put(row.clone()),
+                image => std::mem::replace(image, Image::Delete),
+            };
+            let applied = match image {
                 Image::Put(row) => whole(Some(row)),
                 Image::Delete => whole(None),
                 Image::Patch(patch) => redo.apply_patch(&self.catalog, table, &write.key, entry.tid, patch),
