@@ -353,6 +353,20 @@ fn v_patch_of(value: Value) -> lazarus::durability::codec::ColumnPatch {
     }
 }
 
+/// A database with table `t` (`kv_schema`) holding row `(1, 10, "x")` at TID 2.1: its catalog,
+/// the table and the row's key.
+fn table_with_row_1() -> (Database, Arc<lazarus::storage::Catalog>, Arc<lazarus::storage::Table>, lazarus::storage::Key)
+{
+    let db = Database::open(DatabaseConfig::default()).expect("open");
+    db.create_table(kv_schema("t")).expect("create t");
+    let catalog = db.catalog();
+    let t = Arc::clone(catalog.table_by_name("t").expect("t"));
+    let key = t.schema.encode_primary_key(&[Value::Int(1)]).expect("key");
+    let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("x")]);
+    assert!(t.install_if_newer(&key, Some(row), lazarus::txn::Tid::new(2, 1)));
+    (db, catalog, t, key)
+}
+
 /// Both modes apply a column patch to the row where it lies when the record holds it alone (as
 /// direct replay always did; compiled replay's update plan edits in place through
 /// `Storage::update_row_in_place`), to a copy when something else holds it, and refuse a patch
@@ -361,13 +375,7 @@ fn v_patch_of(value: Value) -> lazarus::durability::codec::ColumnPatch {
 fn a_column_patch_edits_an_unshared_row_in_place_and_a_misfit_changes_nothing() {
     use lazarus::txn::Tid;
     for mode in [ReplayMode::Direct, ReplayMode::Compiled] {
-        let db = Database::open(DatabaseConfig::default()).expect("open");
-        db.create_table(kv_schema("t")).expect("create t");
-        let catalog = db.catalog();
-        let t = Arc::clone(catalog.table_by_name("t").expect("t"));
-        let key = t.schema.encode_primary_key(&[Value::Int(1)]).expect("key");
-        let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("x")]);
-        assert!(t.install_if_newer(&key, Some(row), Tid::new(2, 1)));
+        let (_db, catalog, t, key) = table_with_row_1();
         let address = || t.get(key.as_bytes()).expect("record").stable_read().1.as_ptr() as usize;
         let current = || t.get(key.as_bytes()).expect("record").stable_read();
         let mut replayer = lazarus::replay::Replayer::new(mode);
@@ -393,13 +401,7 @@ fn a_column_patch_edits_an_unshared_row_in_place_and_a_misfit_changes_nothing() 
 fn a_column_patch_replays_through_a_cached_update_plan_as_directly() {
     use lazarus::txn::Tid;
     for mode in [ReplayMode::Direct, ReplayMode::Compiled] {
-        let db = Database::open(DatabaseConfig::default()).expect("open");
-        db.create_table(kv_schema("t")).expect("create t");
-        let catalog = db.catalog();
-        let t = Arc::clone(catalog.table_by_name("t").expect("t"));
-        let key = t.schema.encode_primary_key(&[Value::Int(1)]).expect("key");
-        let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("x")]);
-        assert!(t.install_if_newer(&key, Some(row), Tid::new(2, 1)));
+        let (_db, catalog, t, key) = table_with_row_1();
         let mut replayer = lazarus::replay::Replayer::new(mode);
         assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 2), v_patch(20)).expect("applies"));
         assert!(!replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 1), v_patch(30)).expect("older: skipped"));
