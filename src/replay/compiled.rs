@@ -102,15 +102,9 @@ impl Plan {
 
     /// Binds the parameters, moving values out of `row` or `key_parts`.
     fn bind(&self, frame: &mut Frame, row: &mut [Value], key_parts: &mut [Value]) {
-        self.bind_with(frame, |p| std::mem::take(&mut row[p]), key_parts);
-    }
-
-    /// Binds the parameters: column `p`'s value is `column(p)`, key part `i` is moved out of
-    /// `key_parts`.
-    fn bind_with(&self, frame: &mut Frame, mut column: impl FnMut(usize) -> Value, key_parts: &mut [Value]) {
         for (slot, source) in frame.vals.iter_mut().zip(&self.sources) {
             let value = match *source {
-                Source::Column(p) => column(p),
+                Source::Column(p) => std::mem::take(&mut row[p]),
                 Source::KeyPart(i) => std::mem::take(&mut key_parts[i]),
             };
             set_slot(slot, value);
@@ -334,15 +328,12 @@ pub fn apply_patch(
     patch: ColumnPatch,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
+    // Checked as bound, so the plan may edit the row in place ([`ReplayStorage`]'s
+    // `update_row_in_place`): nothing can fail after the first column is set.
+    super::check_patch(schema, &patch)?;
     let mut columns = ColumnSet::empty();
-    for (p, value) in patch.columns() {
-        if usize::from(*p) >= schema.columns.len() {
-            return Err(ReplayError::Patch("a column patch names a column past the row's end"));
-        }
-        // Checked as bound, so the plan may edit the row in place ([`ReplayStorage`]'s
-        // `update_row_in_place`): nothing can fail after the first column is set.
-        schema.check_value(usize::from(*p), value)?;
-        columns.insert(usize::from(*p));
+    for &(p, _) in patch.columns() {
+        columns.insert(usize::from(p));
     }
     // One lookup serves the skip test, the plan's read of the row and the install.
     let Some(record) = table.get(key.as_bytes()) else {
@@ -633,14 +624,21 @@ impl Storage for ReplayStorage<'_> {
         if !self.row_required || !self.checked_values || !std::ptr::eq(t, self.table) {
             return runtime::update_by_copy(self, table, pk, edit);
         }
-        let key = self.plan_key(t, pk)?;
+        // Checks (debug builds) that the plan's key is the logged one, which is what it writes.
+        self.plan_key(t, pk)?;
         if self.installed.is_some() {
             return Err(second_write());
         }
-        let found = self.found.clone().flatten().or_else(|| t.get(key.as_bytes()));
         let no_row = || replay_error("a column patch of a key that holds no row".into());
-        let record = found.ok_or_else(no_row)?;
-        let installed = Table::edit_record_if_newer(&record, self.tid, no_row, |values, _retire| {
+        let looked_up;
+        let record = match self.found.as_ref().and_then(Option::as_ref) {
+            Some(found) => found,
+            None => {
+                looked_up = t.get(self.key).ok_or_else(no_row)?;
+                &looked_up
+            }
+        };
+        let installed = Table::edit_record_if_newer(record, self.tid, no_row, |values, _retire| {
             // Replaced values are dropped here, not retired: the row is this edit's alone.
             edit(values)?;
             debug_assert!(t.schema.check_row(values).is_ok(), "a checked patch made a misfit row");

@@ -82,7 +82,7 @@ pub mod direct;
 
 use crate::durability::codec::{ColumnPatch, DecodeError, Reader};
 use crate::proc::limits::PARAMS_MAX;
-use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table};
+use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table, TableSchema};
 use crate::txn::{Tid, TxnError};
 use std::sync::Arc;
 
@@ -201,6 +201,20 @@ pub enum ReplayError {
     Patch(&'static str),
 }
 
+/// Checks a column patch against `schema` before any row is touched: every column it names is
+/// in the row and admits its value. Both modes call it, so they refuse the same patches with the
+/// same errors, and an edit in place cannot fail half-way.
+fn check_patch(schema: &TableSchema, patch: &ColumnPatch) -> Result<(), ReplayError> {
+    for (p, value) in patch.columns() {
+        let position = usize::from(*p);
+        if position >= schema.columns.len() {
+            return Err(ReplayError::Patch("a column patch names a column past the row's end"));
+        }
+        schema.check_value(position, value)?;
+    }
+    Ok(())
+}
+
 /// A replay thread's applier: the mode and, for compiled replay, the thread's plan cache.
 #[derive(Default)]
 pub struct Replayer {
@@ -277,10 +291,7 @@ impl Replayer {
             }
             _ => {
                 // Checked before the row is touched, as compiled replay binds them.
-                // (A column past the row's end is the edit's error, as it is compiled replay's.)
-                for (p, value) in patch.columns().iter().filter(|(p, _)| usize::from(*p) < table.schema.columns.len()) {
-                    table.schema.check_value(usize::from(*p), value)?;
-                }
+                check_patch(&table.schema, &patch)?;
                 table
                     .edit_if_newer(key, tid, |row, retire| patch.apply_in_place(row, retire))
                     .map_err(ReplayError::Patch)
