@@ -184,6 +184,11 @@ impl Value {
             (Value::Int(a), Value::Int(b)) => a.cmp(b),
             (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
             (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            // A row copied for an update shares its unchanged byte values with the old row, and
+            // finding an update's changed columns (the column patches of `serial-data` and
+            // `taurus-data`) compares every pair: equal pointers decide without reading the bytes,
+            // which was 7 % of a YCSB worker's time under `taurus-data` (`perf`).
+            (Value::Bytes(a), Value::Bytes(b)) if Arc::ptr_eq(a, b) => Ordering::Equal,
             (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
             _ => rank(self).cmp(&rank(other)),
