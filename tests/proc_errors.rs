@@ -250,3 +250,58 @@ procedure p() {
 }";
     assert_eq!(check_file_report("d.proc", ok), Vec::new());
 }
+
+#[test]
+fn array_targets_are_single_local_arrays_of_the_columns_type_with_a_limit() {
+    let scan = "from account index by_owner where owner = 'a'";
+    expect(
+        &format!("procedure p() {{\n    select id into ids[] {scan};\n}}"),
+        5,
+        31,
+        "a select into an array needs a limit",
+    );
+    expect(
+        &format!("procedure p() {{\n    select id, owner into ids[] {scan} limit 5;\n}}"),
+        5,
+        27,
+        "select names 2 column(s) but 'into' names 1 variable(s)",
+    );
+    expect(
+        &format!("procedure p() {{\n    select id into ids[], o {scan} limit 5;\n}}"),
+        5,
+        27,
+        "an array target ('into name[]') must be the only target",
+    );
+    expect(
+        &format!("procedure p() {{\n    let ids = 1;\n    select id into ids[] {scan} limit 5;\n}}"),
+        6,
+        20,
+        "'ids' is not an array; 'into ids[]' needs a local array",
+    );
+    expect(
+        &format!("procedure p(ids int[]) {{\n    select id into ids[] {scan} limit 5;\n}}"),
+        5,
+        20,
+        "'ids' is an array parameter (read-only)",
+    );
+    expect(
+        &format!(
+            "procedure p() {{\n    select id into xs[] {scan} limit 5;\n    select owner into xs[] {scan} limit 5;\n}}"
+        ),
+        6,
+        23,
+        "type mismatch: column owner is text but array 'xs' is int[]",
+    );
+    expect(
+        &format!("procedure p() {{\n    select id into xs[] {scan} limit 5;\n    xs = 3;\n}}"),
+        6,
+        5,
+        "cannot assign a scalar to array 'xs'",
+    );
+    expect(
+        &format!("procedure p() {{\n    select id into xs[] {scan} limit 5;\n    return xs + 1;\n}}"),
+        6,
+        12,
+        "array 'xs' can only be indexed, looped over or passed to len()",
+    );
+}

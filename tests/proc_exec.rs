@@ -426,3 +426,53 @@ fn select_distinct_drops_repeated_rows_in_order() {
     let none = w.call("distinct_qty", &[int(9)]).unwrap().values;
     assert_eq!(none, vec![Value::Int(0), Value::Int(0), Value::text(""), Value::Bool(false)]);
 }
+
+/// `select c into a[] ...` collects the column of every row read, in scan order, into a local
+/// array that `len`, indexing and `for` read; a second select replaces it; `found` says whether
+/// any row came back. Run compiled and by the reference interpreter, which must agree.
+#[test]
+fn select_into_an_array_collects_every_row_in_scan_order() {
+    let db = db("
+    procedure owned(o text, cap int) {
+        select id into ids[] from account index account_by_owner where owner = o limit cap;
+        if not found { return 0, -1, 0, len(ids); }
+        let sum = 0;
+        for x in ids { sum = sum + x; }
+        return len(ids), ids[(len(ids) + 1) / 2 - 1], sum, ids[len(ids) - 1];
+    }
+    procedure replaced() {
+        select id into ids[] from account index account_by_owner where owner = 'ann' order by owner desc limit 10;
+        let first = ids[0];
+        select id into ids[] from account index account_by_owner where owner = 'bob' limit 10;
+        return first, len(ids), ids[0];
+    }
+    procedure out_of_range() {
+        select id into ids[] from account index account_by_owner where owner = 'ann' limit 10;
+        return ids[len(ids)];
+    }");
+    for (id, owner) in [(5, "ann"), (3, "ann"), (9, "ann"), (7, "ann"), (1, "bob"), (4, "cy")] {
+        ok(&db, "open", &[int(id), text(owner), float(0.0)]);
+    }
+    let registry = db.procedures();
+    let interpreted = |name: &str, args: &[ParamValue]| {
+        let ir = std::sync::Arc::clone(registry.get(registry.id_of(name).unwrap()).unwrap().ir());
+        db.worker().run(1, |tx| lazarus::proc::interp::run(&ir, tx, args)).map(|(v, _)| v)
+    };
+    let ints = |v: &[i64]| v.iter().map(|&x| Value::Int(x)).collect::<Vec<_>>();
+    let cases: [(&str, Vec<ParamValue>, Vec<Value>); 5] = [
+        // Ann's accounts in index order (owner, then id): 3, 5, 7, 9; the middle is the 2nd.
+        ("owned", vec![text("ann"), int(10)], ints(&[4, 5, 24, 9])),
+        // The limit bounds the rows read: 3, 5, 7.
+        ("owned", vec![text("ann"), int(3)], ints(&[3, 5, 15, 7])),
+        ("owned", vec![text("cy"), int(10)], ints(&[1, 4, 4, 4])),
+        ("owned", vec![text("zed"), int(10)], ints(&[0, -1, 0, 0])),
+        ("replaced", vec![], ints(&[9, 1, 1])),
+    ];
+    for (name, args, want) in cases {
+        assert_eq!(ok(&db, name, &args), want, "{name}{args:?} compiled");
+        assert_eq!(interpreted(name, &args).unwrap(), want, "{name}{args:?} interpreted");
+    }
+    let message = err(&db, "out_of_range", &[]).to_string();
+    assert!(message.contains("out of range"), "{message}");
+    assert!(interpreted("out_of_range", &[]).unwrap_err().to_string().contains("out of range"));
+}

@@ -4,7 +4,7 @@
 
 use lazarus::bench::{RunOptions, Workload, WorkloadError, run};
 use lazarus::db::Worker;
-use lazarus::storage::{Row, Value};
+use lazarus::storage::{ParamValue, Row, Value};
 use lazarus::txn::TxnError;
 use lazarus::workload::tpcc::check::count_rows;
 use lazarus::workload::tpcc::native::NewOrder;
@@ -159,4 +159,53 @@ fn bad_options_are_refused() {
     assert!(matches!(Tpcc::new(1, Some("payment:x"), false), Err(WorkloadError::Options(_))));
     let mix = Tpcc::new(1, Some("new_order:3, payment"), false).unwrap().mix;
     assert_eq!(mix, [3, 1, 0, 0, 0]);
+}
+
+/// Payment and order-status by last name take the customer at position ceil(n / 2) of the n
+/// customers of that name in the district, sorted by first name (clauses 2.5.2.2 and 2.6.2.2),
+/// for odd and even n. The expected customer comes from a scan of the name index here.
+#[test]
+fn payment_and_order_status_by_last_name_take_the_middle_customer_by_first_name() {
+    use lazarus::storage::{Direction, KeyRange};
+    use lazarus::txn::Scan;
+    use std::ops::Bound;
+    let tpcc = Tpcc::default();
+    let db = loaded(&tpcc);
+    let mut worker = db.worker();
+    let ids = TableIds::of(&db).unwrap();
+    // Customer ids of (warehouse 1, district 2, `last`) in name-index order (last, first).
+    let mut matches = |last: &Value| -> Vec<i64> {
+        let prefix = [int(1), int(2), last.clone()];
+        let range = KeyRange::from_values(&prefix, Bound::Unbounded, Bound::Unbounded).unwrap();
+        let scan = Scan { table: ids.customer, index: Some(0), range, direction: Direction::Forward, limit: 1000 };
+        let rows = worker.run(1, |tx| tx.scan(&scan)).unwrap().0;
+        rows.iter().map(|r| r[2].as_int().unwrap()).collect()
+    };
+    // Names of customers 1..=1000 are the 1000 names in order; later customers repeat them.
+    let mut odd = None;
+    let mut even = None;
+    for c in 1..=1000 {
+        let last = get(&mut db.worker(), ids.customer, &[int(1), int(2), int(c)])[5].clone();
+        let found = matches(&last);
+        match found.len() {
+            n if n >= 3 && n % 2 == 1 && odd.is_none() => odd = Some((last, found)),
+            n if n >= 2 && n % 2 == 0 && even.is_none() => even = Some((last, found)),
+            _ => {}
+        }
+        if odd.is_some() && even.is_some() {
+            break;
+        }
+    }
+    for (last, found) in [odd.expect("a name with an odd count"), even.expect("a name with an even count")] {
+        let middle = found[found.len().div_ceil(2) - 1];
+        let name = ParamValue::Scalar(last.clone());
+        let (i, null) = (|v| ParamValue::Scalar(int(v)), ParamValue::Scalar(Value::Null));
+        let payment =
+            [i(1), i(2), i(1), i(2), null.clone(), name.clone(), i(100), i(1), ParamValue::Scalar(Value::Bool(true))];
+        let paid = db.worker().call("payment", &payment).unwrap().values;
+        assert_eq!(paid[0], int(middle), "payment by {last}: matches {found:?}");
+        let status = db.worker().call("order_status", &[i(1), i(2), null, name]).unwrap().values;
+        assert_eq!(status[0], int(middle), "order-status by {last}: matches {found:?}");
+    }
+    tpcc.check(&db).unwrap();
 }

@@ -52,6 +52,7 @@ fn kept(s: &Stmt, roles: &[Role], needed: &[bool]) -> bool {
         StmtKind::ForScan { .. }
         | StmtKind::Get(_)
         | StmtKind::ScanFirst(_)
+        | StmtKind::ScanAll(_)
         | StmtKind::Insert(_)
         | StmtKind::Update(_)
         | StmtKind::Delete(_) => role(roles, s) != Role::Skip,

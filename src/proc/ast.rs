@@ -142,12 +142,14 @@ pub enum StmtKind {
         /// The body.
         body: Vec<Stmt>,
     },
-    /// `select a, b into x, y from ...;`
+    /// `select a, b into x, y from ...;`, or `select a into x[] from ...;`
     SelectInto {
         /// The query.
         select: Select,
         /// Variables receiving the columns.
         targets: Vec<Name>,
+        /// `into x[]`: the one target is a local array receiving the column of every row read.
+        into_array: bool,
     },
     /// `insert into t [(cols)] values (...);`
     Insert {

@@ -90,6 +90,11 @@ impl Interp<'_, '_, '_> {
                     f.vals[v.index()] = x;
                 }
             }
+            StmtKind::ScanAll(scan) => {
+                let rows = self.scan(scan, f, usize::MAX).map_err(|e| e.map_rt(at))?;
+                f.vals[self.p.found.index()] = Value::Bool(!rows.is_empty());
+                f.set_array_column(scan.into[0].index(), scan.columns[0], &rows);
+            }
             StmtKind::ScanFirst(scan) => {
                 let rows = self.scan(scan, f, 1).map_err(|e| e.map_rt(at))?;
                 f.vals[self.p.found.index()] = Value::Bool(!rows.is_empty());

@@ -242,6 +242,11 @@ pub enum StmtKind {
     Get(GetOp),
     /// `select ... into` by anything else: the first row of a scan.
     ScanFirst(ScanOp),
+    /// `select c into a[] ...`: the column of every row of a scan (up to its limit), in scan
+    /// order, as the local array `scan.into[0]`. Sets `found` to whether any row was returned.
+    /// What a procedure uses to pick among rows it must first count (TPC-C's customer by last
+    /// name: the middle one of the matches), in one scan.
+    ScanAll(ScanOp),
     /// `insert`: `write(tbl, key, row)` of a new key.
     Insert(InsertOp),
     /// `update`: read-modify-write of one row by its primary key.
@@ -265,7 +270,7 @@ impl StmtKind {
                 f(end);
             }
             StmtKind::ForArray { .. } => {}
-            StmtKind::ForScan { scan, .. } | StmtKind::ScanFirst(scan) => {
+            StmtKind::ForScan { scan, .. } | StmtKind::ScanFirst(scan) | StmtKind::ScanAll(scan) => {
                 scan.prefix.iter().for_each(&mut *f);
                 scan.lower.iter().chain(&scan.upper).for_each(|b| f(&b.value));
                 f(&scan.limit);
@@ -306,7 +311,9 @@ impl Stmt {
     pub fn db_op(&self) -> Option<DbOp<'_>> {
         let (table, access, key) = match &self.kind {
             StmtKind::Get(g) => (&g.table, Access::Read, KeyShape::Point(g.key.iter().collect())),
-            StmtKind::ScanFirst(s) | StmtKind::ForScan { scan: s, .. } => (&s.table, Access::Read, s.key_shape()),
+            StmtKind::ScanFirst(s) | StmtKind::ScanAll(s) | StmtKind::ForScan { scan: s, .. } => {
+                (&s.table, Access::Read, s.key_shape())
+            }
             StmtKind::Insert(i) => {
                 let key = i.table.primary_key.iter().map(|&p| &i.values[p]).collect();
                 (&i.table, Access::Write(WriteKind::Insert), KeyShape::Point(key))
@@ -431,6 +438,7 @@ pub struct ScanOp {
     /// Order of the rows.
     pub direction: Direction,
     /// Most rows (an int expression; `ScanFirst` scans at most one row whatever it says).
+    /// `ScanAll`, like `ForScan`, reads up to this many (its `limit` clause is required).
     pub limit: Expr,
     /// `select distinct`: of the rows read (at most `limit`), those equal in every selected column
     /// to an earlier one are dropped ([`super::runtime::distinct_rows`]). `for` loops only.

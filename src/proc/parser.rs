@@ -406,15 +406,16 @@ impl Parser {
 
     fn select_into(&mut self) -> PResult<StmtKind> {
         let span = self.span();
-        let (select, targets) = self.select(true)?;
+        let (select, targets, into_array) = self.select(true)?;
         match targets {
-            Some(targets) => Ok(StmtKind::SelectInto { select, targets }),
+            Some(targets) => Ok(StmtKind::SelectInto { select, targets, into_array }),
             None => Err((span, "a select statement needs 'into' variables (or use 'for row in select ...')".into())),
         }
     }
 
-    /// `select [distinct] cols [into vars] from t [index i] [where ...] [order by c [asc|desc]] [limit e]`.
-    fn select(&mut self, into_allowed: bool) -> PResult<(Select, Option<Vec<Name>>)> {
+    /// `select [distinct] cols [into vars | into var[]] from t [index i] [where ...] [order by c [asc|desc]]
+    /// [limit e]`; the flag is whether the target is an array (`into var[]`).
+    fn select(&mut self, into_allowed: bool) -> PResult<(Select, Option<Vec<Name>>, bool)> {
         self.expect_kw("select", "")?;
         // `distinct` is a keyword only here, and only when a column list follows it (so a column
         // called `distinct` still works: `select distinct from t`, `select distinct, x ...`).
@@ -436,14 +437,21 @@ impl Parser {
             }
             Some(cols)
         };
-        let mut targets = None;
+        let (mut targets, mut into_array) = (None, false);
         if self.is_kw("into") {
             if !into_allowed {
                 return Err((self.span(), "a 'for' loop's select cannot have 'into'; use the row variable".into()));
             }
             self.advance();
             let mut t = vec![self.name("a variable after 'into'")?];
+            if self.eat_punct("[") {
+                self.expect_punct("]", "after '[' in an array target ('into name[]')")?;
+                into_array = true;
+            }
             while self.eat_punct(",") {
+                if into_array {
+                    return Err((self.span(), "an array target ('into name[]') must be the only target".into()));
+                }
                 t.push(self.name("a variable")?);
             }
             targets = Some(t);
@@ -454,7 +462,7 @@ impl Parser {
         let conds = self.where_clause()?;
         let order = self.order_by()?;
         let limit = if self.eat_kw("limit") { Some(self.concat()?) } else { None };
-        Ok((Select { distinct, columns, table, index, conds, order, limit }, targets))
+        Ok((Select { distinct, columns, table, index, conds, order, limit }, targets, into_array))
     }
 
     fn order_by(&mut self) -> PResult<Option<(Name, bool)>> {

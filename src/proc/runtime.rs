@@ -19,12 +19,13 @@ use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// A procedure call's variables. Scalars live in `vals`, indexed by variable id; array
-/// parameters in `arrays`, indexed by parameter position.
+/// A procedure call's variables. Scalars live in `vals`, indexed by variable id; arrays in
+/// `arrays`, indexed by variable id too (parameters are the first variables, so an array
+/// parameter's slot is its position).
 pub struct Frame {
     /// One slot per variable ([`super::ir::VarId`]).
     pub vals: Vec<Value>,
-    /// Array parameters by parameter position (`None` for scalar parameters).
+    /// Arrays by variable id (`None` for scalars, and for a local array not yet assigned).
     pub arrays: Vec<Option<Arc<[Value]>>>,
     /// The row an `update` is rewriting, read by its `set` expressions.
     pub row: Option<Row>,
@@ -42,9 +43,19 @@ impl Frame {
         Ok(())
     }
 
-    /// The array in parameter slot `slot`.
+    /// The array in slot `slot` (its variable's id): a parameter's, or a local's once assigned.
     pub fn array(&self, slot: usize) -> &[Value] {
         self.arrays.get(slot).and_then(|a| a.as_deref()).unwrap_or(&[])
+    }
+
+    /// Sets the local array in slot `slot` (its variable's id) to column `column` of `rows`.
+    /// Frames hold slots for the parameters only until a local array is first assigned.
+    pub fn set_array_column(&mut self, slot: usize, column: usize, rows: &[Row]) {
+        if self.arrays.len() <= slot {
+            self.arrays.resize(slot + 1, None);
+        }
+        let items: Arc<[Value]> = rows.iter().map(|r| r.get(column).cloned().unwrap_or(Value::Null)).collect();
+        self.arrays[slot] = Some(items);
     }
 }
 

@@ -147,7 +147,7 @@ impl ProcChecker<'_> {
 
     fn index(&mut self, base: &ast::Expr, index: &ast::Expr, span: Span) -> Expr {
         let Some(array) = self.array_var(base) else {
-            self.diags.err(span, "only an array parameter can be indexed");
+            self.diags.err(span, "only an array can be indexed");
             return error_expr();
         };
         let i = self.expr(index);

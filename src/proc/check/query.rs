@@ -267,10 +267,11 @@ impl ProcChecker<'_> {
         Some(out)
     }
 
-    fn limit(&mut self, sel: &ast::Select, required: bool) -> Expr {
+    /// The scan's limit; `required` names the construct that must give one (else 1).
+    fn limit(&mut self, sel: &ast::Select, required: Option<&str>) -> Expr {
         let Some(e) = &sel.limit else {
-            if required {
-                self.diags.err(sel.table.span, format!("a 'for' scan needs a limit (at most {SCAN_LIMIT_MAX})"));
+            if let Some(what) = required {
+                self.diags.err(sel.table.span, format!("{what} needs a limit (at most {SCAN_LIMIT_MAX})"));
             }
             return Expr { ty: Ty::Int, kind: ExprKind::Const(Value::Int(1)) };
         };
@@ -308,7 +309,7 @@ impl ProcChecker<'_> {
         let schema = self.table(&sel.table)?;
         let selected = self.selected(&schema, sel);
         let plan = self.plan(&schema, sel, false);
-        let limit = self.limit(sel, true);
+        let limit = self.limit(sel, Some("a 'for' scan"));
         let (positions, names) = selected?;
         let mut scan = self.scan_op(&schema, plan?, limit, positions);
         scan.distinct = sel.distinct;
@@ -316,7 +317,12 @@ impl ProcChecker<'_> {
     }
 
     /// `select cols into vars from ...`: a get or the first row of a scan.
-    pub(super) fn select_into(&mut self, sel: &ast::Select, targets: &[ast::Name]) -> (StmtKind, Vec<VarId>) {
+    pub(super) fn select_into(
+        &mut self,
+        sel: &ast::Select,
+        targets: &[ast::Name],
+        into_array: bool,
+    ) -> (StmtKind, Vec<VarId>) {
         let nothing = (StmtKind::Return(Vec::new()), Vec::new());
         let Some(schema) = self.table(&sel.table) else { return nothing };
         if sel.columns.is_none() {
@@ -329,7 +335,7 @@ impl ProcChecker<'_> {
         }
         let selected = self.selected(&schema, sel);
         let plan = self.plan(&schema, sel, true);
-        let limit = self.limit(sel, false);
+        let limit = self.limit(sel, into_array.then_some("a select into an array"));
         let (Some((positions, _)), Some(plan)) = (selected, plan) else { return nothing };
         if positions.len() != targets.len() {
             self.diags.err(
@@ -337,6 +343,13 @@ impl ProcChecker<'_> {
                 format!("select names {} column(s) but 'into' names {} variable(s)", positions.len(), targets.len()),
             );
             return nothing;
+        }
+        if into_array {
+            let into = vec![self.array_target(&schema, positions[0], &targets[0])];
+            let defs = vec![into[0], self.found];
+            let mut scan = self.scan_op(&schema, plan, limit, positions);
+            scan.into = into;
+            return (StmtKind::ScanAll(scan), defs);
         }
         let into: Vec<VarId> = positions.iter().zip(targets).map(|(&p, t)| self.select_target(&schema, p, t)).collect();
         let mut defs = into.clone();
@@ -350,6 +363,44 @@ impl ProcChecker<'_> {
             }
         };
         (kind, defs)
+    }
+
+    /// An `into x[]` target: an existing local array of the column's type, or a new one.
+    fn array_target(&mut self, schema: &TableSchema, pos: usize, target: &ast::Name) -> VarId {
+        let ty = col_ty(schema, pos);
+        let existing = match self.scopes.lookup(&target.text) {
+            Some((Binding::Var(id), _)) => Some(*id),
+            Some(_) => {
+                self.diags.err(target.span, format!("'{}' is not a variable", target.text));
+                return self.found;
+            }
+            None => None,
+        };
+        let Some(id) = existing else {
+            if target.text == "found" {
+                self.diags.err(target.span, "'found' is reserved and cannot be declared");
+                return self.found;
+            }
+            let id = self.new_var(&target.text, ty, true, VarKind::Local);
+            self.scopes.bind_var(&target.text, id, target.span);
+            return id;
+        };
+        let var = self.var(id);
+        if var.kind != VarKind::Local || !var.array {
+            let what = if var.array { "an array parameter (read-only)" } else { "not an array" };
+            self.diags
+                .err(target.span, format!("'{}' is {what}; 'into {}[]' needs a local array", target.text, target.text));
+        } else if var.ty != ty && var.ty != Ty::Error {
+            let v = var.ty;
+            self.diags.err(
+                target.span,
+                format!(
+                    "type mismatch: column {} is {ty} but array '{}' is {v}[]",
+                    schema.columns[pos].name, target.text
+                ),
+            );
+        }
+        id
     }
 
     /// An `into` target: an existing local of the column's type, or a new local.

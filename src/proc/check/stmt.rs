@@ -33,7 +33,7 @@ impl ProcChecker<'_> {
             A::ForRange { var, start, end, body } => self.for_range(var, start, end, body),
             A::ForArray { var, array, body } => self.for_array(var, array, body),
             A::ForSelect { var, select, body } => self.for_select(var, select, body),
-            A::SelectInto { select, targets } => self.select_into(select, targets),
+            A::SelectInto { select, targets, into_array } => self.select_into(select, targets, *into_array),
             A::Insert { table, columns, values } => (self.insert(table, columns.as_deref(), values), Vec::new()),
             A::Update { table, sets, conds } => (self.update(table, sets, conds), vec![self.found]),
             A::Delete { table, conds } => (self.delete(table, conds), vec![self.found]),
@@ -72,7 +72,8 @@ impl ProcChecker<'_> {
         let v = self.expr(value);
         let ty = match ty {
             Some(t) if t.array => {
-                self.diags.err(t.name.span, "arrays are only allowed as parameters");
+                self.diags
+                    .err(t.name.span, "'let' declares scalars; a local array is set by 'select c into name[] ...'");
                 Ty::Error
             }
             Some(t) => self.scalar_type(&t.name, true),
@@ -98,6 +99,12 @@ impl ProcChecker<'_> {
         let problem = match self.scopes.lookup(&name.text) {
             _ if name.text == "found" => "cannot assign to 'found'".to_string(),
             Some((Binding::Var(id), _)) => match self.var(*id).kind {
+                VarKind::Local if self.var(*id).array => {
+                    format!(
+                        "cannot assign a scalar to array '{}' (only 'select ... into {}[]' sets it)",
+                        name.text, name.text
+                    )
+                }
                 VarKind::Local => return Some(*id),
                 VarKind::Param => format!("cannot assign to parameter '{}'", name.text),
                 _ => format!("cannot assign to loop variable '{}'", name.text),
@@ -150,7 +157,7 @@ impl ProcChecker<'_> {
         let arr = match self.scopes.lookup(&array.text) {
             Some((Binding::Var(id), _)) if self.var(*id).array => Some(*id),
             _ => {
-                self.diags.err(array.span, format!("'{}' is not an array parameter", array.text));
+                self.diags.err(array.span, format!("'{}' is not an array", array.text));
                 None
             }
         };

@@ -207,6 +207,7 @@ impl Ctx<'_> {
             StmtKind::ForScan { scan, body } => self.for_scan(scan, body, s, loc),
             StmtKind::Get(g) => self.get(g, s, loc),
             StmtKind::ScanFirst(scan) => self.scan_first(scan, s, loc),
+            StmtKind::ScanAll(scan) => self.scan_all(scan, s, loc),
             StmtKind::Insert(i) => {
                 let table = self.table(&i.table, s)?;
                 let values: Vec<Operand> = i.values.iter().map(|e| self.operand(e)).collect();
@@ -311,6 +312,17 @@ impl Ctx<'_> {
             let rows = scan.run(f, tx, &loc)?;
             f.vals[found] = Value::Bool(!rows.is_empty());
             scan.set_columns(f, rows.first());
+            Ok(Flow::Next)
+        }))
+    }
+
+    fn scan_all(&self, scan: &ScanOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (slot, column) = (scan.into[0].index(), scan.columns[0]);
+        let (scan, found) = (self.scan(scan, s, usize::MAX)?, self.proc.found.index());
+        Ok(Box::new(move |f, tx| {
+            let rows = scan.run(f, tx, &loc)?;
+            f.vals[found] = Value::Bool(!rows.is_empty());
+            f.set_array_column(slot, column, &rows);
             Ok(Flow::Next)
         }))
     }
