@@ -121,3 +121,64 @@ fn the_command_line_prints_the_directory() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/lazarus-inspect"));
 }
+
+/// A `taurus-cmd` log of `calls` puts on two loggers in one directory: returns its segments.
+fn write_stream_log(dir: &Path, calls: i64) -> Vec<PathBuf> {
+    use lazarus::durability::taurus::{StreamLogging, StreamOptions, format::Flavor};
+    let mut options = StreamOptions::new(Flavor::TaurusCmd, vec![dir.to_path_buf()]);
+    options.loggers = 2;
+    let scheme = Arc::new(StreamLogging::new(options).unwrap());
+    let config = DatabaseConfig { epoch_interval_ms: 5, scheme: scheme as Arc<dyn LogScheme>, ..Default::default() };
+    let db = Database::open(config).unwrap();
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let mut worker = db.worker();
+    let int = |v: i64| ParamValue::Scalar(Value::Int(v));
+    for i in 0..calls {
+        let out = worker.call("put", &[int(i % 3), int(i)]).unwrap();
+        worker.wait_durable(&out.committed.durability).unwrap();
+    }
+    db.close().unwrap();
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs
+}
+
+/// The stream schemes' segments: every logged call counted with its predecessors, the
+/// persistent vector decoded, and damage named by its offset without touching the file.
+#[test]
+fn stream_segments_count_every_call_and_name_damage_by_offset() {
+    use lazarus::durability::taurus::inspect::inspect_segment;
+    let dir = tempfile::tempdir().unwrap();
+    let logs = write_stream_log(dir.path(), 12);
+    let fs = RealFs;
+    let summaries: Vec<_> = logs.iter().map(|p| inspect_segment(&fs, p, true).unwrap()).collect();
+    assert_eq!(summaries.iter().map(|s| s.calls).sum::<u64>(), 12, "{summaries:?}");
+    assert_eq!(summaries.iter().map(|s| s.txns).sum::<u64>(), 12);
+    assert_eq!(summaries.iter().map(|s| s.records.len()).sum::<usize>(), 12);
+    // Puts of 3 keys: every call after the first three read and overwrote an earlier one's write.
+    assert!(summaries.iter().map(|s| s.raw_predecessors).sum::<u64>() >= 9, "{summaries:?}");
+    for s in &summaries {
+        assert!(s.damage.is_none(), "{s:?}");
+        assert!(s.records.iter().all(|r| r.contains("call procedure #")), "{s:?}");
+    }
+    let fs_dyn: Arc<dyn FileSystem> = Arc::new(RealFs);
+    let text = inspect_dir(&fs_dyn, dir.path(), false).unwrap();
+    assert!(text.contains("taurus.persistent_vector: taurus-cmd persistent vector, round"), "{text}");
+    assert!(text.contains("taurus-cmd log, logger 1 of 2"), "{text}");
+
+    // Flip a byte of the first record of a segment that has one.
+    let (path, whole) = logs.iter().zip(&summaries).find(|(_, s)| s.txns > 0).expect("a segment with a record");
+    let header_len = lazarus::durability::taurus::format::decode_header(&std::fs::read(path).unwrap()).unwrap().1;
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[header_len + 20] ^= 0x5a;
+    std::fs::write(path, &bytes).unwrap();
+    let damaged = inspect_segment(&fs, path, false).unwrap();
+    let (offset, reason) = damaged.damage.clone().expect("the damage is reported");
+    assert_eq!(offset, header_len as u64, "{reason}");
+    assert_eq!(damaged.txns, 0, "nothing is counted past the damage (whole: {})", whole.txns);
+    assert_eq!(std::fs::read(path).unwrap(), bytes, "inspect wrote to the file");
+}

@@ -96,14 +96,16 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         from_generation: u64,
     },
-    /// Describe a value or command log directory file by file without recovering it: the
-    /// pepoch file, the catalog, each log file's blocks, entries, epochs and first damage, and
-    /// the indexed log's resume positions. Read-only.
+    /// Describe a log directory file by file without recovering it: the pepoch file, the
+    /// catalog, each value or command log file's blocks, entries, epochs and first damage, each
+    /// stream segment's (serial-*, taurus-*) transactions, predecessors and first damage, the
+    /// persistent vector file, and the indexed log's resume positions. Read-only.
     Inspect {
         /// Log directories.
         #[arg(long, required = true)]
         log_dir: Vec<std::path::PathBuf>,
-        /// Also list every write of a value log (block offset, TID, table, key, row).
+        /// Also list every write of a value log (block offset, TID, table, key, row) and every
+        /// transaction of a stream segment (offset, id, predecessors, call or writes).
         #[arg(long)]
         records: bool,
     },
@@ -211,7 +213,12 @@ fn inspect(dirs: &[std::path::PathBuf], records: bool) -> anyhow::Result<ExitCod
         let dir = std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
         let text = lazarus::durability::inspect::inspect_dir(&fs, &dir, records)
             .with_context(|| format!("cannot inspect {}", dir.display()))?;
-        print!("{text}");
+        // `--records` output is long and often piped into `head`: a reader that stops early is
+        // not an error (`print!` would panic on the closed pipe).
+        match std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            other => other.context("cannot write to standard output")?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,18 +1,20 @@
-//! `lazarus inspect`: what a value or command log directory holds, file by file, read-only and
-//! without recovering it. For an operator looking at a directory that will not recover, and for
+//! `lazarus inspect`: what a log directory holds, file by file, read-only and without recovering
+//! it. For an operator looking at a directory that will not recover, and for
 //! a developer reading a crash image a reliability sweep kept (`docs/RELIABILITY.md`).
 //!
 //! Per log file (`data.log`, `old_data.<max epoch>.<seq>`): its header, how many blocks are
 //! whole, the entries and writes of a value log and their epoch range, whether the file ends
 //! with its end block, and the first damage (the offset and what is wrong there), where reading
 //! stops. The `pepoch` file and the catalog are decoded; a copy in memory of the indexed log
-//! (`indexed.redb`) is opened for its resume positions and its counts. Nothing is written: a
-//! damaged file is reported, never repaired.
+//! (`indexed.redb`) is opened for its resume positions and its counts. The stream schemes'
+//! segments and persistent vector file are described by [`super::taurus::inspect`]. Nothing is
+//! written: a damaged file is reported, never repaired.
 
 use super::DurabilityError;
 use super::codec::Reader;
 use super::frame::{self, HEADER_SIZE_BYTES};
 use super::indexed::store::{INDEX_FILE, IndexStore};
+use super::taurus::{self, format::Flavor};
 use super::value::files::{self, EntryFormat, LogHeader};
 use crate::io::FileSystem;
 use std::fmt::Write as _;
@@ -141,6 +143,12 @@ pub fn inspect_dir(fs: &Arc<dyn FileSystem>, dir: &Path, records: bool) -> Resul
             let _ = writeln!(out, "  {}: {}", name.display(), describe_index(fs, &path));
         } else if files::is_log_file(&name) {
             write_log_summary(&mut out, &inspect_log_file(fs.as_ref(), &path, records)?);
+        } else if taurus::format::parse_segment_name(&name).is_some() {
+            let summary = taurus::inspect::inspect_segment(fs.as_ref(), &path, records)?;
+            taurus::inspect::write_segment_summary(&mut out, &summary);
+        } else if Flavor::ALL.iter().any(|&f| name.as_os_str() == taurus::format::persistent_vector_name(f).as_str()) {
+            let bytes = fs.read_all(&path, taurus::format::PERSISTENT_VECTOR_FILE_MAX_BYTES)?;
+            let _ = writeln!(out, "  {}: {}", name.display(), taurus::inspect::describe_persistent_vector(&bytes));
         }
     }
     Ok(out)

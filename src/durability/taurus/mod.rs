@@ -40,6 +40,7 @@ pub mod dataflow;
 pub mod format;
 pub mod graph;
 pub mod host;
+pub mod inspect;
 pub mod recovery;
 pub mod stream;
 
