@@ -17,6 +17,7 @@
 //! - [`server`]: `lazarus serve`: the Redis-protocol server.
 //! - [`fuzzing`]: the decoders and parsers as the fuzz targets in `fuzz/` call them.
 
+pub mod allocator;
 pub mod bench;
 pub mod crash;
 pub mod db;

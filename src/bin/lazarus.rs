@@ -22,21 +22,6 @@ use std::sync::Arc;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::Duration;
 
-/// `mi_option_purge_delay` in mimalloc v3's `mi_option_e` (include/mimalloc.h); the Rust bindings
-/// do not name it.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Tells mimalloc never to give freed memory back to the kernel. By default it purges (decommits)
-/// free pages after 10 ms, and the next allocation there faults in and zeroes a fresh 2 MiB huge
-/// page: on TPC-C, whose scans and row copies free and reallocate all the time, that was 10–15 %
-/// of a worker's time in `clear_page_erms` and 8x the page faults (docs/PERFORMANCE.md). A
-/// database keeps its memory anyway.
-fn keep_freed_memory() {
-    // SAFETY: `mi_option_set` stores an integer in mimalloc's option table; it takes no pointer and
-    // is called at the start of `main`, before any other thread exists.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-}
-
 /// Lazarus: an in-memory transactional database with fast durability and recovery.
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
@@ -135,7 +120,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    keep_freed_memory();
+    lazarus::allocator::keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Check { files }) => check(&files),
