@@ -33,7 +33,9 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    lazarus::allocator::keep_freed_memory();
+    // SAFETY: called first by the bench function, before the database (or anything else here)
+    // starts a thread.
+    unsafe { lazarus::allocator::keep_freed_memory() };
     let db = Database::open(DatabaseConfig::default()).expect("open");
     let tpcc = Tpcc::default();
     for (name, source) in tpcc.sources() {

@@ -120,7 +120,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    lazarus::allocator::keep_freed_memory();
+    // SAFETY: the first statement of `main`: no other thread exists yet.
+    unsafe { lazarus::allocator::keep_freed_memory() };
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Check { files }) => check(&files),
