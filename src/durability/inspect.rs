@@ -1,6 +1,6 @@
 //! `lazarus inspect`: what a log directory holds, file by file, read-only and without recovering
-//! it. For an operator looking at a directory that will not recover, and for
-//! a developer reading a crash image a reliability sweep kept (`docs/RELIABILITY.md`).
+//! it. For an operator looking at a directory that will not recover, and for a developer reading
+//! a crash image a reliability sweep kept (`docs/RELIABILITY.md`).
 //!
 //! Per log file (`data.log`, `old_data.<max epoch>.<seq>`): its header, how many blocks are
 //! whole, the entries and writes of a value log and their epoch range, whether the file ends
@@ -147,8 +147,12 @@ pub fn inspect_dir(fs: &Arc<dyn FileSystem>, dir: &Path, records: bool) -> Resul
             let summary = taurus::inspect::inspect_segment(fs.as_ref(), &path, records)?;
             taurus::inspect::write_segment_summary(&mut out, &summary);
         } else if Flavor::ALL.iter().any(|&f| name.as_os_str() == taurus::format::persistent_vector_name(f).as_str()) {
-            let bytes = fs.read_all(&path, taurus::format::PERSISTENT_VECTOR_FILE_MAX_BYTES)?;
-            let _ = writeln!(out, "  {}: {}", name.display(), taurus::inspect::describe_persistent_vector(&bytes));
+            // A file past its size limit is damage to report, like a bad slot, not a reason to stop.
+            let described = match fs.read_all(&path, taurus::format::PERSISTENT_VECTOR_FILE_MAX_BYTES) {
+                Ok(bytes) => taurus::inspect::describe_persistent_vector(&bytes),
+                Err(e) => format!("cannot be read: {e}"),
+            };
+            let _ = writeln!(out, "  {}: {described}", name.display());
         }
     }
     Ok(out)
