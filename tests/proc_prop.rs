@@ -153,9 +153,19 @@ impl Gen {
             8 => {
                 let name = self.fresh("f");
                 let dir = if self.pick(2) == 0 { "asc" } else { "desc" };
-                self.out.push_str(&format!(
-                    "select k into {name} from t index t_by_v where v >= {e} order by v {dir} limit 3;\n"
-                ));
+                if self.pick(2) == 0 {
+                    self.out.push_str(&format!(
+                        "select k into {name} from t index t_by_v where v >= {e} order by v {dir} limit 3;\n"
+                    ));
+                } else {
+                    // Every row's key into a local array; an empty one makes the index -1, a
+                    // run-time error both routes must report alike.
+                    let (array, at) = (self.fresh("s"), self.int_expr(1));
+                    self.out.push_str(&format!(
+                        "select k into {array}[] from t index t_by_v where v >= {e} order by v {dir} limit 3;\n\
+                         let {name} = len({array}) * 10 + {array}[min(max({at}, 0), len({array}) - 1)];\n"
+                    ));
+                }
                 self.bind(&name, true);
             }
             9 | 10 => {
