@@ -198,23 +198,34 @@ fn copy_into_memory(fs: &dyn FileSystem, path: &Path) -> std::io::Result<(crate:
 }
 
 fn write_log_summary(out: &mut String, s: &LogFileSummary) {
-    let name = s.path.file_name().map_or_else(|| s.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let header = match &s.header {
-        Some(h) => format!("{:?} log, logger {}, sequence {}", h.format, h.logger, h.file_seq),
-        None => "no header".to_string(),
-    };
-    let _ = write!(out, "  {name}: {} bytes, {header}, {} blocks", s.len_bytes, s.blocks);
+    let header = s.header.map(|h| format!("{:?} log, logger {}, sequence {}", h.format, h.logger, h.file_seq));
+    write_file_head(out, &s.path, s.len_bytes, header);
+    let _ = write!(out, ", {} blocks", s.blocks);
     if s.header.is_some_and(|h| h.format == EntryFormat::Value) {
         let _ = write!(out, ", {} entries, {} writes", s.entries, s.writes);
         if let Some((lo, hi)) = s.epochs {
             let _ = write!(out, ", epochs {lo}..={hi}");
         }
     }
-    let _ = writeln!(out, "{}", if s.ended { ", ends with its end block" } else { "" });
-    if let Some((offset, reason)) = &s.damage {
+    write_file_tail(out, s.ended.then_some("block"), &s.damage, &s.records);
+}
+
+/// The start of a file's line in the listing: its name, length and decoded header (`None`: the
+/// header did not decode).
+pub(crate) fn write_file_head(out: &mut String, path: &Path, len_bytes: u64, header: Option<String>) {
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let header = header.unwrap_or_else(|| "no header".to_string());
+    let _ = write!(out, "  {name}: {len_bytes} bytes, {header}");
+}
+
+/// The end of a file's description: whether it ends with its end marker (`Some` names the
+/// marker), then where reading stopped and why, then one line per listed record.
+pub(crate) fn write_file_tail(out: &mut String, end: Option<&str>, damage: &Option<(u64, String)>, records: &[String]) {
+    let _ = writeln!(out, "{}", end.map_or_else(String::new, |marker| format!(", ends with its end {marker}")));
+    if let Some((offset, reason)) = damage {
         let _ = writeln!(out, "    stops at byte {offset}: {reason}");
     }
-    for line in &s.records {
+    for line in records {
         let _ = writeln!(out, "    {line}");
     }
 }

@@ -5,8 +5,8 @@
 //!
 //! A stored procedure is a *parameterized transaction template* whose **operations** are its
 //! database accesses: `var ← read(tbl, key)` (a point `select`, the first row of a scan, a scan
-//! into an array, a `for ... in select` scan) and `write(tbl, key, val)` (`update`, `insert`, `delete`; insert and
-//! delete are special writes). Each operation is one IR statement ([`crate::proc::ir::Stmt::db_op`]);
+//! into an array, a `for ... in select` scan) and `write(tbl, key, val)` (`update`, `insert`,
+//! `delete`; insert and delete are special writes). Each operation is one IR statement ([`crate::proc::ir::Stmt::db_op`]);
 //! everything else in a procedure (`let`, assignments, conditions, loops, `return`) is the glue
 //! through which values and control flow from one operation to another.
 //!

@@ -12,7 +12,7 @@ use super::format::{self, Deps, Record, StreamHeader};
 use crate::durability::DurabilityError;
 use crate::durability::command::CommandEntry;
 use crate::durability::frame;
-use crate::durability::inspect::LOG_FILE_SIZE_MAX_BYTES;
+use crate::durability::inspect::{LOG_FILE_SIZE_MAX_BYTES, write_file_head, write_file_tail};
 use crate::io::FileSystem;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -136,19 +136,12 @@ fn ids(list: &[u64]) -> String {
 
 /// One line (and one per record, and the damage) describing `s`, appended to `out`.
 pub fn write_segment_summary(out: &mut String, s: &SegmentSummary) {
-    let name = s.path.file_name().map_or_else(|| s.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let header = match &s.header {
-        Some(h) => format!(
-            "{} log, logger {} of {}, generation {}, base {}",
-            h.flavor.name(),
-            h.logger,
-            h.loggers,
-            h.generation,
-            h.base
-        ),
-        None => "no header".to_string(),
-    };
-    let _ = write!(out, "  {name}: {} bytes, {header}, {} transactions", s.len_bytes, s.txns);
+    let header = s.header.map(|h| {
+        let (flavor, logger, loggers) = (h.flavor.name(), h.logger, h.loggers);
+        format!("{flavor} log, logger {logger} of {loggers}, generation {}, base {}", h.generation, h.base)
+    });
+    write_file_head(out, &s.path, s.len_bytes, header);
+    let _ = write!(out, ", {} transactions", s.txns);
     if s.calls > 0 {
         let _ = write!(out, " ({} calls)", s.calls);
     }
@@ -159,13 +152,7 @@ pub fn write_segment_summary(out: &mut String, s: &SegmentSummary) {
     if s.compressed > 0 {
         let _ = write!(out, ", {} with compressed predecessors", s.compressed);
     }
-    let _ = writeln!(out, "{}", if s.ended { ", ends with its end record" } else { "" });
-    if let Some((offset, reason)) = &s.damage {
-        let _ = writeln!(out, "    stops at byte {offset}: {reason}");
-    }
-    for line in &s.records {
-        let _ = writeln!(out, "    {line}");
-    }
+    write_file_tail(out, s.ended.then_some("record"), &s.damage, &s.records);
 }
 
 /// The persistent vector file decoded: the current round's generation and durable lengths.
