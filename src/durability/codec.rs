@@ -347,6 +347,7 @@ impl<'a> Reader<'a> {
         Ok(slice)
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N)?);
@@ -390,7 +391,9 @@ impl<'a> Reader<'a> {
     /// admits *before* the value is decoded, so a row that [`TypedRow::Fits`] needs no check of
     /// its types and nullability afterwards (the check a generic decoder leaves to
     /// `TableSchema::check_row`). A row of another column count is not decoded; a value its
-    /// column does not admit stops decoding there.
+    /// column does not admit stops decoding there. Always inlined: it runs once per replayed
+    /// record, and its two callers' closures are a slot store each.
+    #[inline(always)]
     pub fn row_each_typed(
         &mut self,
         admitted: &[AdmittedTags],

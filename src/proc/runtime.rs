@@ -142,6 +142,14 @@ pub trait Storage {
     ) -> Result<bool, TxnError> {
         update_by_copy(self, table, pk, edit)
     }
+    /// Replaces the row whose primary key is the values of `row` at `key_columns` by `row`, a
+    /// whole row its `update` built without reading the old one (every non-key column set from a
+    /// value moved out of a variable: a replay plan of an after-image); `false` if there is none.
+    /// The key has no null ([`replace`] checks). By default it is [`Storage::update_row_with`]
+    /// returning `row`.
+    fn replace_row(&mut self, table: TableId, key_columns: &[usize], row: Row) -> Result<bool, TxnError> {
+        replace_by_update(self, table, key_columns, row)
+    }
     /// Deletes the row with primary key `pk`; whether there was one.
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError>;
 
@@ -284,8 +292,8 @@ pub fn delete(tx: &mut dyn Storage, table: TableId, key: &[Value]) -> Result<boo
 /// `update`: replaces the row with primary key `key` by `build(old row)`, with one lookup
 /// ([`Transaction::update_with`]). `false` if there is no row or the key has a null (then `build`
 /// is not called).
-pub fn update(
-    tx: &mut dyn Storage,
+pub fn update<S: Storage + ?Sized>(
+    tx: &mut S,
     table: TableId,
     key: &[Value],
     build: impl FnOnce(Row) -> Result<Row, TxnError>,
@@ -299,6 +307,26 @@ pub fn update(
         Some(build) => build(old),
         None => Err(TxnError::Procedure { procedure: String::new(), message: "update built twice".into() }),
     })
+}
+
+/// `update` that builds the whole new row without the old one: [`Storage::replace_row`]. `false`
+/// if there is no row or the key has a null.
+pub fn replace(tx: &mut dyn Storage, table: TableId, key_columns: &[usize], row: Row) -> Result<bool, TxnError> {
+    if key_columns.iter().any(|&p| row.get(p).is_none_or(Value::is_null)) {
+        return Ok(false);
+    }
+    tx.replace_row(table, key_columns, row)
+}
+
+/// [`Storage::replace_row`] through [`Storage::update_row_with`], which looks the key up.
+pub fn replace_by_update<S: Storage + ?Sized>(
+    storage: &mut S,
+    table: TableId,
+    key_columns: &[usize],
+    row: Row,
+) -> Result<bool, TxnError> {
+    let pk: Vec<Value> = key_columns.iter().map(|&p| row.get(p).cloned().unwrap_or(Value::Null)).collect();
+    update(storage, table, &pk, |_old| Ok(row))
 }
 
 /// [`Storage::update_row_in_place`] through [`Storage::update_row_with`]: `edit` changes the old

@@ -272,19 +272,7 @@ pub fn apply_encoded(
     let cached = cache.whole_row_plan(catalog, table, op, || choose(schema, redo.put, key_seen).1)?;
     if op == RedoOp::Delete {
         // The delete plan's parameters are the key's parts, in order ([`plan_text`]).
-        let vals = &mut cached.frame.vals[..schema.primary_key.len()];
-        let mut slots = vals.iter_mut();
-        let key_error = |source| SchemaError::Key { table: schema.name.clone(), source };
-        let got = key::decode_key_each(redo.key, |value| {
-            if let Some(slot) = slots.next() {
-                set_slot(slot, value);
-            }
-        })
-        .map_err(key_error)?;
-        if got != schema.primary_key.len() {
-            let message = format!("the logged key has {got} parts, the primary key {}", schema.primary_key.len());
-            return Err(ReplayError::Plan { table: schema.name.clone(), message });
-        }
+        bind_key_parts(schema, redo.key, &mut cached.frame.vals, Some)?;
     } else {
         let plan = &cached.plan;
         let (slots, vals) = (&plan.slot_of_column, &mut cached.frame.vals[..schema.columns.len()]);
@@ -344,18 +332,7 @@ pub fn apply_patch(
     }
     let cached = cache.plan(catalog, table, RedoOp::Patch, columns)?;
     let (plan, vals) = (&cached.plan, &mut cached.frame.vals);
-    let mut part = 0;
-    let got = key::decode_key_each(key.as_bytes(), |value| {
-        if let Some(&Some(slot)) = plan.slot_of_key_part.get(part) {
-            set_slot(&mut vals[slot], value);
-        }
-        part += 1;
-    })
-    .map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?;
-    if got != schema.primary_key.len() {
-        let message = format!("the logged key has {got} parts, the primary key {}", schema.primary_key.len());
-        return Err(ReplayError::Plan { table: schema.name.clone(), message });
-    }
+    bind_key_parts(schema, key.as_bytes(), vals, |part| plan.slot_of_key_part.get(part).copied().flatten())?;
     for (p, value) in patch.into_columns() {
         if let Some(&Some(slot)) = plan.slot_of_column.get(usize::from(p)) {
             set_slot(&mut vals[slot], value);
@@ -366,6 +343,41 @@ pub fn apply_patch(
         .with_found(Some(record))
         .with_checked_values(true);
     run(table, cached, storage)
+}
+
+/// Decodes the logged key's parts into a plan's frame, part `i` into slot `slot_of(i)` (when it
+/// has one). Out of line: the insert and update plans' path, which runs for most records, stays
+/// small enough to be inlined where it is called.
+#[inline(never)]
+fn bind_key_parts(
+    schema: &TableSchema,
+    key: &[u8],
+    vals: &mut [Value],
+    slot_of: impl Fn(usize) -> Option<usize>,
+) -> Result<(), ReplayError> {
+    let parts = schema.primary_key.len();
+    if key::is_int_key(key, parts) {
+        for i in 0..parts {
+            if let Some(slot) = slot_of(i).and_then(|slot| vals.get_mut(slot)) {
+                set_slot(slot, Value::Int(key::int_key_part(key, i)));
+            }
+        }
+        return Ok(());
+    }
+    let mut part = 0;
+    let put = |value| {
+        if let Some(slot) = slot_of(part).and_then(|slot| vals.get_mut(slot)) {
+            set_slot(slot, value);
+        }
+        part += 1;
+    };
+    let got =
+        key::decode_key_each(key, put).map_err(|source| SchemaError::Key { table: schema.name.clone(), source })?;
+    if got != parts {
+        let message = format!("the logged key has {got} parts, the primary key {parts}");
+        return Err(ReplayError::Plan { table: schema.name.clone(), message });
+    }
+    Ok(())
 }
 
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
@@ -380,7 +392,7 @@ fn set_slot(slot: &mut Value, value: Value) {
 }
 
 /// Runs a bound plan against `storage`.
-#[inline]
+#[inline(always)]
 fn run(table: &Table, cached: &mut CachedPlan, storage: ReplayStorage<'_>) -> Result<bool, ReplayError> {
     // The update plan `choose` picks sets every non-key column: the old row is not needed.
     let whole = cached.plan.op == RedoOp::Update;
@@ -519,6 +531,13 @@ impl<'a> ReplayStorage<'a> {
     }
 }
 
+/// A row of `table` holding the key's values `pk` in its key columns and nulls elsewhere, in one
+/// allocation of the row's final size (an update plan then fills it in place).
+fn key_row(table: &Table, pk: &[Value]) -> Row {
+    let key_part = |p: usize| table.schema.primary_key.iter().position(|&k| k == p).and_then(|i| pk.get(i));
+    Row::from_exact_iter((0..table.schema.columns.len()).map(|p| key_part(p).cloned().unwrap_or(Value::Null)))
+}
+
 #[cold]
 fn second_write() -> TxnError {
     replay_error("a replay plan writes one row".into())
@@ -552,9 +571,7 @@ fn old_row(
     if row_required {
         return None;
     }
-    // One allocation of the row's final size (the plan then fills it in place).
-    let key_part = |p: usize| table.schema.primary_key.iter().position(|&k| k == p).and_then(|i| pk.get(i));
-    Some(Row::from_exact_iter((0..table.schema.columns.len()).map(|p| key_part(p).cloned().unwrap_or(Value::Null))))
+    Some(key_row(table, pk))
 }
 
 impl Storage for ReplayStorage<'_> {
@@ -646,6 +663,23 @@ impl Storage for ReplayStorage<'_> {
         })?;
         self.installed = Some(installed);
         Ok(installed)
+    }
+
+    /// The update plan of a whole after-image (`with_whole_images`), whose row the compiler builds
+    /// by moving the bound parameters ([`runtime::replace`]): installed as an insert plan's row is.
+    fn replace_row(&mut self, table: TableId, key_columns: &[usize], row: Row) -> Result<bool, TxnError> {
+        let t = self.table(table)?;
+        if !self.whole_images || self.row_required || !std::ptr::eq(t, self.table) {
+            return runtime::replace_by_update(self, table, key_columns, row);
+        }
+        // Its values are the plan's parameters, checked as they were bound.
+        self.check_row(t, &row, true)?;
+        if cfg!(debug_assertions) {
+            let derived = t.schema.primary_key_of(&row)?;
+            self.check_key(t, &derived)?;
+        }
+        self.install(t, Key::from(self.key), Some(row))?;
+        Ok(true)
     }
 
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {

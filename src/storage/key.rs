@@ -288,6 +288,27 @@ pub fn decode_key(bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
     Ok(values)
 }
 
+/// Bytes of an encoded integer part: its tag and 8 bytes.
+const INT_PART_BYTES: usize = 9;
+
+/// Whether `bytes` is a key of exactly `parts` integer parts (most primary keys), whose part
+/// `i` [`int_key_part`] then decodes. A fast path for compiled replay's delete and patch plans,
+/// which know their key's length: the caller decodes any other key with [`decode_key_each`],
+/// which names what is wrong with a malformed one.
+#[inline]
+pub fn is_int_key(bytes: &[u8], parts: usize) -> bool {
+    bytes.len() == parts * INT_PART_BYTES && bytes.chunks_exact(INT_PART_BYTES).all(|c| c[0] == TAG_INT)
+}
+
+/// Part `i` of a key [`is_int_key`] accepted.
+#[inline]
+pub fn int_key_part(bytes: &[u8], i: usize) -> i64 {
+    let at = i * INT_PART_BYTES + 1;
+    let mut raw = [0u8; 8];
+    raw.copy_from_slice(&bytes[at..at + 8]);
+    (u64::from_be_bytes(raw) ^ (1 << 63)) as i64
+}
+
 /// Decodes a key's values one by one into `put`, in order (compiled replay binds them straight
 /// into a plan's frame); returns how many there were.
 pub fn decode_key_each(mut bytes: &[u8], mut put: impl FnMut(Value)) -> Result<usize, KeyError> {
@@ -451,6 +472,30 @@ mod tests {
         fn decode_inverts_encode(vals in proptest::collection::vec(arb_value(), 0..5)) {
             let key = encode_key(&vals).unwrap();
             prop_assert_eq!(decode_key(&key).unwrap(), vals);
+        }
+
+        /// The integer fast path accepts exactly the keys of `parts` integers, and decodes them as
+        /// the generic decoder does; any other key (a text or null part, another part count,
+        /// a cut key) is left to the generic decoder.
+        #[test]
+        fn the_int_key_fast_path_agrees_with_decode(
+            vals in prop_oneof![
+                proptest::collection::vec(any::<i64>().prop_map(Value::Int), 0..5),
+                proptest::collection::vec(arb_value(), 0..5),
+            ],
+            other_parts in proptest::option::of(0usize..6),
+            cut in 0usize..50,
+        ) {
+            let parts = other_parts.unwrap_or(vals.len());
+            let key = encode_key(&vals).unwrap();
+            let key = if cut < key.len() && cut % 3 == 0 { &key[..cut] } else { &key[..] };
+            let decoded = decode_key(key).ok();
+            let all_ints = decoded.as_ref().is_some_and(|d| d.len() == parts && d.iter().all(|v| matches!(v, Value::Int(_))));
+            prop_assert_eq!(is_int_key(key, parts), all_ints);
+            if all_ints {
+                let fast: Vec<Value> = (0..parts).map(|i| Value::Int(int_key_part(key, i))).collect();
+                prop_assert_eq!(Some(fast), decoded);
+            }
         }
     }
 
