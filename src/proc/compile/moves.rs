@@ -5,7 +5,10 @@
 //! read in the whole procedure and it is not inside a loop, nothing can read the variable after
 //! it, so the closure may take the value and leave null behind. Replay plans (`src/replay/`) are
 //! exactly this shape — every parameter read once, no loops — and moving is what lets compiled
-//! replay build a row with no copy per column (issue 8; docs/replay.md).
+//! replay build a row with no copy per column (issue 8; docs/replay.md). An `update` whose key
+//! parts and `set` values all move, and which sets every non-key column (a replay plan of an
+//! after-image), builds its whole new row the same way and replaces the old row without reading
+//! it (`Storage::replace_row`).
 //!
 //! Soundness: a read outside every loop runs at most once per call, and a variable with one read
 //! is never read again in that call. A later call starts from freshly bound parameters, and a
