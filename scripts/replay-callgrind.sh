@@ -42,7 +42,7 @@ printf 'experiment\tdirect\tcompiled\tdirect_non_scc\tcompiled_non_scc\tratio\tr
 for e in "${experiments[@]}"; do
   slug=$(echo "$e" | tr ' /,' '___')
   for mode in direct compiled; do
-    REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
+    REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
       --callgrind-out-file="$out/$mode-$slug.out" --toggle-collect='*value::replay::apply_chunk*' \
       "$bin" "$e" >"$out/$mode-$slug.log" 2>&1 &
   done
