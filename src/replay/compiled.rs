@@ -541,13 +541,6 @@ impl<'a> ReplayStorage<'a> {
     }
 }
 
-/// A row of `table` holding the key's values `pk` in its key columns and nulls elsewhere, in one
-/// allocation of the row's final size (an update plan then fills it in place).
-fn key_row(table: &Table, pk: &[Value]) -> Row {
-    let key_part = |p: usize| table.schema.primary_key.iter().position(|&k| k == p).and_then(|i| pk.get(i));
-    Row::from_exact_iter((0..table.schema.columns.len()).map(|p| key_part(p).cloned().unwrap_or(Value::Null)))
-}
-
 #[cold]
 fn second_write() -> TxnError {
     replay_error("a replay plan writes one row".into())
@@ -581,7 +574,9 @@ fn old_row(
     if row_required {
         return None;
     }
-    Some(key_row(table, pk))
+    // One allocation of the row's final size (the plan then fills it in place).
+    let key_part = |p: usize| table.schema.primary_key.iter().position(|&k| k == p).and_then(|i| pk.get(i));
+    Some(Row::from_exact_iter((0..table.schema.columns.len()).map(|p| key_part(p).cloned().unwrap_or(Value::Null))))
 }
 
 impl Storage for ReplayStorage<'_> {
