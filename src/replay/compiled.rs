@@ -541,6 +541,24 @@ impl<'a> ReplayStorage<'a> {
     }
 }
 
+impl ReplayStorage<'_> {
+    /// Installs under the logged key a row of `t` that a plan built from its parameters alone:
+    /// an insert plan's, or a whole after-image's update plan's ([`Storage::replace_row`]).
+    #[inline(always)]
+    fn install_parameter_row(&mut self, t: &Table, row: Row) -> Result<(), TxnError> {
+        self.check_row(t, &row, true)?;
+        // The row is the logged after-image, whose key columns the log's checksum binds to the
+        // logged key as firmly as it binds the direct path's; re-encoding them was a fifth of
+        // compiled replay's extra work on narrow rows, so only debug builds (the tests)
+        // re-derive the key and compare.
+        if cfg!(debug_assertions) {
+            let derived = t.schema.primary_key_of(&row)?;
+            self.check_key(t, &derived)?;
+        }
+        self.install(t, Key::from(self.key), Some(row))
+    }
+}
+
 #[cold]
 fn second_write() -> TxnError {
     replay_error("a replay plan writes one row".into())
@@ -590,17 +608,7 @@ impl Storage for ReplayStorage<'_> {
 
     fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
         let t = self.table(table)?;
-        // An insert plan's values are its parameters.
-        self.check_row(t, &row, true)?;
-        // The insert plan's row is the logged after-image, whose key columns the log's checksum
-        // binds to the logged key as firmly as it binds the direct path's; re-encoding them was
-        // a fifth of compiled replay's extra work on narrow rows, so only debug builds (the
-        // tests) re-derive the key and compare.
-        if cfg!(debug_assertions) {
-            let derived = t.schema.primary_key_of(&row)?;
-            self.check_key(t, &derived)?;
-        }
-        self.install(t, Key::from(self.key), Some(row))
+        self.install_parameter_row(t, row)
     }
 
     fn update_row_with(
@@ -677,13 +685,7 @@ impl Storage for ReplayStorage<'_> {
         if !self.whole_images || self.row_required || !std::ptr::eq(t, self.table) {
             return runtime::replace_by_update(self, table, key_columns, row);
         }
-        // Its values are the plan's parameters, checked as they were bound.
-        self.check_row(t, &row, true)?;
-        if cfg!(debug_assertions) {
-            let derived = t.schema.primary_key_of(&row)?;
-            self.check_key(t, &derived)?;
-        }
-        self.install(t, Key::from(self.key), Some(row))?;
+        self.install_parameter_row(t, row)?;
         Ok(true)
     }
 

@@ -306,7 +306,14 @@ pub fn int_key_part(bytes: &[u8], i: usize) -> i64 {
     let at = i * INT_PART_BYTES + 1;
     let mut raw = [0u8; 8];
     raw.copy_from_slice(&bytes[at..at + 8]);
-    (u64::from_be_bytes(raw) ^ (1 << 63)) as i64
+    int_of_word(u64::from_be_bytes(raw))
+}
+
+/// The integer an encoded integer part's 8 bytes (big-endian, sign bit flipped so that bytes
+/// order as integers do) stand for; [`encode_value`] is the inverse.
+#[inline]
+fn int_of_word(word: u64) -> i64 {
+    (word ^ (1 << 63)) as i64
 }
 
 /// Decodes a key's values one by one into `put`, in order (compiled replay binds them straight
@@ -332,7 +339,7 @@ pub fn decode_key_each(mut bytes: &[u8], mut put: impl FnMut(Value)) -> Result<u
                 raw.copy_from_slice(head);
                 let word = u64::from_be_bytes(raw);
                 if tag == TAG_INT {
-                    Value::Int((word ^ (1 << 63)) as i64)
+                    Value::Int(int_of_word(word))
                 } else {
                     let bits = if word >> 63 == 1 { word & !(1 << 63) } else { !word };
                     Value::Float(f64::from_bits(bits))
