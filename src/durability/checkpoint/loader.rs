@@ -8,17 +8,14 @@
 
 use super::format::{self, Manifest, ManifestFile};
 use crate::durability::DurabilityError;
-use crate::durability::frame::{self, HEADER_SIZE_BYTES};
-use crate::io::{File, FileSystem, OpenMode};
+use crate::durability::blocks::{BlockReader, Next};
+use crate::durability::frame::HEADER_SIZE_BYTES;
+use crate::io::{FileSystem, OpenMode};
 use crate::storage::Catalog;
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
-
-/// Bytes read from a file per read call: large enough for the disk's full rate, small enough
-/// that many threads can each hold one.
-const READ_CHUNK_BYTES: usize = 8 << 20;
 
 /// What loading the checkpoint found and did.
 #[derive(Clone, Debug, Default)]
@@ -151,15 +148,23 @@ fn load_file(
             format!("{len} bytes, the manifest says {}", entry.len_bytes),
         ));
     }
-    let mut chunk = ChunkReader::new(file.as_mut(), len);
-    let head = chunk.next_block(path)?.ok_or_else(|| corrupt(path, 0, "no header block"))?;
-    let (header, _) = format::decode_data_header(&head.framed).map_err(|e| corrupt(path, 0, e.to_string()))?;
+    let mut blocks = BlockReader::new(file.as_mut(), len);
+    let head = match blocks.next_block()? {
+        Next::Block(block) => block,
+        Next::End => return Err(corrupt(path, 0, "no header block")),
+        Next::Damaged(e) => return Err(corrupt(path, 0, e.to_string())),
+    };
+    let (header, _) = format::decode_data_header(head.framed).map_err(|e| corrupt(path, 0, e.to_string()))?;
     if (header.checkpoint_id, header.dir, header.file) != (manifest.checkpoint_id, entry.dir, entry.file) {
         return Err(corrupt(path, 0, format!("header names {header:?}, the manifest expects this file")));
     }
     let mut records = 0u64;
-    while let Some(block) = chunk.next_block(path)? {
-        records += load_block(path, block.offset, &block.framed[HEADER_SIZE_BYTES..], manifest, catalog)?;
+    loop {
+        match blocks.next_block()? {
+            Next::Block(block) => records += load_block(path, block.offset, block.payload(), manifest, catalog)?,
+            Next::End => break,
+            Next::Damaged(e) => return Err(corrupt(path, blocks.offset(), e.to_string())),
+        }
     }
     if records != entry.records {
         return Err(corrupt(path, len, format!("{records} records, the manifest says {}", entry.records)));
@@ -190,70 +195,4 @@ fn load_block(
         return Err(bad(reader.offset(), "bytes after the block's last record".into()));
     }
     Ok(u64::from(count))
-}
-
-/// A framed block read from a file.
-struct FramedBlock {
-    offset: u64,
-    framed: Vec<u8>,
-}
-
-/// Reads a file's framed blocks in order, a chunk at a time.
-struct ChunkReader<'a> {
-    file: &'a mut dyn File,
-    len_bytes: u64,
-    /// Bytes read from the file; `pending[consumed..]` starts at file offset `at`.
-    pending: Vec<u8>,
-    consumed: usize,
-    at: u64,
-    read_to: u64,
-}
-
-impl<'a> ChunkReader<'a> {
-    fn new(file: &'a mut dyn File, len_bytes: u64) -> ChunkReader<'a> {
-        ChunkReader { file, len_bytes, pending: Vec::new(), consumed: 0, at: 0, read_to: 0 }
-    }
-
-    /// The next whole block (copied out once), or `None` at the end of the file.
-    fn next_block(&mut self, path: &Path) -> Result<Option<FramedBlock>, DurabilityError> {
-        if self.at == self.len_bytes {
-            return Ok(None);
-        }
-        self.fill(HEADER_SIZE_BYTES)?;
-        let size = match frame::decode_block(&self.pending[self.consumed..]) {
-            Ok((_, size)) => size,
-            Err(frame::FrameError::TruncatedPayload { payload_len, .. }) => {
-                self.fill(HEADER_SIZE_BYTES + payload_len)?;
-                let decoded = frame::decode_block(&self.pending[self.consumed..]);
-                decoded.map_err(|e| corrupt(path, self.at, e.to_string()))?.1
-            }
-            Err(e) => return Err(corrupt(path, self.at, e.to_string())),
-        };
-        let framed = self.pending[self.consumed..self.consumed + size].to_vec();
-        let offset = self.at;
-        self.consumed += size;
-        self.at += size as u64;
-        Ok(Some(FramedBlock { offset, framed }))
-    }
-
-    /// Reads until at least `want_bytes` are pending past `consumed`, or the file ends.
-    fn fill(&mut self, want_bytes: usize) -> Result<(), DurabilityError> {
-        if self.pending.len() - self.consumed >= want_bytes {
-            return Ok(());
-        }
-        self.pending.drain(..self.consumed);
-        self.consumed = 0;
-        while self.pending.len() < want_bytes && self.read_to < self.len_bytes {
-            let ask = (self.len_bytes - self.read_to).min(READ_CHUNK_BYTES.max(want_bytes) as u64) as usize;
-            let old = self.pending.len();
-            self.pending.resize(old + ask, 0);
-            let n = self.file.read_at(self.read_to, &mut self.pending[old..])?;
-            self.pending.truncate(old + n);
-            if n == 0 {
-                break;
-            }
-            self.read_to += n as u64;
-        }
-        Ok(())
-    }
 }

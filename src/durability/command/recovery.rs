@@ -12,6 +12,7 @@ use super::parallel::{self, ReplayBreakdown};
 use super::{CommandEntry, CommandReplay, decode};
 use crate::db::Database;
 use crate::durability::DurabilityError;
+use crate::durability::blocks::{self, BlockReader, Next};
 use crate::durability::codec::{EntryWrite, Image, Reader};
 use crate::durability::frame;
 use crate::durability::value::ValueOptions;
@@ -128,24 +129,34 @@ fn read_entries(
     // Every persistent, non-void epoch from the checkpoint's e_l on is replayed.
     let window = Window { pepoch, e_l };
     for (index, file) in files.iter().enumerate() {
-        let bytes = options.fs.read_all(&file.path, LOG_FILE_SIZE_MAX_BYTES)?;
-        let valid = &bytes[..(file.valid_len_bytes as usize).min(bytes.len())];
-        report.bytes += valid.len() as u64;
-        let (header, mut at) = files::decode_log_header(valid).map_err(|e| corrupt(&file.path, 0, e.to_string()))?;
+        let (mut handle, file_len) = blocks::open_bounded(options.fs.as_ref(), &file.path, LOG_FILE_SIZE_MAX_BYTES)?;
+        let valid_len = file.valid_len_bytes.min(file_len);
+        report.bytes += valid_len;
+        let mut blocks = BlockReader::new(handle.as_mut(), valid_len);
+        let damaged = |at: u64, e: frame::FrameError| corrupt(&file.path, at, e.to_string());
+        let header = match blocks.next_block()? {
+            Next::Block(block) => files::decode_log_header(block.framed).map(|(header, _)| header),
+            Next::End => Err(frame::FrameError::TruncatedHeader { available_bytes: 0 }.into()),
+            Next::Damaged(e) => Err(e.into()),
+        };
+        let header = header.map_err(|e| corrupt(&file.path, 0, e.to_string()))?;
         if header.format != EntryFormat::Command {
             return Err(corrupt(&file.path, 0, "a value log: open it with the value scheme"));
         }
         let mut ended = file.durable;
-        while at < valid.len() {
-            let (payload, size) =
-                frame::decode_block(&valid[at..]).map_err(|e| corrupt(&file.path, at as u64, e.to_string()))?;
-            if !file.durable && at + size == valid.len() {
+        loop {
+            let block = match blocks.next_block()? {
+                Next::Block(block) => block,
+                Next::End => break,
+                Next::Damaged(e) => return Err(damaged(blocks.offset(), e)),
+            };
+            if !file.durable && block.end() == valid_len {
                 // A closed file's last block is its end block, recording its own offset.
-                ended = files::decode_end_block(payload) == Some(at as u64);
+                ended = files::decode_end_block(block.payload()) == Some(block.offset);
                 break;
             }
-            let payload_at = (at + frame::HEADER_SIZE_BYTES) as u64;
-            let mut r = Reader::new(payload);
+            let payload_at = block.offset + frame::HEADER_SIZE_BYTES as u64;
+            let mut r = Reader::new(block.payload());
             while !r.is_empty() {
                 let offset = payload_at + r.offset() as u64;
                 let entry = decode(&mut r).map_err(|e| corrupt(&file.path, offset, e.to_string()))?;
@@ -158,11 +169,10 @@ fn read_entries(
                 }
                 kept.push(Located { epoch, seq, file: index, offset, entry });
             }
-            at += size;
         }
         if !ended {
             let reason = "a closed log file does not end with its end block (cut short?)";
-            return Err(corrupt(&file.path, valid.len() as u64, reason));
+            return Err(corrupt(&file.path, valid_len, reason));
         }
     }
     Ok((kept, max_epoch, max_seq))

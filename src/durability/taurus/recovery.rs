@@ -46,6 +46,7 @@ use super::format::{self, Deps, Flavor, PersistentVector, Record};
 use super::graph;
 use crate::db::Database;
 use crate::durability::DurabilityError;
+use crate::durability::blocks::{self, BlockReader, Next};
 use crate::durability::checkpoint::format::Manifest;
 use crate::durability::checkpoint::{loader, writer};
 use crate::durability::codec::{EntryWrite, Image};
@@ -590,7 +591,7 @@ fn read_segment(
     segment: &SegmentPath,
 ) -> Result<ParsedSegment, DurabilityError> {
     let SegmentPath { logger, base, ref path } = *segment;
-    let bytes = options.fs.read_all(path, LOG_FILE_SIZE_MAX_BYTES)?;
+    let (mut file, file_len) = blocks::open_bounded(options.fs.as_ref(), path, LOG_FILE_SIZE_MAX_BYTES)?;
     let mut parsed = ParsedSegment {
         path: path.clone(),
         logger,
@@ -598,12 +599,18 @@ fn read_segment(
         loggers: None,
         header_ok: false,
         valid_len: 0,
-        file_len: bytes.len() as u64,
+        file_len,
         ended: false,
         stop: None,
         txns: Vec::new(),
     };
-    let (header, mut at) = match format::decode_header(&bytes) {
+    let mut blocks = BlockReader::new(file.as_mut(), file_len);
+    let header = match blocks.next_block()? {
+        Next::Block(block) => format::decode_header(block.framed).map(|(header, _)| header),
+        Next::End => Err(frame::FrameError::TruncatedHeader { available_bytes: 0 }.to_string()),
+        Next::Damaged(e) => Err(e.to_string()),
+    };
+    let header = match header {
         Ok(h) => h,
         // A segment created just before the crash whose header never reached the disk, if
         // nothing of it is durable (the log's chain decides).
@@ -628,31 +635,32 @@ fn read_segment(
     }
     parsed.header_ok = true;
     parsed.loggers = Some(header.loggers as usize);
-    while at < bytes.len() {
-        let (payload, size) = match frame::decode_block(&bytes[at..]) {
-            Ok(block) => block,
-            Err(e) => {
+    loop {
+        let block = match blocks.next_block()? {
+            Next::Block(block) => block,
+            Next::End => break,
+            Next::Damaged(e) => {
                 parsed.stop = Some(e.to_string());
                 break;
             }
         };
-        let end = (at + size) as u64;
-        match format::decode_record(payload).map_err(|e| corrupt(path, at as u64, e.to_string()))? {
-            Record::End(len) if len != at as u64 => {
-                return Err(corrupt(path, at as u64, format!("an end record for length {len} at another offset")));
+        let at = block.offset;
+        match format::decode_record(block.payload()).map_err(|e| corrupt(path, at, e.to_string()))? {
+            Record::End(len) if len != at => {
+                return Err(corrupt(path, at, format!("an end record for length {len} at another offset")));
             }
             Record::End(_) => {
                 // Nothing is appended after it; bytes after it (in the current generation, a
                 // truncation lost at a crash during settling) are cut off.
                 parsed.ended = true;
-                at += size;
-                if at < bytes.len() {
+                if block.end() < file_len {
                     parsed.stop = Some("bytes after the end record".into());
                 }
-                break;
+                parsed.valid_len = block.end();
+                return Ok(parsed);
             }
             Record::Txn { deps, mut entry } => {
-                let id = format::txn_id(logger, base + end);
+                let id = format::txn_id(logger, base + block.end());
                 let writes = match &mut entry {
                     CommandEntry::Data { entry, .. } if !options.flavor.is_command() => {
                         WriteSet { writes: std::mem::take(&mut entry.writes), replayed: false }
@@ -660,12 +668,11 @@ fn read_segment(
                     _ => WriteSet::default(),
                 };
                 let writes = Mutex::new(writes);
-                parsed.txns.push(Txn { id, offset: at as u64, file: index, deps, entry, writes });
+                parsed.txns.push(Txn { id, offset: at, file: index, deps, entry, writes });
             }
         }
-        at += size;
     }
-    parsed.valid_len = at as u64;
+    parsed.valid_len = blocks.offset();
     Ok(parsed)
 }
 
