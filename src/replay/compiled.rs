@@ -339,7 +339,7 @@ pub fn apply_patch(
         }
     }
     let storage = ReplayStorage::new(catalog, table, key.as_bytes(), tid)
-        .with_row_required()
+        .with_row_required(columns)
         .with_found(Some(record))
         .with_checked_values(true);
     run(table, cached, storage)
@@ -431,6 +431,8 @@ pub struct ReplayStorage<'a> {
     found: Option<Option<Arc<Record>>>,
     /// The plan's `update` is a column patch: the key must hold a row to apply it to.
     row_required: bool,
+    /// A column patch's columns: the values an in-place edit replaces.
+    patched: ColumnSet,
     /// Every parameter was checked against its column as it was bound
     /// ([`Reader::row_each_typed`]), so a row built from parameters alone needs no check.
     checked_values: bool,
@@ -448,6 +450,7 @@ impl<'a> ReplayStorage<'a> {
             whole_images: false,
             found: None,
             row_required: false,
+            patched: ColumnSet::empty(),
             checked_values: false,
         }
     }
@@ -483,10 +486,11 @@ impl<'a> ReplayStorage<'a> {
         self
     }
 
-    /// Declares that the plan applies a column patch: a key without a row is an error, not a row
-    /// of nulls.
-    pub fn with_row_required(mut self) -> ReplayStorage<'a> {
+    /// Declares that the plan applies a column patch of the columns `patched`: a key without a
+    /// row is an error, not a row of nulls.
+    pub fn with_row_required(mut self, patched: ColumnSet) -> ReplayStorage<'a> {
         self.row_required = true;
+        self.patched = patched;
         self
     }
 
@@ -668,8 +672,16 @@ impl Storage for ReplayStorage<'_> {
                 &looked_up
             }
         };
-        let installed = Table::edit_record_if_newer(record, self.tid, no_row, |values, _retire| {
-            // Replaced values are dropped here, not retired: the row is this edit's alone.
+        let patched = &self.patched;
+        let installed = Table::edit_record_if_newer(record, self.tid, no_row, |values, retire| {
+            // The values the patch replaces go to `retire` (prefetched now, dropped soon), as
+            // direct replay's do. Should `edit` fail after this, recovery fails: the row is lost
+            // with the rest of the recovered state, and the log is unchanged.
+            for p in patched.positions() {
+                if let Some(value) = values.get_mut(p) {
+                    retire(std::mem::take(value));
+                }
+            }
             edit(values)?;
             debug_assert!(t.schema.check_row(values).is_ok(), "a checked patch made a misfit row");
             Ok(())

@@ -13,6 +13,7 @@ pub mod index;
 pub mod key;
 pub mod point;
 pub mod record;
+pub mod retire;
 pub mod schema;
 pub mod table;
 pub mod value;

@@ -273,10 +273,10 @@ impl Table {
             return Err(no_row());
         }
         let new_word = crate::txn::tid::TidWord::new(tid, true, false);
-        // A replaced value is retired to the epoch collector, as every row an install replaces
-        // is: recovery frees what it overwrote the way the engine always does.
+        // Recovery: no reader can reach a replaced value, so it is dropped soon, not through the
+        // epoch collector, and its cold block prefetched first ([`super::retire`]).
         let guard = crossbeam_epoch::pin();
-        let mut retire = |old: Value| guard.defer(move || drop(old));
+        let mut retire = |old: Value| super::retire::retire(old);
         // `edit` runs once, on the row in place or on a copy: it is handed over to whichever runs.
         let mut edit = Some(edit);
         let mut run = |values: &mut [Value], retire: &mut dyn FnMut(Value)| match edit.take() {

@@ -1,0 +1,99 @@
+//! Values that recovery's in-place edits replace, dropped a few edits later, their memory
+//! prefetched when they are replaced.
+//!
+//! A column patch replays by overwriting a value in the row where it lies
+//! ([`crate::storage::Table::edit_if_newer`]). The value it replaces was written long before,
+//! so its heap block is cold: dropping a `Bytes` value decrements the count at the head of its
+//! block, a cache miss that was a fifth of the samples of a YCSB `taurus-data` replay (`perf
+//! annotate`: the `lock decq` of the drop, `docs/PERFORMANCE.md`, "Taurus", "Session 18").
+//! Here the block is prefetched as the value is replaced and dropped [`RING_VALUES`] edits
+//! later, when the line has arrived, so the miss overlaps the edits in between.
+//!
+//! Only for recovery, before transactions run: the values are dropped outright (not through
+//! the epoch collector), which is safe only because no reader can be between loading a row
+//! and taking its count. The ring is per thread and holds at most [`RING_VALUES`] values; they
+//! are dropped when the thread exits, or by [`drop_retired`].
+
+use super::value::Value;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+/// Values a thread holds before dropping the oldest: enough edits to cover a memory access
+/// (each edit itself misses once or twice on the index and the record), few enough that the
+/// prefetched lines are still in cache.
+pub const RING_VALUES: usize = 16;
+
+thread_local! {
+    static RING: RefCell<VecDeque<Value>> = RefCell::new(VecDeque::with_capacity(RING_VALUES));
+}
+
+/// Drops `value` after the next [`RING_VALUES`] retired on this thread, prefetching its heap
+/// block now. For values no other thread can reach (see the module docs).
+pub fn retire(value: Value) {
+    prefetch_heap(&value);
+    RING.with_borrow_mut(|ring| {
+        if ring.len() >= RING_VALUES {
+            drop(ring.pop_front());
+        }
+        ring.push_back(value);
+    });
+}
+
+/// Drops every value this thread retired.
+pub fn drop_retired() {
+    RING.with_borrow_mut(VecDeque::clear);
+}
+
+/// How many values this thread holds (tests).
+pub fn retired_len() -> usize {
+    RING.with_borrow(VecDeque::len)
+}
+
+/// Prefetches the cache line a drop of `value` writes: a `Bytes` block's reference count.
+/// Other values drop without touching their heap (text frees its block unread) or own none.
+fn prefetch_heap(value: &Value) {
+    #[cfg(target_arch = "x86_64")]
+    if let Value::Bytes(bytes) = value {
+        // The count sits just before the bytes in the block; a prefetch cannot fault, so the
+        // address needs no care beyond pointing near the line.
+        let line = std::sync::Arc::as_ptr(bytes).cast::<i8>().wrapping_sub(2 * size_of::<usize>());
+        // SAFETY: a prefetch is a hint; it reads nothing the program sees and cannot fault.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_value_is_dropped_after_the_ring_fills_and_the_ring_stays_bounded() {
+        drop_retired();
+        let first = Arc::<[u8]>::from(&b"first"[..]);
+        retire(Value::Bytes(Arc::clone(&first)));
+        assert_eq!(Arc::strong_count(&first), 2, "held by the ring");
+        for i in 0..RING_VALUES - 1 {
+            retire(Value::Int(i as i64));
+        }
+        assert_eq!(Arc::strong_count(&first), 2, "still held: the ring is not full yet");
+        retire(Value::Null);
+        assert_eq!(Arc::strong_count(&first), 1, "dropped once RING_VALUES more were retired");
+        for i in 0..3 * RING_VALUES {
+            retire(Value::Int(i as i64));
+        }
+        assert_eq!(retired_len(), RING_VALUES);
+        drop_retired();
+        assert_eq!(retired_len(), 0);
+    }
+
+    #[test]
+    fn values_left_in_a_ring_are_dropped_when_its_thread_ends() {
+        let value = Arc::<[u8]>::from(&b"left behind"[..]);
+        let held = Value::Bytes(Arc::clone(&value));
+        std::thread::spawn(move || retire(held)).join().unwrap();
+        assert_eq!(Arc::strong_count(&value), 1);
+    }
+}
