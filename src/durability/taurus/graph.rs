@@ -27,22 +27,66 @@ pub trait Node: Sync {
     fn raw_order(&self) -> u64;
 }
 
-/// Transaction id → position in the generation's list: a binary search over every
-/// [`FENCE_STRIDE`]th id (small enough to stay in cache), then a scan of one stride of ids (two
-/// cache lines). Addresses are not evenly spaced (records differ in size, blocks are padded), so
-/// interpolating between them guessed thousands of entries wide.
+/// Transaction id → position in the generation's list. Ids are `logger << 56 | address`, and
+/// each logger's addresses grow through its log: the index keeps, per logger, the position of
+/// the first id in each bucket of addresses, sized to about [`IDS_PER_BUCKET`] ids. A lookup is
+/// one read of the bucket's start (a table a sixteenth the size of the ids) and a scan of its
+/// ids (one or two cache lines). Records differ in size, but a bucket spans a fixed number of
+/// bytes, so a run of small records fills a bucket with at most its bytes over the smallest
+/// record's. It replaced a binary search over every sixteenth id, whose dozen dependent probes
+/// were half of the graph phase of a YCSB `taurus-data` recovery (`docs/PERFORMANCE.md`,
+/// "Taurus", "Session 18").
 pub struct IdIndex {
     /// Ids in ascending order.
     ids: Vec<u64>,
     /// `positions[k]` is the list position of `ids[k]`; empty when the list is in id order
     /// (always, when the segments are in (logger, base) order as recovery reads them).
     positions: Vec<u32>,
-    /// `ids[k * FENCE_STRIDE]` for every `k`.
-    fences: Vec<u64>,
+    /// One entry per logger that has ids, in id order.
+    loggers: Vec<LoggerBuckets>,
 }
 
-/// Ids per fence: one fence per two cache lines of ids.
-const FENCE_STRIDE: usize = 16;
+/// Ids per address bucket, on average: eight `u64`s are one cache line.
+const IDS_PER_BUCKET: u64 = 8;
+
+/// One logger's ids: `ids[starts[b]..starts[b + 1]]` have addresses in
+/// `first + (b << shift)..first + ((b + 1) << shift)`.
+struct LoggerBuckets {
+    logger: u64,
+    first: u64,
+    shift: u32,
+    starts: Vec<u32>,
+}
+
+impl LoggerBuckets {
+    /// The buckets of one logger's ids, `ids[range]` (sorted, all of `logger`).
+    fn new(ids: &[u64], range: std::ops::Range<usize>, logger: u64) -> LoggerBuckets {
+        let address = |id: u64| format::split_id(id).1;
+        let first = address(ids[range.start]);
+        let span = address(ids[range.end - 1]) - first + 1;
+        let buckets_wanted = (range.len() as u64).div_ceil(IDS_PER_BUCKET).max(1);
+        // The smallest power-of-two bucket width that makes at most `buckets_wanted` buckets.
+        let shift = (span.div_ceil(buckets_wanted)).next_power_of_two().trailing_zeros();
+        let buckets = ((span - 1) >> shift) as usize + 1;
+        let mut starts = Vec::with_capacity(buckets + 1);
+        let mut k = range.start;
+        for b in 0..buckets as u64 {
+            while k < range.end && (address(ids[k]) - first) >> shift < b {
+                k += 1;
+            }
+            starts.push(k as u32);
+        }
+        starts.push(range.end as u32);
+        LoggerBuckets { logger, first, shift, starts }
+    }
+
+    /// The range of `ids` that may hold `address`.
+    fn bucket(&self, address: u64) -> Option<std::ops::Range<usize>> {
+        let b = (address.checked_sub(self.first)? >> self.shift) as usize;
+        let (&from, &to) = (self.starts.get(b)?, self.starts.get(b + 1)?);
+        Some(from as usize..to as usize)
+    }
+}
 
 impl IdIndex {
     /// Indexes `nodes`, which must hold at most [`GRAPH_TXNS_MAX`] transactions; `Err(id)` if
@@ -60,16 +104,23 @@ impl IdIndex {
                 return Err(w[0]);
             }
         }
-        let fences = ids.iter().step_by(FENCE_STRIDE).copied().collect();
-        Ok(IdIndex { ids, positions, fences })
+        let mut loggers = Vec::new();
+        let mut at = 0;
+        while at < ids.len() {
+            let logger = format::split_id(ids[at]).0 as u64;
+            let end = at + ids[at..].partition_point(|&id| format::split_id(id).0 as u64 == logger);
+            loggers.push(LoggerBuckets::new(&ids, at..end, logger));
+            at = end;
+        }
+        Ok(IdIndex { ids, positions, loggers })
     }
 
     /// The list position of the transaction `id`, if it was read.
     pub fn get(&self, id: u64) -> Option<usize> {
-        let fence = self.fences.partition_point(|&f| f <= id).checked_sub(1)?;
-        let from = fence * FENCE_STRIDE;
-        let stride = &self.ids[from..(from + FENCE_STRIDE).min(self.ids.len())];
-        let k = from + stride.iter().position(|&i| i == id)?;
+        let (logger, address) = format::split_id(id);
+        let buckets = self.loggers.iter().find(|l| l.logger == logger as u64)?;
+        let range = buckets.bucket(address)?;
+        let k = range.start + self.ids[range].iter().position(|&i| i == id)?;
         Some(self.positions.get(k).map_or(k, |&p| p as usize))
     }
 }
@@ -322,6 +373,7 @@ mod tests {
                 ids.push(id(logger, address));
             }
         }
+        ids.push(id(5, 1 << 40)); // a logger with one transaction, far into its log
         for shuffled in [false, true] {
             let mut list = ids.clone();
             if shuffled {
