@@ -314,6 +314,7 @@ pub fn apply_patch(
     key: &Key,
     tid: Tid,
     patch: ColumnPatch,
+    found: Option<Arc<Record>>,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
     // Checked as bound, so the plan may edit the row in place ([`ReplayStorage`]'s
@@ -323,9 +324,9 @@ pub fn apply_patch(
     for &(p, _) in patch.columns() {
         columns.insert(usize::from(p));
     }
-    // One lookup serves the skip test, the plan's read of the row and the install.
-    let Some(record) = table.get(key.as_bytes()) else {
-        return Err(ReplayError::Patch("the key holds no row to apply the write to"));
+    // The caller's lookup serves the skip test, the plan's read of the row and the install.
+    let Some(record) = found else {
+        return Err(ReplayError::Patch(super::NO_ROW));
     };
     if record.word().tid() >= tid {
         return Ok(false);

@@ -201,6 +201,9 @@ pub enum ReplayError {
     Patch(&'static str),
 }
 
+/// Why a column patch cannot be applied to a key without a row.
+const NO_ROW: &str = "the key holds no row to apply the write to";
+
 /// Checks a column patch against `schema` before any row is touched: every column it names is
 /// in the row and admits its value. Both modes call it, so they refuse the same patches with the
 /// same errors, and an edit in place cannot fail half-way.
@@ -283,17 +286,32 @@ impl Replayer {
         tid: Tid,
         patch: ColumnPatch,
     ) -> Result<bool, ReplayError> {
+        let found = table.point.get(key.as_bytes());
+        self.apply_patch_found(catalog, table, key, tid, patch, found)
+    }
+
+    /// [`Replayer::apply_patch`] for a caller that has looked the key up and found `found`
+    /// (Taurus replay looks up every key of a transaction first, so that the misses overlap).
+    pub fn apply_patch_found(
+        &mut self,
+        catalog: &Catalog,
+        table: &Table,
+        key: &Key,
+        tid: Tid,
+        patch: ColumnPatch,
+        found: Option<Arc<Record>>,
+    ) -> Result<bool, ReplayError> {
         let plannable = !patch.columns().is_empty()
             && patch.columns().iter().all(|&(p, _)| !table.schema.primary_key.contains(&usize::from(p)));
         match self.mode {
             ReplayMode::Compiled if plannable && table.schema.columns.len() <= PARAMS_MAX => {
-                compiled::apply_patch(&mut self.cache, catalog, table, key, tid, patch)
+                compiled::apply_patch(&mut self.cache, catalog, table, key, tid, patch, found)
             }
             _ => {
                 // Checked before the row is touched, as compiled replay binds them.
                 check_patch(&table.schema, &patch)?;
-                table
-                    .edit_if_newer(key, tid, |row, retire| patch.apply_in_place(row, retire))
+                let record = found.ok_or(ReplayError::Patch(NO_ROW))?;
+                Table::edit_record_if_newer(&record, tid, || NO_ROW, |row, retire| patch.apply_in_place(row, retire))
                     .map_err(ReplayError::Patch)
             }
         }

@@ -12,6 +12,7 @@
 pub mod index;
 pub mod key;
 pub mod point;
+pub mod prefetch;
 pub mod record;
 pub mod retire;
 pub mod schema;

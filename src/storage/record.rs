@@ -221,6 +221,13 @@ impl Record {
         self.load_row(&crossbeam_epoch::pin())
     }
 
+    /// Prefetches the first cache line of the current row (its count and first values): for a
+    /// writer that will lock the record and edit or replace the row a few steps later.
+    #[inline]
+    pub fn prefetch_row(&self) {
+        super::prefetch::prefetch_line(self.row.load(Ordering::Relaxed).cast_const());
+    }
+
     /// A reference of the current row (see the module docs, "Memory reclamation").
     fn load_row(&self, _pinned: &Guard) -> Row {
         let raw = self.row.load(Ordering::Acquire);

@@ -52,16 +52,10 @@ pub fn retired_len() -> usize {
 /// Prefetches the cache line a drop of `value` writes: a `Bytes` block's reference count.
 /// Other values drop without touching their heap (text frees its block unread) or own none.
 fn prefetch_heap(value: &Value) {
-    #[cfg(target_arch = "x86_64")]
     if let Value::Bytes(bytes) = value {
-        // The count sits just before the bytes in the block; a prefetch cannot fault, so the
-        // address needs no care beyond pointing near the line.
-        let line = std::sync::Arc::as_ptr(bytes).cast::<i8>().wrapping_sub(2 * size_of::<usize>());
-        // SAFETY: a prefetch is a hint; it reads nothing the program sees and cannot fault.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line) };
+        // The count sits just before the bytes, in the block's first line.
+        super::prefetch::prefetch_line(std::sync::Arc::as_ptr(bytes).cast::<u8>().wrapping_sub(2 * size_of::<usize>()));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 #[cfg(test)]

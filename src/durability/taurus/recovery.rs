@@ -54,8 +54,7 @@ use crate::durability::command::CommandEntry;
 use crate::durability::frame;
 use crate::durability::value::recovery::{corrupt, rebuild_catalog};
 use crate::io::OpenMode;
-use crate::replay::{RedoRecord, ReplayMode};
-use crate::storage::Row;
+use crate::replay::{RedoRecord, ReplayError, ReplayMode};
 use crate::txn::versions::{Snapshot, VersionStore};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -892,6 +891,8 @@ impl Versioned {
 struct ThreadState {
     worker: Option<crate::db::Worker>,
     redo: Option<crate::replay::Replayer>,
+    /// The records of the transaction's written keys, looked up before any is written.
+    found: Vec<Option<Arc<crate::storage::Record>>>,
 }
 
 impl<'a> Replayer<'a> {
@@ -923,38 +924,49 @@ impl<'a> Replayer<'a> {
         }
         let redo = state.redo.get_or_insert_with(|| crate::replay::Replayer::new(self.mode));
         let compiled = self.mode == ReplayMode::Compiled;
-        for (n, write) in set.writes.iter_mut().enumerate() {
+        // Every written key is looked up, and its row prefetched, before the first write: each
+        // lookup and each row is a cache miss, and issued together they overlap instead of
+        // following one another (`docs/PERFORMANCE.md`, "Taurus", "Session 18"). Keys are
+        // distinct within a write set, and a key's other writers are ordered by WAW edges, so
+        // what was found is still the key's record when its write comes (a key found absent
+        // that another thread links meanwhile is handled by the install).
+        let found = &mut state.found;
+        found.clear();
+        for write in &set.writes {
             let table = self
                 .catalog
                 .table(write.table)
                 .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
-            let mut whole = |row: Option<Row>| {
-                if !compiled {
-                    let record = RedoRecord { key: write.key.as_bytes(), row, tid: entry.tid, key_seen: false };
-                    return redo.apply(&self.catalog, table, record);
-                }
-                // Compiled replay picks the update plan for a key it has seen; the one lookup
-                // also serves the install.
-                let found = table.get(write.key.as_bytes());
-                let record = RedoRecord { key: write.key.as_bytes(), row, tid: entry.tid, key_seen: found.is_some() };
-                redo.apply_found(&self.catalog, table, record, found)
-            };
+            let record = table.point.get(write.key.as_bytes());
+            if let Some(record) = &record {
+                record.prefetch_row();
+            }
+            found.push(record);
+        }
+        for (n, (write, found)) in set.writes.iter_mut().zip(found.drain(..)).enumerate() {
+            let table = self
+                .catalog
+                .table(write.table)
+                .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
+            let (key, tid) = (write.key.as_bytes(), entry.tid);
             let image = match &mut write.image {
                 Image::Put(row) if !compiled => Image::Put(row.clone()),
                 image => std::mem::replace(image, Image::Delete),
             };
-            let applied = match image {
-                Image::Put(row) => whole(Some(row)),
-                Image::Delete => whole(None),
-                Image::Patch(patch) => redo.apply_patch(&self.catalog, table, &write.key, entry.tid, patch),
+            let row = match image {
+                Image::Put(row) => Some(row),
+                Image::Delete => None,
+                Image::Patch(patch) => {
+                    let applied = redo.apply_patch_found(&self.catalog, table, &write.key, tid, patch, found);
+                    applied.map_err(|e| write_error(path, txn, n, table, e))?;
+                    continue;
+                }
             };
-            applied.map_err(|e| {
-                corrupt(
-                    path,
-                    txn.offset,
-                    format!("write {n} of commit {} ({}): {e}", txn.entry.seq(), table.schema.name),
-                )
-            })?;
+            // Compiled replay picks the update plan for a key it has seen, the insert plan for
+            // one it has not; both modes install into the record found, or link a new one.
+            let record = RedoRecord { key, row, tid, key_seen: found.is_some() };
+            let applied = redo.apply_found(&self.catalog, table, record, found);
+            applied.map_err(|e| write_error(path, txn, n, table, e))?;
         }
         Ok(())
     }
@@ -990,6 +1002,11 @@ impl<'a> Replayer<'a> {
         }
         Ok(())
     }
+}
+
+/// The error for write `n` of `txn` that could not be replayed.
+fn write_error(path: &Path, txn: &Txn, n: usize, table: &crate::storage::Table, e: ReplayError) -> DurabilityError {
+    corrupt(path, txn.offset, format!("write {n} of commit {} ({}): {e}", txn.entry.seq(), table.schema.name))
 }
 
 /// Settles the current generation's logs: cuts the last segment of each to its valid length and
