@@ -352,11 +352,9 @@ pub fn recover(
         report.next_generation = report.next_generation.max(pv.generation);
     }
     let start = Instant::now();
-    if !options.flavor.is_command() {
-        for table in db.catalog().tables() {
-            table.finish_recovery();
-        }
-    } else if !state_ready {
+    // Data flavors sweep tombstones and build secondary indexes now, on every recovery thread;
+    // command flavors did before their first re-execution, unless nothing ran.
+    if !options.flavor.is_command() || !state_ready {
         crate::durability::value::recovery::rebuild_indexes(db, options.recovery_threads);
     }
     report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
