@@ -772,6 +772,8 @@ fn replay_generation(
             for i in order {
                 replayer.apply(&mut state, i)?;
             }
+            // This thread goes on to serve: it lets go of the values its edits replaced.
+            crate::storage::retire::drop_retired();
         }
     }
     report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
