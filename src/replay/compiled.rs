@@ -430,9 +430,8 @@ pub struct ReplayStorage<'a> {
     whole_images: bool,
     /// The key's record as the caller found it, when it looked (`Some(None)`: found absent).
     found: Option<Option<Arc<Record>>>,
-    /// The plan's `update` is a column patch: the key must hold a row to apply it to.
-    row_required: bool,
-    /// A column patch's columns: the values an in-place edit replaces.
+    /// A column patch's columns (empty for any other plan): the key must hold a row to apply
+    /// the patch to, and an in-place edit replaces these values.
     patched: ColumnSet,
     /// Every parameter was checked against its column as it was bound
     /// ([`Reader::row_each_typed`]), so a row built from parameters alone needs no check.
@@ -450,7 +449,6 @@ impl<'a> ReplayStorage<'a> {
             installed: None,
             whole_images: false,
             found: None,
-            row_required: false,
             patched: ColumnSet::empty(),
             checked_values: false,
         }
@@ -487,12 +485,17 @@ impl<'a> ReplayStorage<'a> {
         self
     }
 
-    /// Declares that the plan applies a column patch of the columns `patched`: a key without a
-    /// row is an error, not a row of nulls.
+    /// Declares that the plan applies a column patch of the columns `patched` (not empty): a key
+    /// without a row is an error, not a row of nulls.
     pub fn with_row_required(mut self, patched: ColumnSet) -> ReplayStorage<'a> {
-        self.row_required = true;
+        assert!(!patched.is_empty(), "a column patch patches a column");
         self.patched = patched;
         self
+    }
+
+    /// Whether the plan applies a column patch, which needs the key's row.
+    fn row_required(&self) -> bool {
+        !self.patched.is_empty()
     }
 
     /// Whether the plan's write changed the key's state (`None`: it wrote nothing).
@@ -625,7 +628,7 @@ impl Storage for ReplayStorage<'_> {
         let t = self.table(table)?;
         let key = self.plan_key(t, pk)?;
         let found = self.found.as_ref().and_then(Option::as_ref);
-        let Some(old) = old_row(t, &key, pk, self.whole_images, self.row_required, found) else {
+        let Some(old) = old_row(t, &key, pk, self.whole_images, self.row_required(), found) else {
             // A key deleted by a later transaction already replayed (Taurus orders a delete
             // after earlier deletes only through RAW, not WAW, edges): the patch is obsolete, as
             // any write older than the key's TID is.
@@ -656,7 +659,7 @@ impl Storage for ReplayStorage<'_> {
         edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
     ) -> Result<bool, TxnError> {
         let t = self.table(table)?;
-        if !self.row_required || !self.checked_values || !std::ptr::eq(t, self.table) {
+        if !self.row_required() || !self.checked_values || !std::ptr::eq(t, self.table) {
             return runtime::update_by_copy(self, table, pk, edit);
         }
         // Checks (debug builds) that the plan's key is the logged one, which is what it writes.
@@ -695,7 +698,7 @@ impl Storage for ReplayStorage<'_> {
     /// by moving the bound parameters ([`runtime::replace`]): installed as an insert plan's row is.
     fn replace_row(&mut self, table: TableId, key_columns: &[usize], row: Row) -> Result<bool, TxnError> {
         let t = self.table(table)?;
-        if !self.whole_images || self.row_required || !std::ptr::eq(t, self.table) {
+        if !self.whole_images || self.row_required() || !std::ptr::eq(t, self.table) {
             return runtime::replace_by_update(self, table, key_columns, row);
         }
         self.install_parameter_row(t, row)?;

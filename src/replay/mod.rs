@@ -202,7 +202,7 @@ pub enum ReplayError {
 }
 
 /// Why a column patch cannot be applied to a key without a row.
-const NO_ROW: &str = "the key holds no row to apply the write to";
+const NO_ROW: &str = crate::storage::table::NO_ROW_TO_EDIT;
 
 /// Checks a column patch against `schema` before any row is touched: every column it names is
 /// in the row and admits its value. Both modes call it, so they refuse the same patches with the

@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The most tables a catalog may hold.
 pub const TABLES_MAX: usize = 4096;
 
+/// Why a recovery edit ([`Table::edit_if_newer`]) cannot apply: the key holds no row.
+pub const NO_ROW_TO_EDIT: &str = "the key holds no row to apply the write to";
+
 /// A table: schema plus indexes.
 pub struct Table {
     /// The table's id in its catalog.
@@ -249,9 +252,8 @@ impl Table {
         tid: Tid,
         edit: impl FnOnce(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str>,
     ) -> Result<bool, &'static str> {
-        const NO_ROW: &str = "the key holds no row to apply the write to";
-        let Some(record) = self.point.get(key) else { return Err(NO_ROW) };
-        Self::edit_record_if_newer(&record, tid, || NO_ROW, edit)
+        let Some(record) = self.point.get(key) else { return Err(NO_ROW_TO_EDIT) };
+        Self::edit_record_if_newer(&record, tid, || NO_ROW_TO_EDIT, edit)
     }
 
     /// [`Table::edit_if_newer`] of a record the caller has looked up (records are never unlinked
