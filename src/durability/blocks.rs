@@ -115,6 +115,16 @@ impl<'f> BlockReader<'f> {
         Ok(Next::Block(block))
     }
 
+    /// The next block where the file must have one (its header block): the end of the file is
+    /// a header cut short, as decoding an empty rest would say.
+    pub fn required_block(&mut self) -> io::Result<Result<Block<'_>, FrameError>> {
+        Ok(match self.next_block()? {
+            Next::Block(block) => Ok(block),
+            Next::End => Err(FrameError::TruncatedHeader { available_bytes: 0 }),
+            Next::Damaged(error) => Err(error),
+        })
+    }
+
     /// Makes at least `want_bytes` from the position available in the buffer, or every byte up
     /// to `len_bytes` if fewer remain. `want_bytes` is at most a header and the largest payload.
     fn fill(&mut self, want_bytes: usize) -> io::Result<()> {
@@ -264,5 +274,20 @@ mod tests {
         }
         let error = reader.next_block().unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn a_required_block_at_the_end_is_a_header_cut_short() {
+        let bytes = file_of(&[5]);
+        let mut file = ShortReads { bytes: bytes.clone(), read_max_bytes: 1 << 20 };
+        let mut reader = BlockReader::new(&mut file, bytes.len() as u64);
+        assert_eq!(reader.required_block().unwrap().map(|b| b.payload().to_vec()), Ok(vec![0u8; 5]));
+        let end = reader.required_block().unwrap().map(|b| b.offset);
+        assert_eq!(end, Err(FrameError::TruncatedHeader { available_bytes: 0 }));
+        let mut flipped = bytes;
+        flipped[3] ^= 1;
+        let mut file = ShortReads { bytes: flipped.clone(), read_max_bytes: 1 << 20 };
+        let mut reader = BlockReader::new(&mut file, flipped.len() as u64);
+        assert_eq!(reader.required_block().unwrap().map(|b| b.offset), Err(FrameError::BadHeader));
     }
 }

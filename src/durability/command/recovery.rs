@@ -133,11 +133,9 @@ fn read_entries(
         let valid_len = file.valid_len_bytes.min(file_len);
         report.bytes += valid_len;
         let mut blocks = BlockReader::new(handle.as_mut(), valid_len);
-        let damaged = |at: u64, e: frame::FrameError| corrupt(&file.path, at, e.to_string());
-        let header = match blocks.next_block()? {
-            Next::Block(block) => files::decode_log_header(block.framed).map(|(header, _)| header),
-            Next::End => Err(frame::FrameError::TruncatedHeader { available_bytes: 0 }.into()),
-            Next::Damaged(e) => Err(e.into()),
+        let header = match blocks.required_block()? {
+            Ok(block) => files::decode_log_header(block.framed).map(|(header, _)| header),
+            Err(e) => Err(e.into()),
         };
         let header = header.map_err(|e| corrupt(&file.path, 0, e.to_string()))?;
         if header.format != EntryFormat::Command {
@@ -148,7 +146,7 @@ fn read_entries(
             let block = match blocks.next_block()? {
                 Next::Block(block) => block,
                 Next::End => break,
-                Next::Damaged(e) => return Err(damaged(blocks.offset(), e)),
+                Next::Damaged(e) => return Err(corrupt(&file.path, blocks.offset(), e.to_string())),
             };
             if !file.durable && block.end() == valid_len {
                 // A closed file's last block is its end block, recording its own offset.

@@ -602,10 +602,9 @@ fn read_segment(
         txns: Vec::new(),
     };
     let mut blocks = BlockReader::new(file.as_mut(), file_len);
-    let header = match blocks.next_block()? {
-        Next::Block(block) => format::decode_header(block.framed).map(|(header, _)| header),
-        Next::End => Err(frame::FrameError::TruncatedHeader { available_bytes: 0 }.to_string()),
-        Next::Damaged(e) => Err(e.to_string()),
+    let header = match blocks.required_block()? {
+        Ok(block) => format::decode_header(block.framed).map(|(header, _)| header),
+        Err(e) => Err(e.to_string()),
     };
     let header = match header {
         Ok(h) => h,
@@ -933,10 +932,7 @@ impl<'a> Replayer<'a> {
         let found = &mut state.found;
         found.clear();
         for write in &set.writes {
-            let table = self
-                .catalog
-                .table(write.table)
-                .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
+            let table = self.table_of(write, path, txn)?;
             let record = table.point.get(write.key.as_bytes());
             if let Some(record) = &record {
                 record.prefetch_row();
@@ -944,10 +940,7 @@ impl<'a> Replayer<'a> {
             found.push(record);
         }
         for (n, (write, found)) in set.writes.iter_mut().zip(found.drain(..)).enumerate() {
-            let table = self
-                .catalog
-                .table(write.table)
-                .ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))?;
+            let table = self.table_of(write, path, txn)?;
             let (key, tid) = (write.key.as_bytes(), entry.tid);
             let image = match &mut write.image {
                 Image::Put(row) if !compiled => Image::Put(row.clone()),
@@ -969,6 +962,12 @@ impl<'a> Replayer<'a> {
             applied.map_err(|e| write_error(path, txn, n, table, e))?;
         }
         Ok(())
+    }
+
+    /// The table `write` is to (an index into the catalog's list).
+    fn table_of(&self, write: &EntryWrite, path: &Path, txn: &Txn) -> Result<&crate::storage::Table, DurabilityError> {
+        let table = self.catalog.table(write.table);
+        table.map(|t| &**t).ok_or_else(|| corrupt(path, txn.offset, format!("write to unknown table #{}", write.table)))
     }
 
     fn apply(&self, state: &mut ThreadState, i: usize) -> Result<(), DurabilityError> {
