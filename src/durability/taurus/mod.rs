@@ -43,6 +43,7 @@ pub mod host;
 pub mod inspect;
 pub mod recovery;
 pub mod stream;
+pub mod streaming;
 
 use super::checkpoint::{self, CheckpointOptions, CheckpointStatus};
 use super::command::DataWindow;
