@@ -80,6 +80,12 @@ enum Command {
         /// (e.g. 1 to leave out the load logged in generation 0).
         #[arg(long, default_value_t = 0)]
         from_generation: u64,
+        /// `taurus-data` logs: build the recovery dependency graph while reading the logs, replay
+        /// as transactions become ready and collect recovered ones (Taurus's Algorithms 4-6;
+        /// memory holds what lies between replay and the read frontier) instead of reading each
+        /// generation whole and building its graph before replay. See docs/taurus.md.
+        #[arg(long)]
+        streaming_graph: bool,
     },
     /// Describe a log directory file by file without recovering it: the pepoch file, the
     /// catalog, each value or command log file's blocks, entries, epochs and first damage, each
@@ -138,8 +144,9 @@ fn main() -> ExitCode {
             result_json,
             label,
             from_generation,
+            streaming_graph,
         }) => {
-            let output = RecoveryOutput { result_json, label, from_generation };
+            let output = RecoveryOutput { result_json, label, from_generation, streaming_graph };
             recover(log_dir, threads, cold, compare_read, replay, command_replay, output)
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
@@ -557,6 +564,9 @@ struct RecoveryOutput {
     label: Option<String>,
     /// Serial and Taurus logs: the first generation the result counts.
     from_generation: u64,
+    /// `taurus-data`: the streaming recovery graph (kept with the output options so that
+    /// `recover`'s arguments stay few).
+    streaming_graph: bool,
 }
 
 /// Writes a command-log replay's phases for `lazarus report` (`report::input::RecoveryRun`).
@@ -677,6 +687,7 @@ fn recover_stream(
         options.recovery_threads = threads;
     }
     options.replay_mode = replay;
+    options.streaming_graph = output.streaming_graph;
     let how = if header.flavor.is_command() { "commands re-executed".to_string() } else { format!("{replay} replay") };
     println!(
         "log format      {} ({} logger(s), from the first log file's header), {how}",

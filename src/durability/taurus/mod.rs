@@ -82,6 +82,10 @@ pub struct StreamOptions {
     pub whole_rows: bool,
     /// Recovery threads.
     pub recovery_threads: usize,
+    /// `taurus-data` recovery builds the dependency graph while it reads the logs and collects
+    /// recovered transactions (Algorithms 4–6, [`streaming`]), instead of reading a whole
+    /// generation and building its graph before replay (the default, [`graph`]).
+    pub streaming_graph: bool,
     /// How data flavors replay write sets: direct, or through compiled plans (`crate::replay`).
     pub replay_mode: crate::replay::ReplayMode,
     /// SiloR's checkpoints over these logs (`docs/taurus.md`, "Checkpoints"); off by default
@@ -104,6 +108,7 @@ impl StreamOptions {
             buffer_size_bytes: 16 << 20,
             compress_predecessors: false,
             whole_rows: false,
+            streaming_graph: false,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             replay_mode: crate::replay::ReplayMode::Direct,
             checkpoint: CheckpointOptions { interval_ms: 0, ..CheckpointOptions::new(dirs) },

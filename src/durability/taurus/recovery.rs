@@ -44,6 +44,7 @@ use super::StreamOptions;
 use super::dataflow;
 use super::format::{self, Deps, Flavor, PersistentVector, Record};
 use super::graph;
+use super::streaming;
 use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::blocks::{self, BlockReader, Next};
@@ -178,6 +179,15 @@ impl graph::Node for Txn {
     }
 }
 
+impl streaming::StreamTxn for Txn {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn deps(&self) -> &Deps {
+        &self.deps
+    }
+}
+
 /// A logged transaction.
 struct Txn {
     /// `logger << 56 | logical address past the record`.
@@ -300,6 +310,37 @@ pub fn recover(
     for (generation, paths) in generations {
         let durable_len = current.as_ref().filter(|pv| pv.generation == generation).map(|pv| &pv.durable_len_bytes[..]);
         let start = Instant::now();
+        if options.streaming_graph && options.flavor == Flavor::TaurusData {
+            let (read, streamed) =
+                stream_generation(options, db, generation, &paths, durable_len, &pv_path, manifest.as_ref())?;
+            let total_ms = start.elapsed().as_secs_f64() * 1e3;
+            report.generations += 1;
+            report.files += read.segments.len();
+            report.records += streamed.records;
+            report.restart_after_epoch = report.restart_after_epoch.max(streamed.max_epoch);
+            report.next_lsn = report.next_lsn.max(streamed.next_lsn);
+            report.before_checkpoint += streamed.covered;
+            report.recovered += streamed.recovered;
+            report.dropped += streamed.dropped;
+            report.replay_ms += total_ms;
+            let bytes: u64 = read.segments.iter().map(|s| s.valid_len).sum();
+            report.bytes += bytes;
+            report.torn_bytes += read.segments.iter().map(|s| s.file_len - s.valid_len).sum::<u64>();
+            report.per_generation.push(GenerationReport {
+                generation,
+                bytes,
+                retained_start: read.logs.iter().map(|l| l.retained_start).collect(),
+                recovered: streamed.recovered,
+                dropped: streamed.dropped,
+                replay_ms: total_ms,
+                ..Default::default()
+            });
+            report.next_generation = generation + 1;
+            if durable_len.is_some() {
+                current_logs = Some(read);
+            }
+            continue;
+        }
         let read = read_generation(options, generation, &paths, durable_len, &pv_path)?;
         let read_ms = start.elapsed().as_secs_f64() * 1e3;
         report.read_ms += read_ms;
@@ -459,7 +500,17 @@ fn read_generation(
         let handles: Vec<_> = paths
             .iter()
             .enumerate()
-            .map(|(index, segment)| scope.spawn(move || read_segment(options, generation, index, segment)))
+            .map(|(index, segment)| {
+                scope.spawn(move || {
+                    let mut txns = Vec::new();
+                    let mut parsed = read_segment(options, generation, index, segment, &mut |txn| {
+                        txns.push(txn);
+                        Ok(())
+                    })?;
+                    parsed.txns = txns;
+                    Ok(parsed)
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -467,6 +518,17 @@ fn read_generation(
             .collect()
     });
     let segments = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    assemble_generation(segments, generation, durable_len, pv_path)
+}
+
+/// Checks a generation's segments, read, against each other and the persistent vector, and
+/// chains each logger's.
+fn assemble_generation(
+    segments: Vec<ParsedSegment>,
+    generation: u64,
+    durable_len: Option<&[u64]>,
+    pv_path: &Path,
+) -> Result<Generation, DurabilityError> {
     let loggers: Vec<usize> = segments.iter().filter_map(|s| s.loggers).collect();
     if let Some(&n) = loggers.first()
         && (loggers.iter().any(|&m| m != n) || segments.iter().any(|s| s.logger >= n))
@@ -579,13 +641,15 @@ fn chain_log(
     Ok(log)
 }
 
-/// Reads one segment, decoding blocks until one does not decode. A header that names another
-/// scheme, generation, logger or base than the file's name is an error.
+/// Reads one segment, decoding blocks until one does not decode, and hands each transaction to
+/// `sink` in log order. A header that names another scheme, generation, logger or base than the
+/// file's name is an error.
 fn read_segment(
     options: &StreamOptions,
     generation: u64,
     index: usize,
     segment: &SegmentPath,
+    sink: &mut dyn FnMut(Txn) -> Result<(), DurabilityError>,
 ) -> Result<ParsedSegment, DurabilityError> {
     let SegmentPath { logger, base, ref path } = *segment;
     let (mut file, file_len) = blocks::open_bounded(options.fs.as_ref(), path, LOG_FILE_SIZE_MAX_BYTES)?;
@@ -664,12 +728,131 @@ fn read_segment(
                     _ => WriteSet::default(),
                 };
                 let writes = Mutex::new(writes);
-                parsed.txns.push(Txn { id, offset: at, file: index, deps, entry, writes });
+                sink(Txn { id, offset: at, file: index, deps, entry, writes })?;
             }
         }
     }
     parsed.valid_len = blocks.offset();
     Ok(parsed)
+}
+
+/// What a generation recovered with the streaming graph reports.
+#[derive(Default)]
+struct Streamed {
+    records: u64,
+    max_epoch: u64,
+    next_lsn: u64,
+    recovered: u64,
+    covered: u64,
+    dropped: u64,
+    inflight_peak: usize,
+}
+
+/// `taurus-data` with the phases merged (§4.4.2, [`super::streaming`]): one I/O thread per
+/// logger reads its segments in order and inserts each transaction into the graph while the
+/// recovery threads replay those that are ready; each log's recovered prefix is collected. The
+/// segments a log's chain ends before (after a damaged or cut one) are read but not inserted,
+/// as the batch path leaves them out; the generation's checks against the persistent vector
+/// run when every log is read, and fail recovery as they do on the batch path.
+fn stream_generation(
+    options: &StreamOptions,
+    db: &Database,
+    generation: u64,
+    paths: &[SegmentPath],
+    durable_len: Option<&[u64]>,
+    pv_path: &Path,
+    manifest: Option<&Manifest>,
+) -> Result<(Generation, Streamed), DurabilityError> {
+    let loggers = paths.iter().map(|p| p.logger + 1).max().unwrap_or(0).max(durable_len.map_or(0, <[u64]>::len));
+    let mut retained_start = vec![0u64; loggers];
+    for path in paths.iter().rev() {
+        retained_start[path.logger] = path.base;
+    }
+    if manifest.is_none()
+        && let Some(path) = paths.iter().find(|p| p.base > 0 && p.base == retained_start[p.logger])
+    {
+        let reason = format!(
+            "the log of logger {} starts at logical offset {}: its segments before were removed for a \
+             checkpoint, but no checkpoint manifest is installed",
+            path.logger, path.base
+        );
+        return Err(corrupt(&path.path, 0, reason));
+    }
+    let parsed: Mutex<Vec<(usize, ParsedSegment)>> = Mutex::new(Vec::new());
+    let stats = Mutex::new(Streamed::default());
+    let read = |logger: usize, gc: &mut streaming::Gc<'_, Txn, DurabilityError>| -> Result<u64, DurabilityError> {
+        let (mut chained, mut end, mut local) = (true, retained_start[logger], Streamed::default());
+        let mut previous: Option<(u64, bool)> = None; // (valid end, whether the chain may go on)
+        for (index, segment) in paths.iter().enumerate().filter(|(_, p)| p.logger == logger) {
+            if let Some((prev_end, goes_on)) = previous {
+                chained &= goes_on && prev_end == segment.base;
+            }
+            let mut sink = |txn: Txn| -> Result<(), DurabilityError> {
+                if !chained {
+                    return Ok(());
+                }
+                local.records += 1;
+                local.max_epoch = local.max_epoch.max(txn.entry.epoch());
+                local.next_lsn = local.next_lsn.max(txn.entry.seq() + 1);
+                let at = (txn.file, txn.offset);
+                gc.insert(txn).map_err(|e| match e {
+                    streaming::Interrupt::Stopped => DurabilityError::Failed("recovery stopped".into()),
+                    streaming::Interrupt::Duplicate(id) => {
+                        let (logger, address) = format::split_id(id);
+                        corrupt(
+                            &paths[at.0].path,
+                            at.1,
+                            format!("two transactions at logger {logger}'s address {address}"),
+                        )
+                    }
+                })
+            };
+            let one = read_segment(options, generation, index, segment, &mut sink)?;
+            chained &= one.header_ok;
+            if chained {
+                end = one.valid_end();
+            }
+            previous = Some((one.valid_end(), one.stop.is_none() && !one.ended));
+            parsed.lock().push((index, one));
+        }
+        let mut all = stats.lock();
+        all.records += local.records;
+        all.max_epoch = all.max_epoch.max(local.max_epoch);
+        all.next_lsn = all.next_lsn.max(local.next_lsn);
+        Ok(end)
+    };
+    let seg_paths: Vec<&Path> = paths.iter().map(|p| p.path.as_path()).collect();
+    let replayer = Replayer::new(db, &seg_paths, &[], options);
+    let e_l = manifest.map(|m| m.e_l);
+    let covered = AtomicU64::new(0);
+    let apply = |state: &mut ThreadState, txn: &Txn| -> Result<(), DurabilityError> {
+        if e_l.is_some_and(|e_l| txn.entry.epoch() < e_l) {
+            covered.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        replayer.apply_data(state, txn, seg_paths[txn.file])
+    };
+    let threads = options.recovery_threads;
+    let outcome =
+        streaming::run(&retained_start, threads, streaming::INFLIGHT_TXNS_MAX, read, apply).map_err(|f| match f {
+            streaming::Failure::Failed(e) => e,
+            streaming::Failure::Cycle { left } => {
+                let reason = format!("the recovery dependency graph has a cycle ({left} transactions never ready)");
+                corrupt(paths.first().map_or(pv_path, |p| p.path.as_path()), 0, reason)
+            }
+            streaming::Failure::Panicked { message } => {
+                DurabilityError::Failed(format!("a transaction's replay panicked: {message}"))
+            }
+        })?;
+    let mut segments = parsed.into_inner();
+    segments.sort_by_key(|(index, _)| *index);
+    let read = assemble_generation(segments.into_iter().map(|(_, s)| s).collect(), generation, durable_len, pv_path)?;
+    let mut streamed = stats.into_inner();
+    streamed.covered = covered.into_inner();
+    streamed.recovered = outcome.recovered - streamed.covered;
+    streamed.dropped = outcome.dropped;
+    streamed.inflight_peak = outcome.inflight_peak;
+    Ok((read, streamed))
 }
 
 /// What the generations are replayed over.
