@@ -37,8 +37,10 @@
 //!    end record, synced; the scheme then starts the next generation, so a dropped transaction
 //!    can never become recoverable later. Remove the files of unfinished checkpoints.
 //!
-//! The whole graph of a generation is built before replay (phases merged as in §4.4.2 would
-//! bound its memory; a segment is bounded by [`LOG_FILE_SIZE_MAX_BYTES`]).
+//! By default the whole graph of a generation is built before replay (a segment is bounded by
+//! [`LOG_FILE_SIZE_MAX_BYTES`]). With [`StreamOptions::streaming_graph`], `taurus-data` merges
+//! the phases as §4.4.2 does ([`super::streaming`], Algorithms 4–6): memory then holds the
+//! transactions between replay and the read frontier (`stream_generation`).
 
 use super::StreamOptions;
 use super::dataflow;
