@@ -27,17 +27,6 @@ fn options(dir: &Path, flavor: Flavor, loggers: usize) -> StreamOptions {
     o
 }
 
-/// Copies the files of `from` (no subdirectories) into a new directory `to`.
-fn copy_flat_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 fn open(o: StreamOptions) -> Result<(Database, Arc<StreamLogging>), lazarus::db::DbError> {
     let scheme = Arc::new(StreamLogging::new(o)?);
     let config = DatabaseConfig {
@@ -290,7 +279,7 @@ fn check_recovery(
     // taurus-data: the streaming graph (Algorithms 4-6) recovers a copy of the same logs.
     if flavor == Flavor::TaurusData {
         let copy = dir.with_extension("streamed");
-        copy_flat_dir(dir, &copy);
+        copy_dir(dir, &copy);
         let mut o = options(&copy, flavor, 3);
         o.streaming_graph = true;
         let (db, scheme) = open(o).unwrap();
@@ -1311,17 +1300,21 @@ fn transactions_in_a_segment_past_a_torn_tail_are_not_replayed() {
     let header = format::StreamHeader { flavor, logger: 0, loggers: 1, generation: 0, base: later_base };
     let mut later = format::encode_header(&header);
     later.extend_from_slice(&bytes[ends[9] as usize..ends[29] as usize]);
-    let dir = base.path().join("torn");
-    copy_dir(&logged, &dir);
-    std::fs::write(dir.join(format::segment_name(flavor, 0, 0, later_base)), &later).unwrap();
-    // The first segment torn inside transaction 10's record, after the durable length.
-    lose_tail(&log_file(&dir, flavor, 0), ends[9] + 5, ends[9]);
-    let expected: BTreeMap<i64, i64> = (0..10i64).map(|i| (i % 7, i)).collect();
-    let (db, _) = open(options(&dir, flavor, 1)).unwrap();
-    assert_eq!(rows(&db), expected, "only the chained segment's prefix");
-    db.close().unwrap();
-    assert!(!dir.join(format::segment_name(flavor, 0, 0, later_base)).exists(), "the later segment was removed");
-    let (db, _) = open(options(&dir, flavor, 1)).unwrap();
-    assert_eq!(rows(&db), expected, "reopened");
-    db.close().unwrap();
+    for streaming_graph in [false, true] {
+        let dir = base.path().join(format!("torn-{streaming_graph}"));
+        copy_dir(&logged, &dir);
+        std::fs::write(dir.join(format::segment_name(flavor, 0, 0, later_base)), &later).unwrap();
+        // The first segment torn inside transaction 10's record, after the durable length.
+        lose_tail(&log_file(&dir, flavor, 0), ends[9] + 5, ends[9]);
+        let expected: BTreeMap<i64, i64> = (0..10i64).map(|i| (i % 7, i)).collect();
+        let mut o = options(&dir, flavor, 1);
+        o.streaming_graph = streaming_graph;
+        let (db, _) = open(o).unwrap();
+        assert_eq!(rows(&db), expected, "only the chained segment's prefix (streaming graph: {streaming_graph})");
+        db.close().unwrap();
+        assert!(!dir.join(format::segment_name(flavor, 0, 0, later_base)).exists(), "the later segment was removed");
+        let (db, _) = open(options(&dir, flavor, 1)).unwrap();
+        assert_eq!(rows(&db), expected, "reopened");
+        db.close().unwrap();
+    }
 }

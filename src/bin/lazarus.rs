@@ -711,6 +711,9 @@ fn recover_stream(
         r.read_ms, r.generations, r.files, r.bytes, r.records, r.torn_bytes
     );
     println!("graph           {:>10.1} ms  {} recoverable, {} dropped", r.graph_ms, r.recovered, r.dropped);
+    if output.streaming_graph && header.flavor == lazarus::durability::taurus::format::Flavor::TaurusData {
+        println!("                streaming graph: read and graph are merged into replay's time (Algorithms 4-6)");
+    }
     for g in &r.per_generation {
         println!(
             "  generation {:<4} {} bytes from {:?}, {} recovered, {} dropped, read {:.1} ms, graph {:.1} ms, replay {:.1} ms, \

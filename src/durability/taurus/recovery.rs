@@ -790,12 +790,13 @@ fn stream_generation(
                 chained &= goes_on && prev_end == segment.base;
             }
             let mut sink = |txn: Txn| -> Result<(), DurabilityError> {
-                if !chained {
-                    return Ok(());
-                }
+                // Counted as the batch path counts them: every record read, chained or not.
                 local.records += 1;
                 local.max_epoch = local.max_epoch.max(txn.entry.epoch());
                 local.next_lsn = local.next_lsn.max(txn.entry.seq() + 1);
+                if !chained {
+                    return Ok(());
+                }
                 let at = (txn.file, txn.offset);
                 gc.insert(txn).map_err(|e| match e {
                     streaming::Interrupt::Stopped => DurabilityError::Failed("recovery stopped".into()),
