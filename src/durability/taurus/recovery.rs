@@ -181,15 +181,6 @@ impl graph::Node for Txn {
     }
 }
 
-impl streaming::StreamTxn for Txn {
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn deps(&self) -> &Deps {
-        &self.deps
-    }
-}
-
 /// A logged transaction.
 struct Txn {
     /// `logger << 56 | logical address past the record`.

@@ -43,6 +43,7 @@
 //! - **Errors.** The first error (a reader's, a replay's, or a panic) stops every thread.
 
 use super::format::{self, Deps};
+use super::graph;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -61,14 +62,6 @@ const SHARDS: usize = 64;
 
 /// One shard of the node table, by id.
 type Shard<T> = HashMap<u64, Arc<Node<T>>, foldhash::fast::FixedState>;
-
-/// What the graph needs of a logged transaction.
-pub trait StreamTxn: Send + Sync {
-    /// `logger << 56 | logical address past the record`.
-    fn id(&self) -> u64;
-    /// Its predecessors as logged.
-    fn deps(&self) -> &Deps;
-}
 
 /// Why an insert did not take the transaction.
 #[derive(Debug, PartialEq, Eq)]
@@ -186,7 +179,7 @@ fn shard_of(id: u64) -> usize {
     (address as usize).wrapping_mul(31).wrapping_add(logger) % SHARDS
 }
 
-impl<T: StreamTxn, E: Send> Graph<T, E> {
+impl<T: graph::Node + Send, E: Send> Graph<T, E> {
     fn new(retained_start: &[u64], workers: usize) -> Graph<T, E> {
         Graph {
             nodes: (0..SHARDS)
@@ -448,7 +441,7 @@ pub struct Gc<'g, T, E> {
     stalled: bool,
 }
 
-impl<T: StreamTxn, E: Send> Gc<'_, T, E> {
+impl<T: graph::Node + Send, E: Send> Gc<'_, T, E> {
     /// Collects the recovered head of the queue, in id order.
     fn collect(&mut self) {
         while let Some(head) = self.gc_queue.front() {
@@ -507,7 +500,7 @@ pub fn run<T, S, E, R, A>(
     apply: A,
 ) -> Result<Outcome, Failure<E>>
 where
-    T: StreamTxn,
+    T: graph::Node + Send,
     S: Default,
     E: Send,
     R: Fn(usize, &mut Gc<'_, T, E>) -> Result<u64, E> + Sync,
@@ -568,14 +561,13 @@ where
 }
 
 /// A run without logs: reading is done at once.
-fn finish_empty<T: StreamTxn, E: Send>(graph: &Graph<T, E>) {
+fn finish_empty<T: graph::Node + Send, E: Send>(graph: &Graph<T, E>) {
     graph.finish_reading(&[]);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::taurus::graph;
     use rand::{Rng, SeedableRng};
 
     /// A logged transaction; `time` is its place in the order it committed in.
@@ -584,15 +576,6 @@ mod tests {
         id: u64,
         time: u64,
         deps: Deps,
-    }
-
-    impl StreamTxn for T {
-        fn id(&self) -> u64 {
-            self.id
-        }
-        fn deps(&self) -> &Deps {
-            &self.deps
-        }
     }
 
     impl graph::Node for T {
