@@ -271,8 +271,14 @@ pub fn apply_encoded(
     let op = choose_op(schema, redo.put, key_seen);
     let cached = cache.whole_row_plan(catalog, table, op, || choose(schema, redo.put, key_seen).1)?;
     if op == RedoOp::Delete {
-        // The delete plan's parameters are the key's parts, in order ([`plan_text`]).
-        bind_key_parts(schema, redo.key, &mut cached.frame.vals, Some)?;
+        // The delete plan's parameters are the key's parts, in order ([`plan_text`]). A key of one
+        // integer (the common case) is bound here, without the general decoder's call.
+        match cached.frame.vals.first_mut() {
+            Some(slot) if schema.primary_key.len() == 1 && key::is_int_key(redo.key, 1) => {
+                set_slot(slot, Value::Int(key::int_key_part(redo.key, 0)));
+            }
+            _ => bind_key_parts(schema, redo.key, &mut cached.frame.vals, Some)?,
+        }
     } else {
         let plan = &cached.plan;
         let (slots, vals) = (&plan.slot_of_column, &mut cached.frame.vals[..schema.columns.len()]);
@@ -382,13 +388,13 @@ fn bind_key_parts(
 }
 
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
-/// slot is almost always null, and skipping `Value`'s drop glue for it is a tenth of the cost of
-/// binding a column. The drop glue is kept out of line so that the binding closures stay small
+/// slot is almost always null (or an integer: nothing to drop), and skipping `Value`'s drop glue
+/// for it is a tenth of the cost of binding a column. The drop glue is kept out of line so that the binding closures stay small
 /// enough to inline: an outlined closure received each value through memory, written by narrow
 /// stores and read back by wide loads, a store-forwarding stall per column (`perf annotate`).
 #[inline(always)]
 fn set_slot(slot: &mut Value, value: Value) {
-    if slot.is_null() {
+    if matches!(slot, Value::Null | Value::Int(_)) {
         std::mem::forget(std::mem::replace(slot, value));
     } else {
         replace_slot(slot, value);
