@@ -50,7 +50,7 @@ fn key(w: i64, d: i64, id: i64) -> Key {
 }
 
 fn record(v: i64) -> Arc<Record> {
-    Arc::new(Record::present(Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
+    Arc::new(Record::present(Key::from(&b"k"[..]), Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
 }
 
 /// A key that is not in the index, at a random position among the loaded keys.

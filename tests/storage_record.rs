@@ -2,7 +2,7 @@
 //! in a process of their own: the epoch collector is global to the process, and another test
 //! holding a pin for long would keep it from freeing anything.
 
-use lazarus::storage::{Record, Row, Value};
+use lazarus::storage::{Key, Record, Row, Value};
 use lazarus::txn::tid::{Tid, TidWord};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ fn collect_until(done: impl Fn() -> bool) -> bool {
 fn replaced_rows_and_the_last_row_are_freed() {
     let payload: Arc<[u8]> = Arc::from(&b"payload"[..]);
     let with_payload = || Row::new(vec![Value::Bytes(Arc::clone(&payload))]);
-    let record = Record::present(with_payload(), Tid::new(1, 1), 0);
+    let record = Record::present(Key::from(&b"k"[..]), with_payload(), Tid::new(1, 1), 0);
     for i in 2..100u64 {
         let word = record.lock();
         record.install(with_payload(), TidWord::new(Tid::new(1, i), word.is_latest(), false), 0);
@@ -41,7 +41,12 @@ fn replaced_rows_and_the_last_row_are_freed() {
 
 #[test]
 fn rows_read_while_writers_replace_them_stay_whole() {
-    let record = Arc::new(Record::present(Row::new(vec![Value::Int(0), Value::Int(0)]), Tid::new(1, 0), 0));
+    let record = Arc::new(Record::present(
+        Key::from(&b"k"[..]),
+        Row::new(vec![Value::Int(0), Value::Int(0)]),
+        Tid::new(1, 0),
+        0,
+    ));
     let writer = {
         let record = Arc::clone(&record);
         std::thread::spawn(move || {

@@ -4,7 +4,7 @@
 //! Point lookups by primary key dominate OLTP (every TPC-C transaction is mostly `get`s by key),
 //! and in a B-tree they cost a root-to-leaf walk of byte-string comparisons — about a third of the
 //! time of a simple transfer transaction when profiled (`docs/PERFORMANCE.md`). A hash lookup is
-//! one hash and one bucket probe. Scans still use the ordered index.
+//! one hash and one probe. Scans still use the ordered index.
 //!
 //! # Keeping the two in step
 //!
@@ -16,87 +16,379 @@
 //! index does not hold, and a concurrent inserter that finds no record in the point index cannot
 //! meet a stale entry in the ordered one.
 //!
-//! Backend: `scc::HashIndex` (lock-free reads, one bucket lock per write, from the crate already
-//! used for the ordered index) with `foldhash`'s randomly seeded hasher (fast on short keys,
-//! and seeded so a client cannot choose keys that collide).
+//! # Layout: one word per entry, the key in the record
+//!
+//! A lookup's cost is its cache misses: the tables of a TPC-C run are far larger than the caches.
+//! A map that keeps each key beside its value (the `scc::HashIndex` used before) reads a line of
+//! hash tags, then the entry's line (48 bytes of key and pointer, sometimes across two lines),
+//! then the record, then the row: `perf` put a fifth of a TPC-C worker's time on the first two.
+//! Here an entry is one 64-bit word, the record's pointer with 16 bits of the key's hash above
+//! it, and the key is compared in the record ([`Record::key`]), whose line the caller reads next
+//! anyway. A hit costs the slot's line and the record's.
+//!
+//! The map is split into [`SHARDS`] shards by the hash's top bits. Each is an open-addressed
+//! array of slots with linear probing, at most three quarters full (empty slots end every probe
+//! sequence; a removed entry leaves a tombstone until the shard is rebuilt).
+//!
+//! # Concurrency
+//!
+//! - Readers take no lock: they load the shard's array and then slots, each with one atomic load,
+//!   so a slot is never seen half-written. They run pinned to the epoch collector
+//!   (`crossbeam_epoch`), which is how a record or an array that a writer has just dropped from
+//!   the map stays alive until they let go.
+//! - Writers take their shard's mutex. An insert writes an empty or tombstone slot; a remove turns
+//!   its slot into a tombstone and hands the map's reference of the record to the collector. A
+//!   rebuild (to grow, or to clear tombstones) copies the live slots into a new array, publishes
+//!   it, and retires the old one to the collector; writers are held off by the mutex meanwhile,
+//!   and readers of the old array see exactly what it held when the new one was published.
+//! - Linearizable: an insert is visible once its slot store is; a lookup that starts after an
+//!   insert returned loads the array (and the slot) the insert wrote.
+//!
+//! Records are 8-byte aligned and user-space pointers have 48 significant bits on the machines
+//! Lazarus runs on (x86-64 and AArch64 Linux); both are asserted where a pointer is packed.
 
 use super::key::Key;
 use super::record::Record;
+use crossbeam_epoch::{Atomic, Guard, Owned};
+use parking_lot::Mutex;
+use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-type Map = scc::HashIndex<Key, Arc<Record>, foldhash::fast::RandomState>;
+/// log2 of [`SHARDS`].
+const SHARD_BITS: u32 = 6;
+/// Shards per index: enough that writers on many cores rarely meet on one mutex.
+pub const SHARDS: usize = 1 << SHARD_BITS;
+/// A slot never used: ends a probe sequence.
+const EMPTY: u64 = 0;
+/// A slot whose entry was removed: probes go past it. Never a record pointer (records are
+/// 8-byte aligned).
+const TOMBSTONE: u64 = 1;
+/// Bits of a slot that hold the record pointer.
+const POINTER_BITS: u32 = 48;
+const POINTER_MASK: u64 = (1 << POINTER_BITS) - 1;
+/// The smallest array a shard allocates.
+const SLOTS_MIN: usize = 16;
+/// The most entries [`PointIndex::reserve`] makes room for ahead (4 GiB of slots).
+const RESERVE_MAX: usize = 1 << 28;
 
-/// Encoded primary key → record.
+/// Encoded primary key → record. Every record is linked under its own key ([`Record::key`]).
 pub struct PointIndex {
-    map: Map,
+    hasher: foldhash::fast::RandomState,
+    shards: Box<[Shard]>,
+    /// The hash bits a slot's tag keeps: all 16 of them, except in tests that make every tag
+    /// collide so that each probe must compare keys.
+    tag_mask: u64,
+}
+
+/// One shard: its current array, and the writers' mutex.
+#[repr(align(64))]
+struct Shard {
+    slots: Atomic<Slots>,
+    writer: Mutex<Counts>,
+    /// `Counts::live`, readable without the mutex (for [`PointIndex::len`]).
+    live: AtomicUsize,
+}
+
+/// A shard's entry counts, kept under its mutex.
+#[derive(Default)]
+struct Counts {
+    live: usize,
+    tombstones: usize,
+}
+
+/// An open-addressed array of slots; its length is a power of two.
+struct Slots {
+    slots: Box<[AtomicU64]>,
 }
 
 impl Default for PointIndex {
     fn default() -> PointIndex {
-        PointIndex { map: Map::with_hasher(foldhash::fast::RandomState::default()) }
+        let shards = (0..SHARDS)
+            .map(|_| Shard { slots: Atomic::null(), writer: Mutex::new(Counts::default()), live: AtomicUsize::new(0) })
+            .collect();
+        PointIndex { hasher: foldhash::fast::RandomState::default(), shards, tag_mask: 0xffff }
+    }
+}
+
+/// The hash's bits a slot keeps beside the pointer (above the bits that pick a slot in any shard
+/// smaller than 2^32 slots, and below the bits that pick the shard), as `hash` carries them:
+/// [`PointIndex::hash`] masks the rest.
+#[inline]
+fn tag_of(hash: u64) -> u64 {
+    (hash >> 32) & 0xffff
+}
+
+#[inline]
+fn pack(hash: u64, record: *const Record) -> u64 {
+    let pointer = record as u64;
+    assert!(pointer & !POINTER_MASK == 0 && pointer & 7 == 0, "a record pointer needs more than 48 bits");
+    tag_of(hash) << POINTER_BITS | pointer
+}
+
+#[inline]
+fn pointer_of(slot: u64) -> *const Record {
+    (slot & POINTER_MASK) as *const Record
+}
+
+impl Slots {
+    fn with_len(len: usize) -> Slots {
+        assert!(len.is_power_of_two() && len >= SLOTS_MIN);
+        Slots { slots: (0..len).map(|_| AtomicU64::new(EMPTY)).collect() }
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// The record under `key` (hash `hash`), if any. The caller is pinned.
+    #[inline]
+    fn find(&self, hash: u64, key: &[u8]) -> Option<*const Record> {
+        let (mask, tag) = (self.mask(), tag_of(hash));
+        let mut at = hash as usize & mask;
+        // Bounded by the array: at most three quarters of it is ever in use, so an empty slot
+        // ends every probe sequence well before this.
+        for _ in 0..=mask {
+            let slot = self.slots[at].load(Ordering::Acquire);
+            if slot == EMPTY {
+                return None;
+            }
+            if slot != TOMBSTONE && slot >> POINTER_BITS == tag {
+                let record = pointer_of(slot);
+                // SAFETY: the slot held a reference of the record when it was loaded; a remover
+                // drops that reference only through the epoch collector, and the caller is pinned.
+                if unsafe { (*record).key().as_bytes() } == key {
+                    return Some(record);
+                }
+            }
+            at = (at + 1) & mask;
+        }
+        None
+    }
+
+    /// Where an entry of `key` (hash `hash`) is, or else where it would go: `Ok(index)` of the
+    /// entry, or `Err(index)` of the first tombstone or empty slot of its probe sequence.
+    /// The caller holds the shard's mutex.
+    fn position(&self, hash: u64, key: &[u8]) -> Result<usize, usize> {
+        let (mask, tag) = (self.mask(), tag_of(hash));
+        let mut at = hash as usize & mask;
+        let mut free = None;
+        for _ in 0..=mask {
+            let slot = self.slots[at].load(Ordering::Relaxed);
+            if slot == EMPTY {
+                return Err(free.unwrap_or(at));
+            }
+            if slot == TOMBSTONE {
+                free.get_or_insert(at);
+            } else if slot >> POINTER_BITS == tag {
+                // SAFETY: the slot holds a reference of the record, and only the mutex holder
+                // (the caller) can drop it.
+                if unsafe { (*pointer_of(slot)).key().as_bytes() } == key {
+                    return Ok(at);
+                }
+            }
+            at = (at + 1) & mask;
+        }
+        unreachable!("a shard's array is never full")
     }
 }
 
 impl PointIndex {
-    /// The record under `key`.
-    pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
-        self.map.peek_with(key, |_, r| Arc::clone(r))
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key) & !((0xffff & !self.tag_mask) << 32)
     }
 
-    /// Stores `record` under `key` unless an entry exists; returns the existing record if so.
-    pub fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
-        // The entry moves in, and comes back on a failed insert: cloning it for each attempt cost
-        // an atomic increment and decrement of the record's count per insert (a sixth of
-        // `insert_if_absent` while a checkpoint loads, by `perf annotate`).
-        let mut entry = (key, record);
-        // Bounded: each retry means a remover took the entry between our insert and our read.
-        for _ in 0..1000 {
-            match self.map.insert_sync(entry.0, entry.1) {
-                Ok(()) => return Ok(()),
-                Err(back) => {
-                    if let Some(existing) = self.get(&back.0) {
-                        return Err(existing);
-                    }
-                    entry = back;
+    #[inline]
+    fn shard(&self, hash: u64) -> &Shard {
+        &self.shards[(hash >> (64 - SHARD_BITS)) as usize]
+    }
+
+    /// The record under `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+        let hash = self.hash(key);
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: an array is retired through the collector only, and we are pinned.
+        let slots = unsafe { self.shard(hash).slots.load(Ordering::Acquire, &guard).as_ref() }?;
+        let record = slots.find(hash, key)?;
+        // SAFETY: `record` is alive while we are pinned (see `Slots::find`); the count we add
+        // is ours.
+        unsafe {
+            Arc::increment_strong_count(record);
+            Some(Arc::from_raw(record))
+        }
+    }
+
+    /// Links `record` under its key unless an entry exists; returns the existing record if so.
+    pub fn insert_if_absent(&self, record: Arc<Record>) -> Result<(), Arc<Record>> {
+        let hash = self.hash(record.key().as_bytes());
+        let shard = self.shard(hash);
+        let mut counts = shard.writer.lock();
+        let guard = crossbeam_epoch::pin();
+        let slots = self.room_for(shard, &mut counts, 1, &guard);
+        match slots.position(hash, record.key().as_bytes()) {
+            Ok(at) => {
+                let existing = pointer_of(slots.slots[at].load(Ordering::Relaxed));
+                // SAFETY: the slot holds a reference of `existing`, which only we (holding the
+                // mutex) could drop; the count we add is the caller's.
+                unsafe {
+                    Arc::increment_strong_count(existing);
+                    Err(Arc::from_raw(existing))
                 }
             }
+            Err(at) => {
+                if slots.slots[at].load(Ordering::Relaxed) == TOMBSTONE {
+                    counts.tombstones -= 1;
+                }
+                // Release: a reader that loads the slot sees the record fully built.
+                slots.slots[at].store(pack(hash, Arc::into_raw(record)), Ordering::Release);
+                counts.live += 1;
+                shard.live.store(counts.live, Ordering::Relaxed);
+                Ok(())
+            }
         }
-        Err(entry.1)
     }
 
     /// Removes the entry for `key` only if it is `record`.
     pub fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
-        self.map.remove_if_sync(key, |current| Arc::ptr_eq(current, record))
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        let mut counts = shard.writer.lock();
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: arrays are replaced only under the mutex, which we hold.
+        let Some(slots) = (unsafe { shard.slots.load(Ordering::Acquire, &guard).as_ref() }) else {
+            return false;
+        };
+        let Ok(at) = slots.position(hash, key) else { return false };
+        let slot = slots.slots[at].load(Ordering::Relaxed);
+        if pointer_of(slot) != Arc::as_ptr(record) {
+            return false;
+        }
+        slots.slots[at].store(TOMBSTONE, Ordering::Release);
+        counts.live -= 1;
+        counts.tombstones += 1;
+        shard.live.store(counts.live, Ordering::Relaxed);
+        // SAFETY: the map's reference of the record, which the slot held until now. Readers
+        // pinned before the store may still be about to take a count of the record.
+        let held = unsafe { Arc::from_raw(pointer_of(slot)) };
+        guard.defer(move || drop(held));
+        true
+    }
+
+    /// The shard's array with room for `more` entries beyond those it holds, rebuilt (grown, or
+    /// cleared of tombstones) first if it has not. The caller holds the shard's mutex.
+    fn room_for<'g>(&self, shard: &Shard, counts: &mut Counts, more: usize, guard: &'g Guard) -> &'g Slots {
+        let current = shard.slots.load(Ordering::Acquire, guard);
+        // SAFETY: arrays are replaced only under the mutex, which the caller holds.
+        let len = unsafe { current.as_ref() }.map_or(0, |s| s.slots.len());
+        let used = counts.live + counts.tombstones + more;
+        if used * 4 > len * 3 {
+            // Half full after the rebuild, so that the next one is as many inserts away.
+            let len = (2 * (counts.live + more)).next_power_of_two().max(SLOTS_MIN);
+            let rebuilt = self.rebuilt(current, len, guard);
+            let old = shard.slots.swap(Owned::new(rebuilt), Ordering::AcqRel, guard);
+            counts.tombstones = 0;
+            if !old.is_null() {
+                // SAFETY: unlinked just now; readers pinned before the swap may still read it.
+                // Its slots' references moved to the new array, and `Slots` drops none.
+                unsafe { guard.defer_destroy(old) };
+            }
+        }
+        // SAFETY: as above; the array stays while the caller holds the mutex.
+        match unsafe { shard.slots.load(Ordering::Acquire, guard).as_ref() } {
+            Some(slots) => slots,
+            None => unreachable!("a rebuild publishes an array"),
+        }
+    }
+
+    /// A new array of `len` slots holding the live entries of `current` (which may be null).
+    fn rebuilt(&self, current: crossbeam_epoch::Shared<'_, Slots>, len: usize, _guard: &Guard) -> Slots {
+        let fresh = Slots::with_len(len);
+        // SAFETY: the caller holds the shard's mutex and is pinned.
+        let Some(current) = (unsafe { current.as_ref() }) else { return fresh };
+        let mask = fresh.mask();
+        for slot in current.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
+            if slot == EMPTY || slot == TOMBSTONE {
+                continue;
+            }
+            // SAFETY: the slot holds a reference of the record (see `Slots::position`).
+            let hash = self.hash(unsafe { (*pointer_of(slot)).key().as_bytes() });
+            let mut at = hash as usize & mask;
+            while fresh.slots[at].load(Ordering::Relaxed) != EMPTY {
+                at = (at + 1) & mask;
+            }
+            fresh.slots[at].store(slot, Ordering::Relaxed);
+        }
+        fresh
     }
 
     /// Up to `limit` keys in hash order, which is a pseudo-random sample of the keys: the
     /// checkpoint manager splits tables into roughly equal key ranges from it (SiloR §4).
     pub fn sample_keys(&self, limit: usize) -> Vec<Key> {
         let mut keys = Vec::with_capacity(limit.min(1 << 16));
-        self.map.iter_sync(|key, _| {
-            keys.push(key.clone());
-            keys.len() < limit
-        });
+        let guard = crossbeam_epoch::pin();
+        for shard in self.shards.iter() {
+            // SAFETY: as in `get`.
+            let Some(slots) = (unsafe { shard.slots.load(Ordering::Acquire, &guard).as_ref() }) else { continue };
+            for slot in slots.slots.iter().map(|s| s.load(Ordering::Acquire)) {
+                if keys.len() >= limit {
+                    return keys;
+                }
+                if slot != EMPTY && slot != TOMBSTONE {
+                    // SAFETY: as in `Slots::find`.
+                    keys.push(unsafe { (*pointer_of(slot)).key().clone() });
+                }
+            }
+        }
         keys
     }
 
-    /// Keeps room for `additional` more entries while the guard lives (recovery sizes the
-    /// index before loading a checkpoint). `None` if no growth was needed or possible.
-    pub fn reserve(
-        &self,
-        additional: usize,
-    ) -> Option<scc::hash_index::Reserve<'_, Key, Arc<Record>, foldhash::fast::RandomState>> {
-        self.map.reserve(additional)
+    /// Makes room for `additional` more entries, spread over the shards as hashes spread them,
+    /// so that loading them does not rebuild arrays on the way (recovery sizes the index before
+    /// loading a checkpoint).
+    pub fn reserve(&self, additional: usize) {
+        // A hint from a file's count: capped, so that a wrong count cannot take all memory.
+        let per_shard = additional.min(RESERVE_MAX).div_ceil(SHARDS);
+        // A shard gets about `per_shard` of them; the slack covers the spread of a random split.
+        let more = per_shard + per_shard / 8 + 16;
+        let guard = crossbeam_epoch::pin();
+        for shard in self.shards.iter() {
+            let mut counts = shard.writer.lock();
+            self.room_for(shard, &mut counts, more, &guard);
+        }
     }
 
-    /// Number of entries.
+    /// Number of entries (exact when no writer runs).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.shards.iter().map(|s| s.live.load(Ordering::Relaxed)).sum()
     }
 
     /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Drop for PointIndex {
+    fn drop(&mut self) {
+        for shard in self.shards.iter_mut() {
+            // SAFETY: `&mut self`: no reader or writer is left; retired arrays and records are
+            // the collector's, and each live slot holds one reference of its record.
+            unsafe {
+                let guard = crossbeam_epoch::unprotected();
+                let current = shard.slots.swap(crossbeam_epoch::Shared::null(), Ordering::Relaxed, guard);
+                if current.is_null() {
+                    continue;
+                }
+                let slots = current.into_owned();
+                for slot in slots.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
+                    if slot != EMPTY && slot != TOMBSTONE {
+                        drop(Arc::from_raw(pointer_of(slot)));
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -106,21 +398,162 @@ mod tests {
     use crate::storage::value::Value;
     use crate::txn::tid::Tid;
 
-    fn rec() -> Arc<Record> {
-        Arc::new(Record::present(crate::storage::Row::new(vec![Value::Int(1)]), Tid::ZERO, 0))
+    /// An index whose slots all carry the same tag, so that every probe compares keys.
+    fn colliding() -> PointIndex {
+        let mut index = PointIndex::default();
+        index.tag_mask = 0;
+        index
+    }
+
+    /// Every shard's counts match its array.
+    fn check_counts(index: &PointIndex) {
+        let guard = crossbeam_epoch::pin();
+        for shard in index.shards.iter() {
+            let counts = shard.writer.lock();
+            let slots = unsafe { shard.slots.load(Ordering::Acquire, &guard).as_ref() };
+            let words: Vec<u64> =
+                slots.map_or(Vec::new(), |s| s.slots.iter().map(|w| w.load(Ordering::Relaxed)).collect());
+            let tombstones = words.iter().filter(|&&w| w == TOMBSTONE).count();
+            let live = words.iter().filter(|&&w| w != TOMBSTONE && w != EMPTY).count();
+            assert_eq!((counts.live, counts.tombstones), (live, tombstones));
+            assert_eq!(shard.live.load(Ordering::Relaxed), live);
+            assert!((live + tombstones) * 4 <= words.len() * 3, "a shard is more than three quarters full");
+        }
+    }
+
+    fn rec(key: &[u8]) -> Arc<Record> {
+        Arc::new(Record::present(Key::from(key), crate::storage::Row::new(vec![Value::Int(1)]), Tid::ZERO, 0))
     }
 
     #[test]
     fn insert_get_remove_by_identity() {
         let index = PointIndex::default();
-        let (a, b) = (rec(), rec());
-        let key = Key::from(&b"k"[..]);
-        index.insert_if_absent(key.clone(), Arc::clone(&a)).unwrap();
-        let existing = index.insert_if_absent(key.clone(), Arc::clone(&b)).unwrap_err();
+        let (a, b) = (rec(b"k"), rec(b"k"));
+        index.insert_if_absent(Arc::clone(&a)).unwrap();
+        let existing = index.insert_if_absent(Arc::clone(&b)).unwrap_err();
         assert!(Arc::ptr_eq(&existing, &a));
-        assert!(!index.remove(&key, &b), "remove must check identity");
-        assert!(index.remove(&key, &a));
-        assert!(index.get(&key).is_none());
+        assert!(!index.remove(b"k", &b), "remove must check identity");
+        assert!(index.remove(b"k", &a));
+        assert!(index.get(b"k").is_none());
         assert!(index.is_empty());
+    }
+
+    /// Many keys through growth, removals (tombstones) and reinserts, against a `HashMap`; long
+    /// keys (stored out of line in the record's key) included.
+    #[test]
+    fn matches_a_map_through_growth_and_tombstones() {
+        matches_a_map(PointIndex::default());
+    }
+
+    #[test]
+    fn matches_a_map_when_every_tag_collides() {
+        matches_a_map(colliding());
+    }
+
+    fn matches_a_map(index: PointIndex) {
+        use rand::{Rng, SeedableRng};
+        let mut model: std::collections::HashMap<Vec<u8>, Arc<Record>> = Default::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for step in 0..60_000u32 {
+            let n: u32 = rng.random_range(0..5_000);
+            let key = if n.is_multiple_of(7) { format!("{n:0>60}").into_bytes() } else { n.to_be_bytes().to_vec() };
+            if rng.random_bool(0.6) {
+                let record = rec(&key);
+                match (index.insert_if_absent(Arc::clone(&record)), model.get(&key)) {
+                    (Ok(()), None) => {
+                        model.insert(key, record);
+                    }
+                    (Err(existing), Some(expected)) => assert!(Arc::ptr_eq(&existing, expected), "step {step}"),
+                    (got, expected) => {
+                        panic!("step {step}: insert {:?} with model {:?}", got.is_ok(), expected.is_some())
+                    }
+                }
+            } else if let Some(expected) = model.remove(&key) {
+                assert!(index.remove(&key, &expected), "step {step}");
+            } else {
+                assert!(!index.remove(&key, &rec(&key)), "step {step}");
+            }
+            if step.is_multiple_of(997) {
+                check_counts(&index);
+                assert_eq!(index.len(), model.len());
+                for (key, expected) in &model {
+                    assert!(index.get(key).is_some_and(|got| Arc::ptr_eq(&got, expected)), "step {step}");
+                }
+            }
+        }
+        for n in 0..5_000u32 {
+            let key = n.to_be_bytes();
+            assert_eq!(index.get(&key).is_some(), model.contains_key(&key[..]));
+        }
+        let mut sample = index.sample_keys(usize::MAX);
+        sample.sort();
+        let mut expected: Vec<Key> = model.keys().map(|k| Key::from(&k[..])).collect();
+        expected.sort();
+        assert_eq!(sample, expected);
+    }
+
+    /// Readers on other threads always find the keys that stay, while a writer grows the shards
+    /// and removes and reinserts other keys; every record dropped by the map stays readable.
+    #[test]
+    fn concurrent_readers_see_stable_keys_through_rebuilds() {
+        let index = Arc::new(PointIndex::default());
+        let stable: Vec<Arc<Record>> = (0..2_000u32).map(|n| rec(&n.to_be_bytes())).collect();
+        for record in &stable {
+            index.insert_if_absent(Arc::clone(record)).unwrap();
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (index, stop) = (Arc::clone(&index), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut rounds = 0u64;
+                    while !stop.load(Ordering::Relaxed) || rounds == 0 {
+                        for n in 0..2_000u32 {
+                            let got = index.get(&n.to_be_bytes());
+                            assert!(got.is_some_and(|r| r.key().as_bytes() == n.to_be_bytes()), "key {n} lost");
+                        }
+                        rounds += 1;
+                    }
+                    rounds
+                })
+            })
+            .collect();
+        for round in 0..20u32 {
+            let churn: Vec<Arc<Record>> =
+                (0..5_000u32).map(|n| rec(&(1_000_000 + round * 10_000 + n).to_be_bytes())).collect();
+            for record in &churn {
+                index.insert_if_absent(Arc::clone(record)).unwrap();
+            }
+            for record in &churn {
+                assert!(index.remove(record.key(), record));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            assert!(reader.join().expect("reader panicked") > 0);
+        }
+        assert_eq!(index.len(), stable.len());
+    }
+
+    #[test]
+    fn reserve_grows_every_shard_at_once() {
+        let index = PointIndex::default();
+        index.reserve(100_000);
+        let guard = crossbeam_epoch::pin();
+        let before: Vec<usize> = index
+            .shards
+            .iter()
+            .map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() }.map_or(0, |x| x.slots.len()))
+            .collect();
+        for n in 0..100_000u32 {
+            index.insert_if_absent(rec(&n.to_be_bytes())).unwrap();
+        }
+        let after: Vec<usize> = index
+            .shards
+            .iter()
+            .map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() }.map_or(0, |x| x.slots.len()))
+            .collect();
+        assert_eq!(before, after, "a reserved index rebuilt an array while loading");
+        assert_eq!(index.len(), 100_000);
     }
 }

@@ -26,6 +26,7 @@
 //! holding it let go; it drops its row then, since no reader can be inside a load without holding
 //! the record.
 
+use crate::storage::key::Key;
 use crate::storage::value::{Row, Value};
 use crate::txn::tid::{LOCK_BIT, Tid, TidWord};
 use crossbeam_epoch::Guard;
@@ -46,11 +47,19 @@ pub struct Record {
     last_writer: AtomicU64,
     /// The current row: `ThinArc::into_raw` of a row whose count this record holds. Never null.
     row: AtomicPtr<c_void>,
+    /// The primary key the record is linked under, fixed for its life: the point index compares
+    /// a probed key with it here, on the line the lookup reads anyway, instead of keeping a copy
+    /// of every key in its own entries ([`super::point`]).
+    key: Key,
 }
 
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Record").field("word", &self.word()).field("row", &self.row_unchecked()).finish()
+        f.debug_struct("Record")
+            .field("key", &self.key)
+            .field("word", &self.word())
+            .field("row", &self.row_unchecked())
+            .finish()
     }
 }
 
@@ -68,32 +77,41 @@ fn row_pointer(row: Row) -> AtomicPtr<c_void> {
 }
 
 impl Record {
-    /// A present, unlocked, latest record (used by loading and recovery).
-    pub fn present(row: Row, tid: Tid, last_writer: u64) -> Record {
+    /// A present, unlocked, latest record of primary key `key` (used by loading and recovery).
+    pub fn present(key: Key, row: Row, tid: Tid, last_writer: u64) -> Record {
         Record {
             word: AtomicU64::new(TidWord::new(tid, true, false).0),
             last_writer: AtomicU64::new(last_writer),
             row: row_pointer(row),
+            key,
         }
     }
 
     /// An absent, latest, unlocked record with a TID: a deletion replayed by recovery.
-    pub fn tombstone(tid: Tid) -> Record {
+    pub fn tombstone(key: Key, tid: Tid) -> Record {
         Record {
             word: AtomicU64::new(TidWord::new(tid, true, true).0),
             last_writer: AtomicU64::new(0),
             row: row_pointer(Row::empty()),
+            key,
         }
     }
 
     /// An absent, latest record that is already locked: the placeholder an insert links into the
     /// primary index during its lock phase.
-    pub fn locked_placeholder() -> Record {
+    pub fn locked_placeholder(key: Key) -> Record {
         Record {
             word: AtomicU64::new(TidWord::new(Tid::ZERO, true, true).locked().0),
             last_writer: AtomicU64::new(0),
             row: row_pointer(Row::empty()),
+            key,
         }
+    }
+
+    /// The primary key the record is linked under.
+    #[inline]
+    pub fn key(&self) -> &Key {
+        &self.key
     }
 
     /// The current TID word.
@@ -272,7 +290,7 @@ mod tests {
 
     #[test]
     fn install_publishes_row_and_word_together() {
-        let r = Record::present(row(1), Tid::new(1, 1), 0);
+        let r = Record::present(Key::from(&b"k"[..]), row(1), Tid::new(1, 1), 0);
         let w = r.lock();
         assert!(r.try_lock().is_none(), "lock must be exclusive");
         r.install(row(2), TidWord::new(Tid::new(1, 2), w.is_latest(), false), 7);
@@ -284,7 +302,7 @@ mod tests {
 
     #[test]
     fn readers_never_see_a_row_with_a_mismatched_word() {
-        let r = std::sync::Arc::new(Record::present(row(0), Tid::new(1, 0), 0));
+        let r = std::sync::Arc::new(Record::present(Key::from(&b"k"[..]), row(0), Tid::new(1, 0), 0));
         let writer = {
             let r = std::sync::Arc::clone(&r);
             std::thread::spawn(move || {

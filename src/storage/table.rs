@@ -99,7 +99,7 @@ impl Table {
     pub fn load_row(&self, row: Row, tid: Tid) -> Result<(), LoadError> {
         self.schema.check_row(&row)?;
         let key = self.schema.primary_key_of(&row)?;
-        let record = Arc::new(Record::present(Row::clone(&row), tid, 0));
+        let record = Arc::new(Record::present(key.clone(), Row::clone(&row), tid, 0));
         if self.link(&key, &record).is_err() {
             return Err(LoadError::DuplicateKey { table: self.schema.name.clone(), key });
         }
@@ -116,7 +116,7 @@ impl Table {
     /// Fails on a duplicate key: a checkpoint holds each key once.
     pub fn load_checkpointed(&self, key: Key, row: Row, tid: Tid) -> Result<(), LoadError> {
         self.schema.check_row(&row)?;
-        let record = Arc::new(Record::present(row, tid, 0));
+        let record = Arc::new(Record::present(key.clone(), row, tid, 0));
         self.link(&key, &record).map_err(|_| LoadError::DuplicateKey { table: self.schema.name.clone(), key })
     }
 
@@ -189,7 +189,7 @@ impl Table {
     /// already has a record, which is then newer (written after the restart). Returns whether it
     /// was linked. Does not go through the gate: the gate itself calls it.
     pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        let record = Arc::new(Record::present(Row::clone(&row), tid, 0));
+        let record = Arc::new(Record::present(key.clone(), Row::clone(&row), tid, 0));
         if self.link(key, &record).is_err() {
             return false;
         }
@@ -205,7 +205,8 @@ impl Table {
     /// record; returns that record if so. The point index decides, then the ordered index
     /// follows, so the ordered index never holds a record the point index lacks.
     pub fn link(&self, key: &Key, record: &Arc<Record>) -> Result<(), Arc<Record>> {
-        self.point.insert_if_absent(key.clone(), Arc::clone(record))?;
+        debug_assert_eq!(record.key(), key, "a record is linked under its own key");
+        self.point.insert_if_absent(Arc::clone(record))?;
         if let Err(stale) = self.primary.insert_if_absent(key.clone(), Arc::clone(record)) {
             // Unreachable while both are changed only here and in `unlink`, under record locks;
             // repair rather than leave the two out of step.
@@ -325,8 +326,8 @@ impl Table {
     /// has a record already.
     fn link_new(&self, key: &Key, row: &Option<Row>, tid: Tid) -> bool {
         let record = Arc::new(match row {
-            Some(row) => Record::present(Row::clone(row), tid, 0),
-            None => Record::tombstone(tid),
+            Some(row) => Record::present(key.clone(), Row::clone(row), tid, 0),
+            None => Record::tombstone(key.clone(), tid),
         });
         self.link(key, &record).is_ok()
     }

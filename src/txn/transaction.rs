@@ -1000,7 +1000,7 @@ fn find_or_link(t: &Table, key: &Key) -> Result<Arc<Record>, TxnError> {
     if let Some(record) = t.get(key) {
         return Ok(record);
     }
-    let fresh = Arc::new(Record::tombstone(Tid::ZERO));
+    let fresh = Arc::new(Record::tombstone(key.clone(), Tid::ZERO));
     match t.link(key, &fresh) {
         Ok(()) => Ok(fresh),
         Err(existing) if Arc::ptr_eq(&existing, &fresh) => Err(TxnError::Conflict(ConflictReason::InsertRace)),
@@ -1033,7 +1033,7 @@ fn lock_or_create(
     let mut link_first = expect_absent;
     for _ in 0..1000 {
         let found = if link_first {
-            let placeholder = Arc::new(Record::locked_placeholder());
+            let placeholder = Arc::new(Record::locked_placeholder(key.clone()));
             match t.link(key, &placeholder) {
                 Ok(()) => {
                     undo.placeholders.push((t.id, key.clone(), Arc::clone(&placeholder)));

@@ -376,7 +376,7 @@ mod tests {
     #[test]
     fn a_reader_sees_the_newest_version_below_its_timestamp() {
         let store = VersionStore::new();
-        let record = Arc::new(Record::present(row(0), Tid::ZERO, 0));
+        let record = Arc::new(Record::present(crate::storage::Key::from(&b"k"[..]), row(0), Tid::ZERO, 0));
         assert_eq!(value(store.visible(&record, 5)), None, "no version before a write");
         // Out of order: 30 comes first, then 10 and 20 (not the newest: not installed).
         let mut newest = Vec::new();
@@ -394,7 +394,7 @@ mod tests {
     #[test]
     fn versions_below_the_watermark_are_pruned_except_the_one_it_sees() {
         let store = VersionStore::new();
-        let record = Arc::new(Record::present(row(0), Tid::ZERO, 0));
+        let record = Arc::new(Record::present(crate::storage::Key::from(&b"k"[..]), row(0), Tid::ZERO, 0));
         store.add_version(&record, Some(row(0)), 10, Some(row(10)), |_| ());
         store.add_version(&record, Some(row(10)), 20, Some(row(20)), |_| ());
         assert_eq!(store.sizes(), (1, 3));

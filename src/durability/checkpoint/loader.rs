@@ -71,12 +71,11 @@ pub fn load(
     }
     // Sized once up front: growing a hash index while millions of keys arrive rehashes them all
     // several times over.
-    let _reserved: Vec<_> = manifest
-        .tables
-        .iter()
-        .filter_map(|(id, _, records)| Some((catalog.table(*id)?, *records)))
-        .filter_map(|(table, records)| table.point.reserve(usize::try_from(records).ok()?))
-        .collect();
+    for (id, _, records) in &manifest.tables {
+        if let (Some(table), Ok(records)) = (catalog.table(*id), usize::try_from(*records)) {
+            table.point.reserve(records);
+        }
+    }
     let next = AtomicUsize::new(0);
     let (bytes, records) = (AtomicU64::new(0), AtomicU64::new(0));
     let failure: Mutex<Option<DurabilityError>> = Mutex::new(None);

@@ -331,7 +331,7 @@ pub(crate) mod contract_tests {
     use crate::txn::tid::Tid;
 
     pub(crate) fn rec(v: i64) -> Arc<Record> {
-        Arc::new(Record::present(crate::storage::Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
+        Arc::new(Record::present(Key::from(&b"k"[..]), crate::storage::Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
     }
 
     fn k(v: u8) -> Key {
