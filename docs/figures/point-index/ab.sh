@@ -16,18 +16,19 @@ run() { # label binary args...
 recover() { # label binary src extra-args...
   local label=$1 bin=$2 src=$3; shift 3
   rm -rf "$work/c"; cp -r "$src" "$work/c"; sync
-  local dirs; dirs=$(ls -d "$work"/c/d* 2>/dev/null | sed 's/^/--log-dir /' | tr '\n' ' ')
-  [ -z "$dirs" ] && dirs="--log-dir $work/c"
-  local out; out=$(/usr/bin/time -f 'user %U sys %S rss_kb %M' "$bin" recover $dirs --threads 2 "$@" 2>&1)
-  echo "$label $(echo "$out" | grep -oE '(log replay|graph|replay) +[0-9.]+ ms' | tr -s ' ' | tr '\n' ' ')| $(echo "$out" | grep -E '^total' | awk '{print "total", $2, "ms"}') $(echo "$out" | grep '^user')"
+  local dirs; dirs=$(ls -d "$work"/c/d* | sed 's/^/--log-dir /' | tr '\n' ' ')
+  local out; out=$(/usr/bin/time -f 'user %U sys %S rss_kb %M' "$bin" recover $dirs --threads 2 --cold "$@" 2>&1)
+  # value logs: the log replay phase; taurus logs: generation 1's graph and replay.
+  local phases; phases=$(echo "$out" | grep -E '^log replay|  generation 1 ' | grep -oE '(log replay|graph|replay) +[0-9.]+ ms' | tr -s ' ' | tr '\n' ' ')
+  echo "$label $phases| $(echo "$out" | grep -E '^total' | awk '{print "total", $2, "ms"}') $(echo "$out" | grep '^user')"
 }
 for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
   for which in $order; do
     bin=$base; [ "$which" = new ] && bin=$new
-    run "$r $which tpcc-1w-1t" "$bin" bench --workload tpcc --warehouses 1 --threads 1 --duration-s 8
-    run "$r $which tpcc-2w-2t" "$bin" bench --workload tpcc --warehouses 2 --threads 2 --duration-s 8
-    run "$r $which ycsb-silor-2t" "$bin" bench --workload ycsb --variant silor --records 1000000 --threads 2 --duration-s 8
+    run "$r $which tpcc-1w-1t" "$bin" bench --workload tpcc --warehouses 1 --threads 1 --duration-s 6
+    run "$r $which tpcc-2w-2t" "$bin" bench --workload tpcc --warehouses 2 --threads 2 --duration-s 6
+    run "$r $which ycsb-silor-2t" "$bin" bench --workload ycsb --variant silor --records 1000000 --threads 2 --duration-s 6
     recover "$r $which recover-value-ycsb" "$bin" "$vlog"
     recover "$r $which recover-taurus-tpcc" "$bin" "$tl" --from-generation 1
     recover "$r $which recover-taurus-ycsb" "$bin" "$yl" --from-generation 1
