@@ -272,6 +272,35 @@ enum Class {
     Replay,
 }
 
+impl StreamRecoveryReport {
+    /// Counts a generation recovered with the streaming graph, whose read and graph ran inside
+    /// its `total_ms` of replay.
+    fn add_streamed(&mut self, generation: u64, read: &Generation, streamed: &Streamed, total_ms: f64) {
+        self.generations += 1;
+        self.files += read.segments.len();
+        self.records += streamed.records;
+        self.restart_after_epoch = self.restart_after_epoch.max(streamed.max_epoch);
+        self.next_lsn = self.next_lsn.max(streamed.next_lsn);
+        self.before_checkpoint += streamed.covered;
+        self.recovered += streamed.recovered;
+        self.dropped += streamed.dropped;
+        self.replay_ms += total_ms;
+        let bytes: u64 = read.segments.iter().map(|s| s.valid_len).sum();
+        self.bytes += bytes;
+        self.torn_bytes += read.segments.iter().map(|s| s.file_len - s.valid_len).sum::<u64>();
+        self.per_generation.push(GenerationReport {
+            generation,
+            bytes,
+            retained_start: read.logs.iter().map(|l| l.retained_start).collect(),
+            recovered: streamed.recovered,
+            dropped: streamed.dropped,
+            replay_ms: total_ms,
+            ..Default::default()
+        });
+        self.next_generation = generation + 1;
+    }
+}
+
 /// Recovers `db` from the stream logs in `options.log_dirs`.
 pub fn recover(
     options: &StreamOptions,
@@ -306,29 +335,7 @@ pub fn recover(
         if options.streaming_graph && options.flavor == Flavor::TaurusData {
             let (read, streamed) =
                 stream_generation(options, db, generation, &paths, durable_len, &pv_path, manifest.as_ref())?;
-            let total_ms = start.elapsed().as_secs_f64() * 1e3;
-            report.generations += 1;
-            report.files += read.segments.len();
-            report.records += streamed.records;
-            report.restart_after_epoch = report.restart_after_epoch.max(streamed.max_epoch);
-            report.next_lsn = report.next_lsn.max(streamed.next_lsn);
-            report.before_checkpoint += streamed.covered;
-            report.recovered += streamed.recovered;
-            report.dropped += streamed.dropped;
-            report.replay_ms += total_ms;
-            let bytes: u64 = read.segments.iter().map(|s| s.valid_len).sum();
-            report.bytes += bytes;
-            report.torn_bytes += read.segments.iter().map(|s| s.file_len - s.valid_len).sum::<u64>();
-            report.per_generation.push(GenerationReport {
-                generation,
-                bytes,
-                retained_start: read.logs.iter().map(|l| l.retained_start).collect(),
-                recovered: streamed.recovered,
-                dropped: streamed.dropped,
-                replay_ms: total_ms,
-                ..Default::default()
-            });
-            report.next_generation = generation + 1;
+            report.add_streamed(generation, &read, &streamed, start.elapsed().as_secs_f64() * 1e3);
             if durable_len.is_some() {
                 current_logs = Some(read);
             }
