@@ -388,10 +388,11 @@ fn bind_key_parts(
 }
 
 /// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
-/// slot is almost always null (or an integer: nothing to drop), and skipping `Value`'s drop glue
-/// for it is a tenth of the cost of binding a column. The drop glue is kept out of line so that the binding closures stay small
-/// enough to inline: an outlined closure received each value through memory, written by narrow
-/// stores and read back by wide loads, a store-forwarding stall per column (`perf annotate`).
+/// slot is almost always null (or an integer, which a delete plan reads without moving: nothing
+/// to drop either), and skipping `Value`'s drop glue for it is a tenth of the cost of binding a
+/// column. The drop glue is kept out of line so that the binding closures stay small enough to
+/// inline: an outlined closure received each value through memory, written by narrow stores and
+/// read back by wide loads, a store-forwarding stall per column (`perf annotate`).
 #[inline(always)]
 fn set_slot(slot: &mut Value, value: Value) {
     if matches!(slot, Value::Null | Value::Int(_)) {
