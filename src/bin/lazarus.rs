@@ -674,6 +674,15 @@ fn checkpoint_line(c: Option<&lazarus::durability::checkpoint::loader::Checkpoin
 }
 
 /// `lazarus recover` on serial or Taurus logs.
+/// Ends `lazarus recover`: shuts the recovered database's scheme down, then exits without freeing
+/// it. Everything is reported by then, and freeing millions of records one by one would only
+/// delay the exit by seconds.
+fn close_without_freeing(db: lazarus::Database) -> anyhow::Result<ExitCode> {
+    db.close()?;
+    std::mem::forget(db);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn recover_stream(
     log_dirs: Vec<std::path::PathBuf>,
     threads: Option<usize>,
@@ -768,11 +777,7 @@ fn recover_stream(
         let kind = lazarus::report::input::STREAM_RECOVERY_KIND;
         write_result_kind(path, &run, kind)?;
     }
-    db.close()?;
-    // As in `recover`: everything is reported and the scheme is shut down; freeing millions of
-    // records one by one would only delay the exit by seconds.
-    std::mem::forget(db);
-    Ok(ExitCode::SUCCESS)
+    close_without_freeing(db)
 }
 
 fn evict_all(files: &[std::path::PathBuf]) -> anyhow::Result<()> {
@@ -884,11 +889,7 @@ fn recover(
             recovered_bytes as f64 / total_s.max(1e-9) / read
         });
     }
-    db.close()?;
-    // Everything is reported and the scheme is shut down; freeing millions of records one by one
-    // would only delay the exit by seconds.
-    std::mem::forget(db);
-    Ok(ExitCode::SUCCESS)
+    close_without_freeing(db)
 }
 
 /// Options of `lazarus demo`.

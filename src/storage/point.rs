@@ -279,33 +279,35 @@ impl PointIndex {
     /// The shard's array with room for `more` entries beyond those it holds, rebuilt (grown, or
     /// cleared of tombstones) first if it has not. The caller holds the shard's mutex.
     fn room_for<'g>(&self, shard: &Shard, counts: &mut Counts, more: usize, guard: &'g Guard) -> &'g Slots {
+        // SAFETY (both dereferences): arrays are replaced only under the mutex, which the caller
+        // holds, and retired through the collector; the caller is pinned.
         let current = shard.slots.load(Ordering::Acquire, guard);
-        // SAFETY: arrays are replaced only under the mutex, which the caller holds.
-        let len = unsafe { current.as_ref() }.map_or(0, |s| s.slots.len());
-        let used = counts.live + counts.tombstones + more;
-        if used * 4 > len * 3 {
-            // Half full after the rebuild, so that the next one is as many inserts away.
-            let len = (2 * (counts.live + more)).next_power_of_two().max(SLOTS_MIN);
-            let rebuilt = self.rebuilt(current, len, guard);
-            let old = shard.slots.swap(Owned::new(rebuilt), Ordering::AcqRel, guard);
-            counts.tombstones = 0;
-            if !old.is_null() {
-                // SAFETY: unlinked just now; readers pinned before the swap may still read it.
-                // Its slots' references moved to the new array, and `Slots` drops none.
-                unsafe { guard.defer_destroy(old) };
-            }
+        if let Some(slots) = unsafe { current.as_ref() }
+            && (counts.live + counts.tombstones + more) * 4 <= slots.slots.len() * 3
+        {
+            return slots;
         }
-        // SAFETY: as above; the array stays while the caller holds the mutex.
-        match unsafe { shard.slots.load(Ordering::Acquire, guard).as_ref() } {
+        // Half full after the rebuild, so that the next one is as many inserts away.
+        let len = (2 * (counts.live + more)).next_power_of_two().max(SLOTS_MIN);
+        let rebuilt = Owned::new(self.rebuilt(current, len)).into_shared(guard);
+        let old = shard.slots.swap(rebuilt, Ordering::AcqRel, guard);
+        counts.tombstones = 0;
+        if !old.is_null() {
+            // SAFETY: unlinked just now; readers pinned before the swap may still read it.
+            // Its slots' references moved to the new array, and `Slots` drops none.
+            unsafe { guard.defer_destroy(old) };
+        }
+        match unsafe { rebuilt.as_ref() } {
             Some(slots) => slots,
-            None => unreachable!("a rebuild publishes an array"),
+            None => unreachable!("a rebuild makes an array"),
         }
     }
 
     /// A new array of `len` slots holding the live entries of `current` (which may be null).
-    fn rebuilt(&self, current: crossbeam_epoch::Shared<'_, Slots>, len: usize, _guard: &Guard) -> Slots {
+    /// The caller holds the shard's mutex and is pinned.
+    fn rebuilt(&self, current: crossbeam_epoch::Shared<'_, Slots>, len: usize) -> Slots {
         let fresh = Slots::with_len(len);
-        // SAFETY: the caller holds the shard's mutex and is pinned.
+        // SAFETY: see `room_for`.
         let Some(current) = (unsafe { current.as_ref() }) else { return fresh };
         let mask = fresh.mask();
         for slot in current.slots.iter().map(|s| s.load(Ordering::Relaxed)) {

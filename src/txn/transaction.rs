@@ -1003,7 +1003,6 @@ fn find_or_link(t: &Table, key: &Key) -> Result<Arc<Record>, TxnError> {
     let fresh = Arc::new(Record::tombstone(key.clone(), Tid::ZERO));
     match t.link(key, &fresh) {
         Ok(()) => Ok(fresh),
-        Err(existing) if Arc::ptr_eq(&existing, &fresh) => Err(TxnError::Conflict(ConflictReason::InsertRace)),
         Err(existing) => Ok(existing),
     }
 }
@@ -1040,8 +1039,6 @@ fn lock_or_create(
                     let word = placeholder.word().unlocked();
                     return Ok((placeholder, word));
                 }
-                // The point index hands our own record back when it gave up racing removers.
-                Err(existing) if Arc::ptr_eq(&existing, &placeholder) => None,
                 Err(existing) => Some(existing),
             }
         } else {
