@@ -64,6 +64,7 @@
 
 pub mod btree;
 pub mod fern_tree;
+pub mod olc_tree;
 pub mod scc_tree;
 pub mod skiplist;
 
@@ -163,12 +164,19 @@ pub enum IndexBackend {
     SkipList,
     /// `ferntree::Tree`: an optimistic-lock-coupling B+tree, beta (see [`fern_tree`]).
     FernTree,
+    /// Lazarus's own B+tree with optimistic lock coupling (see [`olc_tree`]).
+    OlcTree,
 }
 
 impl IndexBackend {
     /// Every backend, in the order benchmarks report them.
-    pub const ALL: [IndexBackend; 4] =
-        [IndexBackend::LockedBTree, IndexBackend::SccTree, IndexBackend::SkipList, IndexBackend::FernTree];
+    pub const ALL: [IndexBackend; 5] = [
+        IndexBackend::LockedBTree,
+        IndexBackend::SccTree,
+        IndexBackend::SkipList,
+        IndexBackend::FernTree,
+        IndexBackend::OlcTree,
+    ];
 
     /// Builds an empty index of this kind.
     pub fn build(self) -> Box<dyn OrderedIndex> {
@@ -177,6 +185,7 @@ impl IndexBackend {
             IndexBackend::SccTree => Box::new(scc_tree::SccTree::default()),
             IndexBackend::SkipList => Box::new(skiplist::SkipListIndex::default()),
             IndexBackend::FernTree => Box::new(fern_tree::FernTree::default()),
+            IndexBackend::OlcTree => Box::new(olc_tree::OlcTree::default()),
         }
     }
 
@@ -188,6 +197,7 @@ impl IndexBackend {
             IndexBackend::SccTree => "scc",
             IndexBackend::SkipList => "skiplist",
             IndexBackend::FernTree => "ferntree",
+            IndexBackend::OlcTree => "olc",
         }
     }
 
@@ -214,7 +224,7 @@ impl std::str::FromStr for IndexBackend {
 
 /// A backend name that [`IndexBackend::from_name`] does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown index backend {0:?}; expected one of locked-btree, scc, skiplist, ferntree")]
+#[error("unknown index backend {0:?}; expected one of locked-btree, scc, skiplist, ferntree, olc")]
 pub struct UnknownBackend(pub String);
 
 /// Whether `key` lies below the range's lower bound (a scan moving forward has not reached it yet).

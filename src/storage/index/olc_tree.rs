@@ -1,0 +1,1090 @@
+//! Lazarus's own ordered index: a B+tree with optimistic lock coupling, written for the engine.
+//!
+//! Silo keeps every table in a Masstree whose readers take no lock and validate node versions
+//! instead (SiloR §2). This is the same idea in its simplest B+tree form (Leis et al.,
+//! "Optimistic Lock Coupling"), shaped by what profiling TPC-C showed: inserts into
+//! `scc::TreeIndex` cost about 4,000 instructions each and were half of TPC-C log replay.
+//!
+//! # Nodes
+//!
+//! A node holds up to [`FANOUT`] keys. A leaf's slots point to entries (key and record); an inner
+//! node's slots point to separator keys, with one more child than separators. Child `j` holds the
+//! keys `k` with `separator[j-1] <= k < separator[j]`.
+//!
+//! Comparing byte-string keys behind pointers costs a cache miss per comparison, so each slot also
+//! keeps a 16-byte **slice** of its key inline: the bytes after the node's **prefix**, the bytes
+//! every key in the node shares (up to [`PREFIX_MAX_BYTES`]; TPC-C keys in one leaf share their
+//! warehouse, district and most of the order id). A search compares the probe with the prefix
+//! once, then slices; only equal slices send it to the full key. Slices are zero-padded, which
+//! keeps their order consistent with the keys' order wherever two slices differ (a key that ends
+//! early is a prefix of the other, so the smaller). An insert whose key does not share the prefix
+//! shortens it and recomputes the node's slices; a split recomputes both halves' prefixes from
+//! their first and last keys, the tightest prefix they share.
+//!
+//! # Concurrency
+//!
+//! Every node has a version word: bit 0 = locked, bit 1 = obsolete (unlinked from the tree),
+//! the rest a counter that each unlock advances.
+//! - **Readers** never write shared memory: they read a node's version, read what they need with
+//!   atomic loads, and check the version is unchanged (a seqlock). Moving to a child, they read
+//!   the child's version and then re-check the parent's, so the child they entered is the one the
+//!   parent pointed to at a moment when both were as read. A failed check restarts the operation
+//!   from the root. Every field is an atomic, so a reader racing a writer reads stale or mixed
+//!   values, never torn ones, and discards them at the check.
+//! - **Writers** descend the same way, then lock the nodes they change by compare-and-swap on the
+//!   version they read (which fails if anything changed). They lock top-down and never wait for a
+//!   lock while holding one (a failed lock releases everything and restarts), so they cannot
+//!   deadlock. An insert splits a full node with its parent locked; a full parent is split first,
+//!   on the way down.
+//! - **Scans** read one leaf at a time like a point read, collect its entries, check its version,
+//!   and visit them with no lock held (the engine's visitors wait on record locks; see the trait's
+//!   contract). The next leaf is found by a new descent to the leaf's fence (the separator that
+//!   bounds it), so leaves need no sibling links to keep in step.
+//! - **Reclamation**: removed entries, separators and unlinked nodes are freed through the epoch
+//!   collector (`crossbeam_epoch`); every operation runs pinned, so nothing it can still reach is
+//!   freed under it.
+//! - **Empty leaves** are unlinked from their parent when a removal empties them (with the chain
+//!   of single-child nodes above them), so a table whose old keys are deleted (TPC-C's
+//!   `new_order`) does not leave scans walking through empty leaves. A parent never loses its
+//!   last child; the tree never shrinks in height.
+
+use super::{Direction, KeyRange, OrderedIndex, RangeWalk, ScanVisitor};
+use crate::storage::key::Key;
+use crate::storage::record::Record;
+use crossbeam_epoch::Guard;
+use std::cmp::Ordering as Cmp;
+use std::ops::Bound;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+
+/// Keys per node (separators of an inner node, entries of a leaf).
+pub const FANOUT: usize = 32;
+/// The longest prefix a node keeps.
+pub const PREFIX_MAX_BYTES: usize = 32;
+const PREFIX_WORDS: usize = PREFIX_MAX_BYTES / 8;
+/// Bytes of key after the prefix kept inline in each slot.
+const SLICE_BYTES: usize = 16;
+/// The deepest tree an operation will walk. A tree of fanout 32 whose nodes are at least half
+/// full holds more than 16^15 keys at this height; deeper means a corrupted tree.
+const HEIGHT_MAX: usize = 16;
+/// How often a removal tries to unlink the leaf it emptied before leaving it for later.
+const PRUNE_ATTEMPTS: usize = 4;
+
+const LOCKED: u64 = 1;
+const OBSOLETE: u64 = 2;
+/// What an unlock adds to a locked version: clears the lock bit and advances the counter.
+const UNLOCK_STEP: u64 = 3;
+/// What an unlock that retires the node adds: clears the lock bit and sets the obsolete bit.
+const RETIRE_STEP: u64 = 1;
+
+/// A leaf's entry.
+struct Entry {
+    key: Key,
+    record: Arc<Record>,
+}
+
+/// A leaf or an inner node. One layout for both; a leaf leaves `children` unused.
+struct Node {
+    version: AtomicU64,
+    leaf: bool,
+    count: AtomicU32,
+    /// Bytes of `prefix` in use.
+    skip: AtomicU32,
+    /// The prefix's bytes, big-endian, zero-padded.
+    prefix: [AtomicU64; PREFIX_WORDS],
+    /// Each slot's slice as (high, low) words of a big-endian u128.
+    slices: [[AtomicU64; 2]; FANOUT],
+    /// Leaf: `*mut Entry`. Inner: `*mut Key`, the separators.
+    slots: [AtomicPtr<()>; FANOUT],
+    children: [AtomicPtr<Node>; FANOUT + 1],
+}
+
+/// A B+tree with optimistic lock coupling; see the module docs.
+pub struct OlcTree {
+    root: AtomicPtr<Node>,
+    len: AtomicUsize,
+}
+
+/// One inner node on a descent's path.
+#[derive(Clone, Copy)]
+struct Step {
+    node: *const Node,
+    version: u64,
+    /// The child the descent took.
+    child: usize,
+    /// The node's separator count when read.
+    count: usize,
+}
+
+/// A validated root-to-leaf walk.
+struct Path {
+    steps: [Step; HEIGHT_MAX],
+    depth: usize,
+    leaf: *const Node,
+    leaf_version: u64,
+    /// The separator below the leaf's keys (null: none, the leaf is leftmost).
+    low: *const Key,
+    /// The separator above the leaf's keys (null: none, the leaf is rightmost).
+    high: *const Key,
+}
+
+/// Which leaf a descent goes to.
+#[derive(Clone, Copy)]
+enum Aim<'k> {
+    /// The leaf that holds or would hold this key.
+    Key(&'k [u8]),
+    /// The leaf that holds the largest keys below this one.
+    Below(&'k [u8]),
+    /// The leftmost leaf.
+    First,
+    /// The rightmost leaf.
+    Last,
+}
+
+/// The node behind `ptr`. The caller is pinned (`_guard`), and `ptr` was read from the tree
+/// while pinned: nodes are freed only through the collector after being unlinked, or when the
+/// tree is dropped.
+#[inline]
+fn node<'g>(ptr: *const Node, _guard: &'g Guard) -> &'g Node {
+    debug_assert!(!ptr.is_null());
+    // SAFETY: see the function docs.
+    unsafe { &*ptr }
+}
+
+/// The entry behind `ptr`, under the same rule as [`node`].
+#[inline]
+fn entry<'g>(ptr: *const (), _guard: &'g Guard) -> &'g Entry {
+    // SAFETY: see [`node`]; entries are freed only through the collector after removal.
+    unsafe { &*(ptr as *const Entry) }
+}
+
+/// The separator behind `ptr`, under the same rule as [`node`].
+#[inline]
+fn separator<'g>(ptr: *const (), _guard: &'g Guard) -> &'g Key {
+    // SAFETY: see [`node`]; separators are freed only through the collector after removal.
+    unsafe { &*(ptr as *const Key) }
+}
+
+/// The 16 bytes of `key` after its first `skip`, zero-padded, as a big-endian number.
+#[inline]
+fn slice_of(key: &[u8], skip: usize) -> u128 {
+    let mut bytes = [0u8; SLICE_BYTES];
+    if key.len() > skip {
+        let tail = &key[skip..];
+        let n = tail.len().min(SLICE_BYTES);
+        bytes[..n].copy_from_slice(&tail[..n]);
+    }
+    u128::from_be_bytes(bytes)
+}
+
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Node {
+    fn new(leaf: bool) -> Box<Node> {
+        Box::new(Node {
+            version: AtomicU64::new(0),
+            leaf,
+            count: AtomicU32::new(0),
+            skip: AtomicU32::new(0),
+            prefix: std::array::from_fn(|_| AtomicU64::new(0)),
+            slices: std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0)]),
+            slots: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            children: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        })
+    }
+
+    // ---- versions ----
+
+    /// The node's version once unlocked; `None` if it is obsolete (the caller restarts).
+    #[inline]
+    fn read_lock(&self) -> Option<u64> {
+        loop {
+            let v = self.version.load(Ordering::Acquire);
+            if v & OBSOLETE != 0 {
+                return None;
+            }
+            if v & LOCKED == 0 {
+                return Some(v);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Whether nothing changed the node since `version` was read.
+    #[inline]
+    fn validate(&self, version: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.version.load(Ordering::Relaxed) == version
+    }
+
+    /// Locks the node if it is still at `version`.
+    #[inline]
+    fn upgrade(&self, version: u64) -> bool {
+        let locked =
+            self.version.compare_exchange(version, version + LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if locked {
+            // Orders the writer's slot stores after the lock, for readers that check the version
+            // after reading slots (the seqlock writer's fence).
+            fence(Ordering::Release);
+        }
+        locked
+    }
+
+    #[inline]
+    fn unlock(&self) {
+        self.version.fetch_add(UNLOCK_STEP, Ordering::Release);
+    }
+
+    /// Unlocks the node as obsolete: readers that meet it restart.
+    fn retire(&self) {
+        self.version.fetch_add(RETIRE_STEP, Ordering::Release);
+    }
+
+    // ---- slots ----
+
+    #[inline]
+    fn count(&self) -> usize {
+        (self.count.load(Ordering::Relaxed) as usize).min(FANOUT)
+    }
+
+    #[inline]
+    fn slice(&self, i: usize) -> u128 {
+        let [hi, lo] = &self.slices[i];
+        (u128::from(hi.load(Ordering::Relaxed)) << 64) | u128::from(lo.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    fn set_slice(&self, i: usize, slice: u128) {
+        self.slices[i][0].store((slice >> 64) as u64, Ordering::Relaxed);
+        self.slices[i][1].store(slice as u64, Ordering::Relaxed);
+    }
+
+    /// The full key of slot `i`, or `None` if a racing writer left the slot empty.
+    #[inline]
+    fn full_key<'g>(&self, i: usize, guard: &'g Guard) -> Option<&'g [u8]> {
+        let p = self.slots[i].load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        Some(if self.leaf { entry(p, guard).key.as_bytes() } else { separator(p, guard).as_bytes() })
+    }
+
+    fn prefix_bytes(&self, skip: usize) -> [u8; PREFIX_MAX_BYTES] {
+        let mut bytes = [0u8; PREFIX_MAX_BYTES];
+        for w in 0..skip.div_ceil(8) {
+            bytes[w * 8..w * 8 + 8].copy_from_slice(&self.prefix[w].load(Ordering::Relaxed).to_be_bytes());
+        }
+        bytes
+    }
+
+    /// Where `probe` falls among the node's keys: `Ok(i)` if key `i` equals it, `Err(i)` if it
+    /// sorts just before key `i`. `None` if a racing writer was seen (the caller validates
+    /// anyway; this only spares it a null pointer).
+    fn search(&self, probe: &[u8], guard: &Guard) -> Option<Result<usize, usize>> {
+        let count = self.count();
+        let skip = (self.skip.load(Ordering::Relaxed) as usize).min(PREFIX_MAX_BYTES);
+        let prefix = self.prefix_bytes(skip);
+        let n = skip.min(probe.len());
+        match probe[..n].cmp(&prefix[..n]) {
+            Cmp::Less => return Some(Err(0)),
+            Cmp::Greater => return Some(Err(count)),
+            Cmp::Equal if probe.len() < skip => return Some(Err(0)),
+            Cmp::Equal => {}
+        }
+        let wanted = slice_of(probe, skip);
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let order = match self.slice(mid).cmp(&wanted) {
+                Cmp::Equal => self.full_key(mid, guard)?.cmp(probe),
+                order => order,
+            };
+            match order {
+                Cmp::Less => lo = mid + 1,
+                Cmp::Greater => hi = mid,
+                Cmp::Equal => return Some(Ok(mid)),
+            }
+        }
+        Some(Err(lo))
+    }
+
+    // ---- changes, made only with the node locked ----
+
+    /// Sets the prefix to the first `skip` bytes of `like` and recomputes every slot's slice.
+    fn reprefix(&self, like: &[u8], skip: usize, guard: &Guard) {
+        let skip = skip.min(PREFIX_MAX_BYTES).min(like.len());
+        let mut bytes = [0u8; PREFIX_MAX_BYTES];
+        bytes[..skip].copy_from_slice(&like[..skip]);
+        for (w, word) in self.prefix.iter().enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[w * 8..w * 8 + 8]);
+            word.store(u64::from_be_bytes(b), Ordering::Relaxed);
+        }
+        self.skip.store(skip as u32, Ordering::Relaxed);
+        for i in 0..self.count() {
+            let key = self.full_key(i, guard).expect("a locked node's slots below its count are set");
+            self.set_slice(i, slice_of(key, skip));
+        }
+    }
+
+    /// Makes the prefix the longest one the node's keys share (they are sorted, so the first
+    /// and last keys' common prefix).
+    fn tighten_prefix(&self, guard: &Guard) {
+        let count = self.count();
+        if count == 0 {
+            return;
+        }
+        let first = self.full_key(0, guard).expect("slot set");
+        let last = self.full_key(count - 1, guard).expect("slot set");
+        self.reprefix(first, common_prefix_len(first, last), guard);
+    }
+
+    /// Puts `ptr` (an entry, or a separator whose right child is `right`) with key `key` at slot
+    /// `i`, shifting later slots right.
+    fn insert_slot(&self, i: usize, key: &[u8], ptr: *mut (), right: *mut Node, guard: &Guard) {
+        let count = self.count();
+        assert!(count < FANOUT && i <= count, "insert into a full node or past its end");
+        let skip = self.skip.load(Ordering::Relaxed) as usize;
+        let prefix = self.prefix_bytes(skip);
+        let shared = common_prefix_len(&prefix[..skip], key);
+        if shared < skip {
+            self.reprefix(key, shared, guard);
+        }
+        for j in (i..count).rev() {
+            self.set_slice(j + 1, self.slice(j));
+            self.slots[j + 1].store(self.slots[j].load(Ordering::Relaxed), Ordering::Release);
+            if !self.leaf {
+                self.children[j + 2].store(self.children[j + 1].load(Ordering::Relaxed), Ordering::Release);
+            }
+        }
+        let skip = self.skip.load(Ordering::Relaxed) as usize;
+        self.set_slice(i, slice_of(key, skip));
+        self.slots[i].store(ptr, Ordering::Release);
+        if !self.leaf {
+            self.children[i + 1].store(right, Ordering::Release);
+        }
+        self.count.store(count as u32 + 1, Ordering::Relaxed);
+    }
+
+    /// Removes slot `i` (and, in an inner node, child `child`, which is `i` or `i + 1`), shifting
+    /// later slots left. Returns the slot's pointer.
+    fn remove_slot(&self, i: usize, child: usize) -> *mut () {
+        let count = self.count();
+        assert!(i < count, "remove past the node's end");
+        let removed = self.slots[i].load(Ordering::Relaxed);
+        for j in i..count - 1 {
+            self.set_slice(j, self.slice(j + 1));
+            self.slots[j].store(self.slots[j + 1].load(Ordering::Relaxed), Ordering::Release);
+        }
+        self.slots[count - 1].store(ptr::null_mut(), Ordering::Release);
+        if !self.leaf {
+            debug_assert!(child == i || child == i + 1);
+            for j in child..count {
+                self.children[j].store(self.children[j + 1].load(Ordering::Relaxed), Ordering::Release);
+            }
+            self.children[count].store(ptr::null_mut(), Ordering::Release);
+        }
+        self.count.store(count as u32 - 1, Ordering::Relaxed);
+        removed
+    }
+
+    /// Moves the upper half of this full node into a new node. Returns the new node and the
+    /// separator between them (a new key for leaves; the middle separator, moved up, for inner
+    /// nodes).
+    fn split(&self, guard: &Guard) -> (Box<Node>, *mut Key) {
+        let count = self.count();
+        assert_eq!(count, FANOUT, "only a full node splits");
+        let mid = FANOUT / 2;
+        let right = Node::new(self.leaf);
+        let (separator, first_moved) = if self.leaf {
+            let first = entry(self.slots[mid].load(Ordering::Relaxed), guard);
+            (Box::into_raw(Box::new(first.key.clone())), mid)
+        } else {
+            (self.slots[mid].load(Ordering::Relaxed) as *mut Key, mid + 1)
+        };
+        for (to, from) in (first_moved..count).enumerate() {
+            right.slots[to].store(self.slots[from].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if !self.leaf {
+            for (to, from) in (first_moved..=count).enumerate() {
+                right.children[to].store(self.children[from].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        right.count.store((count - first_moved) as u32, Ordering::Relaxed);
+        right.tighten_prefix(guard);
+        for i in mid..count {
+            self.slots[i].store(ptr::null_mut(), Ordering::Release);
+            if !self.leaf {
+                self.children[i + 1].store(ptr::null_mut(), Ordering::Release);
+            }
+        }
+        self.count.store(mid as u32, Ordering::Relaxed);
+        self.tighten_prefix(guard);
+        (right, separator)
+    }
+}
+
+impl Path {
+    fn new(leaf: *const Node, leaf_version: u64) -> Path {
+        let step = Step { node: ptr::null(), version: 0, child: 0, count: 0 };
+        Path { steps: [step; HEIGHT_MAX], depth: 0, leaf, leaf_version, low: ptr::null(), high: ptr::null() }
+    }
+}
+
+impl Default for OlcTree {
+    fn default() -> OlcTree {
+        OlcTree { root: AtomicPtr::new(Box::into_raw(Node::new(true))), len: AtomicUsize::new(0) }
+    }
+}
+
+impl OlcTree {
+    /// Walks from the root to the leaf `aim` names, restarting until every node on the way
+    /// validated. The leaf is read-locked at `leaf_version`, not yet validated.
+    fn descend(&self, aim: Aim<'_>, guard: &Guard) -> Path {
+        'restart: loop {
+            let root = self.root.load(Ordering::Acquire);
+            let Some(mut version) = node(root, guard).read_lock() else { continue };
+            if self.root.load(Ordering::Acquire) != root {
+                continue;
+            }
+            let mut current = root as *const Node;
+            let mut path = Path::new(ptr::null(), 0);
+            loop {
+                let n = node(current, guard);
+                if n.leaf {
+                    path.leaf = current;
+                    path.leaf_version = version;
+                    return path;
+                }
+                assert!(path.depth < HEIGHT_MAX, "ordered index deeper than {HEIGHT_MAX} levels");
+                let count = n.count();
+                let child = match aim {
+                    Aim::First => 0,
+                    Aim::Last => count,
+                    Aim::Key(k) => match n.search(k, guard) {
+                        Some(Ok(i)) => i + 1,
+                        Some(Err(i)) => i,
+                        None => continue 'restart,
+                    },
+                    Aim::Below(k) => match n.search(k, guard) {
+                        Some(Ok(i) | Err(i)) => i,
+                        None => continue 'restart,
+                    },
+                };
+                let next = n.children[child].load(Ordering::Acquire);
+                let low = if child > 0 { n.slots[child - 1].load(Ordering::Acquire) } else { ptr::null_mut() };
+                let high = if child < count { n.slots[child].load(Ordering::Acquire) } else { ptr::null_mut() };
+                if !n.validate(version) || next.is_null() {
+                    continue 'restart;
+                }
+                if !low.is_null() {
+                    path.low = low as *const Key;
+                }
+                if !high.is_null() {
+                    path.high = high as *const Key;
+                }
+                path.steps[path.depth] = Step { node: current, version, child, count };
+                path.depth += 1;
+                let Some(next_version) = node(next, guard).read_lock() else { continue 'restart };
+                if !n.validate(version) {
+                    continue 'restart;
+                }
+                current = next;
+                version = next_version;
+            }
+        }
+    }
+
+    /// Splits the node at depth `at` of `path` (`path.depth` is the leaf) with its parent locked.
+    /// Returns whether it did; if anything changed since the descent, it does nothing.
+    fn split_at(&self, path: &Path, at: usize, guard: &Guard) -> bool {
+        let (target, version) = if at == path.depth {
+            (path.leaf, path.leaf_version)
+        } else {
+            (path.steps[at].node, path.steps[at].version)
+        };
+        let target = node(target, guard);
+        if at == 0 {
+            if !target.upgrade(version) {
+                return false;
+            }
+            let (right, separator) = target.split(guard);
+            let root = Node::new(false);
+            // SAFETY: `separator` is a live key the split just made or moved; the new root
+            // owns it from here.
+            let separator_bytes = unsafe { (*separator).as_bytes() };
+            root.children[0].store(ptr::from_ref(target).cast_mut(), Ordering::Relaxed);
+            root.insert_slot(0, separator_bytes, separator.cast(), Box::into_raw(right), guard);
+            root.tighten_prefix(guard);
+            self.root.store(Box::into_raw(root), Ordering::Release);
+            target.unlock();
+            return true;
+        }
+        let parent_step = path.steps[at - 1];
+        let parent = node(parent_step.node, guard);
+        if !parent.upgrade(parent_step.version) {
+            return false;
+        }
+        if !target.upgrade(version) {
+            parent.unlock();
+            return false;
+        }
+        let (right, separator) = target.split(guard);
+        // SAFETY: as above; the parent owns the separator from here.
+        let separator_bytes = unsafe { (*separator).as_bytes() };
+        parent.insert_slot(parent_step.child, separator_bytes, separator.cast(), Box::into_raw(right), guard);
+        target.unlock();
+        parent.unlock();
+        true
+    }
+
+    /// The shallowest full inner node on `path`, whose parent (if any) has room.
+    fn full_inner(path: &Path) -> Option<usize> {
+        (0..path.depth).find(|&d| path.steps[d].count == FANOUT)
+    }
+
+    /// Unlinks the empty leaf that holds `key`'s place, with the chain of single-child nodes above
+    /// it, from the nearest ancestor that has other children. Best effort: it gives up after
+    /// [`PRUNE_ATTEMPTS`] conflicts, and leaves a leaf whose ancestors have no other child.
+    fn prune(&self, key: &[u8], guard: &Guard) {
+        'attempt: for _ in 0..PRUNE_ATTEMPTS {
+            let path = self.descend(Aim::Key(key), guard);
+            let leaf = node(path.leaf, guard);
+            if leaf.count() != 0 {
+                return;
+            }
+            let Some(anchor) = (0..path.depth).rev().find(|&d| path.steps[d].count > 0) else { return };
+            let anchor_step = path.steps[anchor];
+            let anchor_node = node(anchor_step.node, guard);
+            if !anchor_node.upgrade(anchor_step.version) {
+                continue;
+            }
+            let chain: Vec<(&Node, u64)> = (anchor + 1..path.depth)
+                .map(|d| (node(path.steps[d].node, guard), path.steps[d].version))
+                .chain(std::iter::once((leaf, path.leaf_version)))
+                .collect();
+            for (locked, &(n, v)) in chain.iter().enumerate() {
+                if !n.upgrade(v) {
+                    chain[..locked].iter().for_each(|(n, _)| n.unlock());
+                    anchor_node.unlock();
+                    continue 'attempt;
+                }
+            }
+            // Versions held, so the counts read on the way down still hold: the chain is empty.
+            debug_assert!(chain.iter().all(|(n, _)| n.count() == 0));
+            let child = anchor_step.child;
+            let slot = if child > 0 { child - 1 } else { 0 };
+            let separator = anchor_node.remove_slot(slot, child);
+            anchor_node.unlock();
+            for (n, _) in &chain {
+                n.retire();
+                let dead = ptr::from_ref(*n).cast_mut();
+                // SAFETY: unlinked above; readers that reached it are pinned and see it obsolete.
+                unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead))) };
+            }
+            let dead_separator = separator as *mut Key;
+            // SAFETY: removed from its node above; pinned readers may still compare against it.
+            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead_separator))) };
+            return;
+        }
+    }
+
+    /// Visits the entries of `range` in `direction`, one leaf at a time.
+    fn scan_leaves(
+        &self,
+        range: &KeyRange,
+        direction: Direction,
+        walk: &mut RangeWalk<'_>,
+        visit: &mut ScanVisitor<'_>,
+    ) {
+        let mut from = match direction {
+            Direction::Forward => range.start.clone(),
+            Direction::Backward => range.end.clone(),
+        };
+        loop {
+            let guard = crossbeam_epoch::pin();
+            let (batch, n, fence) = self.read_leaf(&from, direction, &guard);
+            for &e in &batch[..n] {
+                let e = entry(e, &guard);
+                if !walk.offer(&e.key, &e.record, visit) {
+                    return;
+                }
+            }
+            if fence.is_null() {
+                return;
+            }
+            let fence = separator(fence.cast(), &guard).clone();
+            from = match direction {
+                Direction::Forward => Bound::Included(fence),
+                Direction::Backward => Bound::Excluded(fence),
+            };
+        }
+    }
+
+    /// The entries of the leaf where a scan from `from` goes next, in scan order, and the fence
+    /// beyond it (null at the tree's edge).
+    fn read_leaf(
+        &self,
+        from: &Bound<Key>,
+        direction: Direction,
+        guard: &Guard,
+    ) -> ([*const (); FANOUT], usize, *const Key) {
+        loop {
+            let aim = match (direction, from) {
+                (Direction::Forward, Bound::Unbounded) => Aim::First,
+                (Direction::Backward, Bound::Unbounded) => Aim::Last,
+                (Direction::Forward, Bound::Included(k) | Bound::Excluded(k)) => Aim::Key(k),
+                (Direction::Backward, Bound::Included(k)) => Aim::Key(k),
+                (Direction::Backward, Bound::Excluded(k)) => Aim::Below(k),
+            };
+            let path = self.descend(aim, guard);
+            let leaf = node(path.leaf, guard);
+            let count = leaf.count();
+            let position = match from {
+                Bound::Unbounded => Some(Err(if direction == Direction::Forward { 0 } else { count })),
+                Bound::Included(k) | Bound::Excluded(k) => leaf.search(k, guard),
+            };
+            let Some(position) = position else { continue };
+            let (start, end) = match (direction, from, position) {
+                (Direction::Forward, Bound::Excluded(_), Ok(i)) => (i + 1, count),
+                (Direction::Forward, _, Ok(i) | Err(i)) => (i, count),
+                (Direction::Backward, Bound::Included(_), Ok(i)) => (0, i + 1),
+                (Direction::Backward, _, Ok(i) | Err(i)) => (0, i),
+            };
+            let mut batch = [ptr::null::<()>(); FANOUT];
+            let mut n = 0;
+            let order: &mut dyn Iterator<Item = usize> = match direction {
+                Direction::Forward => &mut (start..end),
+                Direction::Backward => &mut (start..end).rev(),
+            };
+            for i in order {
+                batch[n] = leaf.slots[i].load(Ordering::Acquire);
+                n += 1;
+            }
+            if !leaf.validate(path.leaf_version) || batch[..n].iter().any(|p| p.is_null()) {
+                continue;
+            }
+            let fence = if direction == Direction::Forward { path.high } else { path.low };
+            return (batch, n, fence);
+        }
+    }
+}
+
+impl OrderedIndex for OlcTree {
+    fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+        let guard = crossbeam_epoch::pin();
+        loop {
+            let path = self.descend(Aim::Key(key), &guard);
+            let leaf = node(path.leaf, &guard);
+            let Some(position) = leaf.search(key, &guard) else { continue };
+            let found = position.ok().map(|i| leaf.slots[i].load(Ordering::Acquire));
+            if !leaf.validate(path.leaf_version) {
+                continue;
+            }
+            return match found {
+                None => None,
+                Some(p) if p.is_null() => continue,
+                Some(p) => Some(Arc::clone(&entry(p, &guard).record)),
+            };
+        }
+    }
+
+    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+        let guard = crossbeam_epoch::pin();
+        let pending = Box::into_raw(Box::new(Entry { key, record }));
+        // SAFETY: `pending` is owned here until a leaf links it (then the entry lives until
+        // removed, and this operation is pinned) or it is freed below.
+        let probe = unsafe { (*pending).key.as_bytes() };
+        loop {
+            let path = self.descend(Aim::Key(probe), &guard);
+            if let Some(at) = OlcTree::full_inner(&path) {
+                self.split_at(&path, at, &guard);
+                continue;
+            }
+            let leaf = node(path.leaf, &guard);
+            let position = match leaf.search(probe, &guard) {
+                Some(Ok(i)) => {
+                    let p = leaf.slots[i].load(Ordering::Acquire);
+                    if leaf.validate(path.leaf_version) && !p.is_null() {
+                        let existing = Arc::clone(&entry(p, &guard).record);
+                        // SAFETY: never linked; owned here.
+                        drop(unsafe { Box::from_raw(pending) });
+                        return Err(existing);
+                    }
+                    continue;
+                }
+                Some(Err(i)) => i,
+                None => continue,
+            };
+            if leaf.count() == FANOUT {
+                self.split_at(&path, path.depth, &guard);
+                continue;
+            }
+            if !leaf.upgrade(path.leaf_version) {
+                continue;
+            }
+            leaf.insert_slot(position, probe, pending.cast(), ptr::null_mut(), &guard);
+            leaf.unlock();
+            self.len.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+    }
+
+    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
+        let guard = crossbeam_epoch::pin();
+        loop {
+            let path = self.descend(Aim::Key(key), &guard);
+            let leaf = node(path.leaf, &guard);
+            let position = match leaf.search(key, &guard) {
+                Some(Ok(i)) => i,
+                Some(Err(_)) if leaf.validate(path.leaf_version) => return false,
+                _ => continue,
+            };
+            let p = leaf.slots[position].load(Ordering::Acquire);
+            if p.is_null() || !leaf.validate(path.leaf_version) {
+                continue;
+            }
+            if !Arc::ptr_eq(&entry(p, &guard).record, record) {
+                return false;
+            }
+            if !leaf.upgrade(path.leaf_version) {
+                continue;
+            }
+            let removed = leaf.remove_slot(position, 0);
+            let emptied = leaf.count() == 0;
+            leaf.unlock();
+            let dead = removed as *mut Entry;
+            // SAFETY: removed from the leaf above; pinned readers may still read it.
+            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead))) };
+            self.len.fetch_sub(1, Ordering::Relaxed);
+            if emptied {
+                self.prune(key, &guard);
+            }
+            return true;
+        }
+    }
+
+    fn scan(&self, range: &KeyRange, direction: Direction, limit: usize, visit: &mut ScanVisitor<'_>) {
+        let mut walk = RangeWalk::new(range, direction, limit);
+        if walk.is_done() {
+            return;
+        }
+        self.scan_leaves(range, direction, &mut walk, visit);
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for OlcTree {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no operation runs, and every node, entry and separator reachable
+        // from the root is owned by the tree alone (unlinked ones went to the collector).
+        unsafe fn free(n: *mut Node) {
+            // SAFETY: the caller owns `n` and everything below it.
+            let n = unsafe { Box::from_raw(n) };
+            let count = n.count();
+            for slot in &n.slots[..count] {
+                let p = slot.load(Ordering::Relaxed);
+                // SAFETY: as above.
+                unsafe {
+                    if n.leaf {
+                        drop(Box::from_raw(p as *mut Entry));
+                    } else {
+                        drop(Box::from_raw(p as *mut Key));
+                    }
+                }
+            }
+            if !n.leaf {
+                for child in &n.children[..=count] {
+                    // SAFETY: as above.
+                    unsafe { free(child.load(Ordering::Relaxed)) };
+                }
+            }
+        }
+        // SAFETY: see above.
+        unsafe { free(self.root.load(Ordering::Relaxed)) };
+    }
+}
+
+#[cfg(test)]
+impl OlcTree {
+    /// Checks every structural invariant (single-threaded): keys strictly increasing and inside
+    /// their node's fences, sharing its prefix, slices matching keys, leaves all at one depth.
+    /// Returns (leaves, entries).
+    fn check_invariants(&self) -> (usize, usize) {
+        fn walk(
+            n: &Node,
+            low: Option<&[u8]>,
+            high: Option<&[u8]>,
+            depth: usize,
+            leaf_depth: &mut Option<usize>,
+            guard: &Guard,
+        ) -> (usize, usize) {
+            let count = n.count();
+            assert_eq!(n.version.load(Ordering::Relaxed) & (LOCKED | OBSOLETE), 0, "node left locked or obsolete");
+            let skip = n.skip.load(Ordering::Relaxed) as usize;
+            let prefix = n.prefix_bytes(skip);
+            let keys: Vec<&[u8]> = (0..count).map(|i| n.full_key(i, guard).expect("slot below count set")).collect();
+            for (i, k) in keys.iter().enumerate() {
+                assert!(low.is_none_or(|l| l <= *k), "key below its low fence");
+                assert!(high.is_none_or(|h| *k < h), "key at or above its high fence");
+                assert_eq!(&k[..skip], &prefix[..skip], "key does not share its node's prefix");
+                assert_eq!(n.slice(i), slice_of(k, skip), "stale slice");
+            }
+            assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys out of order");
+            for slot in &n.slots[count..] {
+                assert!(slot.load(Ordering::Relaxed).is_null(), "slot past the count not cleared");
+            }
+            if n.leaf {
+                assert!(leaf_depth.get_or_insert(depth) == &depth, "leaves at different depths");
+                return (1, count);
+            }
+            let mut totals = (0, 0);
+            for j in 0..=count {
+                let child = n.children[j].load(Ordering::Relaxed);
+                assert!(!child.is_null(), "missing child");
+                let child_low = if j > 0 { Some(keys[j - 1]) } else { low };
+                let child_high = if j < count { Some(keys[j]) } else { high };
+                let (l, e) = walk(node(child, guard), child_low, child_high, depth + 1, leaf_depth, guard);
+                totals = (totals.0 + l, totals.1 + e);
+            }
+            totals
+        }
+        let guard = crossbeam_epoch::pin();
+        let totals = walk(node(self.root.load(Ordering::Relaxed), &guard), None, None, 0, &mut None, &guard);
+        assert_eq!(totals.1, self.len(), "len counter differs from the entries");
+        totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::index::contract_tests;
+
+    #[test]
+    fn keeps_the_contract() {
+        contract_tests::check_contract(&OlcTree::default());
+        contract_tests::check_edges(&OlcTree::default());
+        contract_tests::check_scans_after_removals(&OlcTree::default());
+    }
+
+    #[test]
+    fn is_safe_with_many_threads() {
+        contract_tests::check_concurrent(Arc::new(OlcTree::default()));
+        contract_tests::check_concurrent_scans(Arc::new(OlcTree::default()));
+    }
+
+    #[test]
+    fn scan_visitor_does_not_block_writers() {
+        contract_tests::check_scan_does_not_block_writers(
+            Arc::new(OlcTree::default()),
+            std::time::Duration::from_secs(10),
+        );
+    }
+
+    fn rec(key: &[u8]) -> Arc<Record> {
+        Arc::new(Record::present(Key::from(key), crate::storage::Row::new(vec![]), crate::txn::tid::Tid::ZERO, 0))
+    }
+
+    /// A key drawn from shapes that stress prefixes and slices: short integers, TPC-C-like
+    /// composite keys that share long prefixes, keys longer than the prefix and slice together,
+    /// and keys that are prefixes of one another.
+    fn random_key(rng: &mut impl rand::Rng) -> Vec<u8> {
+        let n: u32 = rng.random_range(0..3_000);
+        match n % 5 {
+            0 => n.to_be_bytes().to_vec(),
+            1 => [&[2u8, 0, 0, 0, 0, 0, 0, 0, 1, 2][..], &u64::from(n).to_be_bytes()].concat(),
+            2 => format!("{:0>70}", n % 700).into_bytes(),
+            3 => vec![7u8; (n % 60) as usize],
+            _ => [&[7u8; 40][..], &n.to_be_bytes(), &[0u8; 3][..]].concat(),
+        }
+    }
+
+    fn scan_keys(tree: &OlcTree, range: &KeyRange, direction: Direction, limit: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        tree.scan(range, direction, limit, &mut |k, r| {
+            assert_eq!(r.key().as_bytes(), k.as_bytes(), "entry holds another key's record");
+            out.push(k.to_vec());
+            true
+        });
+        out
+    }
+
+    /// Random inserts, removals (which empty and prune leaves), gets and scans against a
+    /// `BTreeMap`, with the structure checked as it grows and shrinks.
+    #[test]
+    fn matches_a_btreemap() {
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeMap;
+        let tree = OlcTree::default();
+        let mut model: BTreeMap<Vec<u8>, Arc<Record>> = BTreeMap::new();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for step in 0..80_000u32 {
+            let key = random_key(&mut rng);
+            // Insert-heavy first, remove-heavy later, so the tree grows and then empties.
+            let insert_share = if step < 40_000 { 0.7 } else { 0.3 };
+            if rng.random_bool(insert_share) {
+                let record = rec(&key);
+                match (tree.insert_if_absent(Key::from(key.clone()), Arc::clone(&record)), model.get(&key)) {
+                    (Ok(()), None) => {
+                        model.insert(key, record);
+                    }
+                    (Err(existing), Some(expected)) => assert!(Arc::ptr_eq(&existing, expected), "step {step}"),
+                    (got, expected) => {
+                        panic!("step {step}: insert ok {} with model {}", got.is_ok(), expected.is_some())
+                    }
+                }
+            } else if let Some(expected) = model.remove(&key) {
+                assert!(!tree.remove(&key, &rec(&key)), "step {step}: remove ignored record identity");
+                assert!(tree.remove(&key, &expected), "step {step}");
+            } else {
+                assert!(!tree.remove(&key, &rec(&key)), "step {step}: removed an absent key");
+            }
+            let probe = random_key(&mut rng);
+            assert_eq!(tree.get(&probe).is_some(), model.contains_key(&probe), "step {step}: get");
+            if step % 500 == 0 {
+                tree.check_invariants();
+                let a = random_key(&mut rng);
+                let b = random_key(&mut rng);
+                let bound = |k: &Vec<u8>, inclusive: bool| {
+                    if inclusive {
+                        Bound::Included(Key::from(k.clone()))
+                    } else {
+                        Bound::Excluded(Key::from(k.clone()))
+                    }
+                };
+                let range = KeyRange {
+                    start: bound(&a.clone().min(b.clone()), rng.random()),
+                    end: bound(&a.max(b), rng.random()),
+                };
+                let want: Vec<Vec<u8>> = model.keys().filter(|k| range.contains(k)).cloned().collect();
+                let limit = rng.random_range(1..400);
+                let forward = scan_keys(&tree, &range, Direction::Forward, limit);
+                assert_eq!(
+                    forward,
+                    want.iter().take(limit).cloned().collect::<Vec<_>>(),
+                    "step {step}: forward {range:?}"
+                );
+                let backward = scan_keys(&tree, &range, Direction::Backward, limit);
+                assert_eq!(
+                    backward,
+                    want.iter().rev().take(limit).cloned().collect::<Vec<_>>(),
+                    "step {step}: backward"
+                );
+            }
+        }
+        let (_, entries) = tree.check_invariants();
+        assert_eq!(entries, model.len());
+        assert_eq!(
+            scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX),
+            model.keys().cloned().collect::<Vec<_>>()
+        );
+    }
+
+    /// A queue-like table (TPC-C's `new_order`: inserts at the end, removals from the front)
+    /// must not accumulate empty leaves: each emptied leaf is unlinked.
+    #[test]
+    fn emptied_leaves_are_unlinked() {
+        let tree = OlcTree::default();
+        let key = |i: u64| i.to_be_bytes();
+        let mut live = std::collections::VecDeque::new();
+        for i in 0..50_000u64 {
+            let record = rec(&key(i));
+            tree.insert_if_absent(Key::from(&key(i)[..]), Arc::clone(&record)).unwrap();
+            live.push_back((i, record));
+            if live.len() > 900 {
+                let (old, record) = live.pop_front().expect("non-empty");
+                assert!(tree.remove(&key(old), &record));
+            }
+        }
+        let (leaves, entries) = tree.check_invariants();
+        assert_eq!(entries, 900);
+        // 900 keys fill under 60 leaves even half full; without unlinking there would be ~3,000.
+        assert!(leaves < 100, "{leaves} leaves hold 900 keys");
+        let first = scan_keys(&tree, &KeyRange::all(), Direction::Forward, 1);
+        assert_eq!(first, vec![key(50_000 - 900).to_vec()]);
+    }
+
+    /// Writers insert and remove their own keys while readers get stable keys and scan; at the
+    /// end the tree holds exactly the writers' surviving keys and its structure is sound.
+    #[test]
+    fn concurrent_writers_and_readers_agree_with_the_model() {
+        let tree = Arc::new(OlcTree::default());
+        let stable_key = |i: u32| [&[1u8][..], &i.to_be_bytes()].concat();
+        for i in 0..3_000u32 {
+            tree.insert_if_absent(Key::from(stable_key(i)), rec(&stable_key(i))).unwrap();
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (0..3u8)
+            .map(|t| {
+                let tree = Arc::clone(&tree);
+                std::thread::spawn(move || {
+                    use rand::{Rng, SeedableRng};
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(u64::from(t));
+                    let mut mine = std::collections::BTreeMap::new();
+                    for _ in 0..150_000 {
+                        // Interleaved with the stable keys, so writers split and prune their leaves.
+                        let i: u32 = rng.random_range(0..3_000);
+                        let key = [&[1u8][..], &i.to_be_bytes(), &[t][..]].concat();
+                        if let Some(record) = mine.remove(&key) {
+                            assert!(tree.remove(&key, &record));
+                        } else {
+                            let record = rec(&key);
+                            tree.insert_if_absent(Key::from(key.clone()), Arc::clone(&record)).unwrap();
+                            mine.insert(key, record);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
+                let (tree, stop) = (Arc::clone(&tree), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut rounds = 0u32;
+                    while !stop.load(Ordering::Relaxed) || rounds == 0 {
+                        for i in (r..3_000u32).step_by(7) {
+                            assert!(tree.get(&stable_key(i)).is_some(), "stable key {i} lost");
+                        }
+                        let lo = (rounds * 131) % 2_500;
+                        let range = KeyRange {
+                            start: Bound::Included(Key::from(stable_key(lo))),
+                            end: Bound::Excluded(Key::from(stable_key(lo + 400))),
+                        };
+                        for dir in [Direction::Forward, Direction::Backward] {
+                            let mut keys = scan_keys(&tree, &range, dir, usize::MAX);
+                            if dir == Direction::Backward {
+                                keys.reverse();
+                            }
+                            assert!(keys.windows(2).all(|w| w[0] < w[1]), "{dir:?} scan out of order");
+                            assert_eq!(
+                                keys.iter().filter(|k| k.len() == 5).count(),
+                                400,
+                                "{dir:?} scan missed a stable key"
+                            );
+                        }
+                        rounds += 1;
+                    }
+                })
+            })
+            .collect();
+        let mut expected: Vec<Vec<u8>> = (0..3_000u32).map(stable_key).collect();
+        for w in writers {
+            expected.extend(w.join().expect("writer panicked").into_keys());
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().expect("reader panicked");
+        }
+        expected.sort();
+        tree.check_invariants();
+        assert_eq!(scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX), expected);
+    }
+}
