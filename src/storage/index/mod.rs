@@ -158,13 +158,13 @@ pub enum IndexBackend {
     LockedBTree,
     /// `scc::TreeIndex`: a B+tree with lock-free reads and scans, with two crate bugs worked
     /// around (see [`scc_tree`]). The default: see the module docs for why.
-    #[default]
     SccTree,
     /// `crossbeam_skiplist::SkipList`: a lock-free skip list (see [`skiplist`]).
     SkipList,
     /// `ferntree::Tree`: an optimistic-lock-coupling B+tree, beta (see [`fern_tree`]).
     FernTree,
     /// Lazarus's own B+tree with optimistic lock coupling (see [`olc_tree`]).
+    #[default]
     OlcTree,
 }
 

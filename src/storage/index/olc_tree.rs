@@ -63,11 +63,11 @@ pub const FANOUT: usize = 32;
 /// The longest prefix a node keeps.
 pub const PREFIX_MAX_BYTES: usize = 32;
 const PREFIX_WORDS: usize = PREFIX_MAX_BYTES / 8;
-/// Bytes of key after the prefix kept inline in each slot.
-const SLICE_BYTES: usize = 16;
 /// The deepest tree an operation will walk. A tree of fanout 32 whose nodes are at least half
-/// full holds more than 16^15 keys at this height; deeper means a corrupted tree.
-const HEIGHT_MAX: usize = 16;
+/// full holds more than 16^11 keys at this height; deeper means a corrupted tree.
+const HEIGHT_MAX: usize = 12;
+/// A scan lets the collector advance (re-pins) after this many leaves.
+const REPIN_LEAVES: usize = 64;
 /// How often a removal tries to unlink the leaf it emptied before leaving it for later.
 const PRUNE_ATTEMPTS: usize = 4;
 
@@ -115,6 +115,9 @@ struct Step {
     child: usize,
     /// The node's separator count when read.
     count: usize,
+    /// The node's own fences (see [`Path`]).
+    low: *const Key,
+    high: *const Key,
 }
 
 /// A validated root-to-leaf walk.
@@ -166,16 +169,26 @@ fn separator<'g>(ptr: *const (), _guard: &'g Guard) -> &'g Key {
     unsafe { &*(ptr as *const Key) }
 }
 
+/// The 8 bytes of `key` from `offset`, zero-padded past its end, as a big-endian number.
+#[inline]
+fn word_at(key: &[u8], offset: usize) -> u64 {
+    if let Some(bytes) = key.get(offset..offset + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes);
+        return u64::from_be_bytes(word);
+    }
+    let mut word = [0u8; 8];
+    if offset < key.len() {
+        let tail = &key[offset..];
+        word[..tail.len()].copy_from_slice(tail);
+    }
+    u64::from_be_bytes(word)
+}
+
 /// The 16 bytes of `key` after its first `skip`, zero-padded, as a big-endian number.
 #[inline]
 fn slice_of(key: &[u8], skip: usize) -> u128 {
-    let mut bytes = [0u8; SLICE_BYTES];
-    if key.len() > skip {
-        let tail = &key[skip..];
-        let n = tail.len().min(SLICE_BYTES);
-        bytes[..n].copy_from_slice(&tail[..n]);
-    }
-    u128::from_be_bytes(bytes)
+    (u128::from(word_at(key, skip)) << 64) | u128::from(word_at(key, skip + 8))
 }
 
 fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
@@ -286,13 +299,24 @@ impl Node {
     fn search(&self, probe: &[u8], guard: &Guard) -> Option<Result<usize, usize>> {
         let count = self.count();
         let skip = (self.skip.load(Ordering::Relaxed) as usize).min(PREFIX_MAX_BYTES);
-        let prefix = self.prefix_bytes(skip);
-        let n = skip.min(probe.len());
-        match probe[..n].cmp(&prefix[..n]) {
-            Cmp::Less => return Some(Err(0)),
-            Cmp::Greater => return Some(Err(count)),
-            Cmp::Equal if probe.len() < skip => return Some(Err(0)),
-            Cmp::Equal => {}
+        // The prefix, a word at a time. Zero padding on both sides keeps word order equal to
+        // byte order: where a padded probe word differs, the probe is smaller or larger than
+        // every key here; where all are equal, the probe starts with the prefix or is a proper
+        // prefix of it (then smaller than every key).
+        for (w, word) in self.prefix.iter().enumerate().take(skip.div_ceil(8)) {
+            let mut probe_word = word_at(probe, w * 8);
+            let used = skip - w * 8;
+            if used < 8 {
+                probe_word &= !0u64 << (8 * (8 - used));
+            }
+            match probe_word.cmp(&word.load(Ordering::Relaxed)) {
+                Cmp::Less => return Some(Err(0)),
+                Cmp::Greater => return Some(Err(count)),
+                Cmp::Equal => {}
+            }
+        }
+        if probe.len() < skip {
+            return Some(Err(0));
         }
         let wanted = slice_of(probe, skip);
         let (mut lo, mut hi) = (0, count);
@@ -429,7 +453,7 @@ impl Node {
 
 impl Path {
     fn new(leaf: *const Node, leaf_version: u64) -> Path {
-        let step = Step { node: ptr::null(), version: 0, child: 0, count: 0 };
+        let step = Step { node: ptr::null(), version: 0, child: 0, count: 0, low: ptr::null(), high: ptr::null() };
         Path { steps: [step; HEIGHT_MAX], depth: 0, leaf, leaf_version, low: ptr::null(), high: ptr::null() }
     }
 }
@@ -441,6 +465,41 @@ impl Default for OlcTree {
 }
 
 impl OlcTree {
+    /// The leaf that holds or would hold `key`, read-locked at the returned version (not yet
+    /// validated): [`OlcTree::descend`] without recording the path, for point operations.
+    #[inline]
+    fn find_leaf<'g>(&self, key: &[u8], guard: &'g Guard) -> (&'g Node, u64) {
+        'restart: loop {
+            let root = self.root.load(Ordering::Acquire);
+            let Some(mut version) = node(root, guard).read_lock() else { continue };
+            if self.root.load(Ordering::Acquire) != root {
+                continue;
+            }
+            let mut current = node(root, guard);
+            for _ in 0..=HEIGHT_MAX {
+                if current.leaf {
+                    return (current, version);
+                }
+                let child = match current.search(key, guard) {
+                    Some(Ok(i)) => i + 1,
+                    Some(Err(i)) => i,
+                    None => continue 'restart,
+                };
+                let next = current.children[child].load(Ordering::Acquire);
+                if !current.validate(version) || next.is_null() {
+                    continue 'restart;
+                }
+                let Some(next_version) = node(next, guard).read_lock() else { continue 'restart };
+                if !current.validate(version) {
+                    continue 'restart;
+                }
+                current = node(next, guard);
+                version = next_version;
+            }
+            panic!("ordered index deeper than {HEIGHT_MAX} levels");
+        }
+    }
+
     /// Walks from the root to the leaf `aim` names, restarting until every node on the way
     /// validated. The leaf is read-locked at `leaf_version`, not yet validated.
     fn descend(&self, aim: Aim<'_>, guard: &Guard) -> Path {
@@ -480,13 +539,13 @@ impl OlcTree {
                 if !n.validate(version) || next.is_null() {
                     continue 'restart;
                 }
+                path.steps[path.depth] = Step { node: current, version, child, count, low: path.low, high: path.high };
                 if !low.is_null() {
                     path.low = low as *const Key;
                 }
                 if !high.is_null() {
                     path.high = high as *const Key;
                 }
-                path.steps[path.depth] = Step { node: current, version, child, count };
                 path.depth += 1;
                 let Some(next_version) = node(next, guard).read_lock() else { continue 'restart };
                 if !n.validate(version) {
@@ -592,7 +651,8 @@ impl OlcTree {
         }
     }
 
-    /// Visits the entries of `range` in `direction`, one leaf at a time.
+    /// Visits the entries of `range` in `direction`, one leaf at a time: the next leaf is the
+    /// sibling under the same parent if the parent is unchanged, else a new descent to the fence.
     fn scan_leaves(
         &self,
         range: &KeyRange,
@@ -600,38 +660,44 @@ impl OlcTree {
         walk: &mut RangeWalk<'_>,
         visit: &mut ScanVisitor<'_>,
     ) {
-        let mut from = match direction {
-            Direction::Forward => range.start.clone(),
-            Direction::Backward => range.end.clone(),
+        let from = match direction {
+            Direction::Forward => &range.start,
+            Direction::Backward => &range.end,
         };
-        loop {
-            let guard = crossbeam_epoch::pin();
-            let (batch, n, fence) = self.read_leaf(&from, direction, &guard);
-            for &e in &batch[..n] {
+        let mut guard = crossbeam_epoch::pin();
+        let mut read = self.read_leaf(from, direction, &guard);
+        for leaves in 1.. {
+            for &e in &read.batch[..read.n] {
                 let e = entry(e, &guard);
                 if !walk.offer(&e.key, &e.record, visit) {
                     return;
                 }
             }
+            let fence = if direction == Direction::Forward { read.path.high } else { read.path.low };
             if fence.is_null() {
                 return;
             }
+            if leaves % REPIN_LEAVES != 0
+                && let Some(next) = OlcTree::read_sibling(&read.path, direction, &guard)
+            {
+                read = next;
+                continue;
+            }
             let fence = separator(fence.cast(), &guard).clone();
-            from = match direction {
+            let from = match direction {
                 Direction::Forward => Bound::Included(fence),
                 Direction::Backward => Bound::Excluded(fence),
             };
+            if leaves % REPIN_LEAVES == 0 {
+                // A long scan must not hold back the collector: let go of everything read so far.
+                guard.repin();
+            }
+            read = self.read_leaf(&from, direction, &guard);
         }
     }
 
-    /// The entries of the leaf where a scan from `from` goes next, in scan order, and the fence
-    /// beyond it (null at the tree's edge).
-    fn read_leaf(
-        &self,
-        from: &Bound<Key>,
-        direction: Direction,
-        guard: &Guard,
-    ) -> ([*const (); FANOUT], usize, *const Key) {
+    /// The entries of the leaf where a scan from `from` goes next, in scan order, with its path.
+    fn read_leaf(&self, from: &Bound<Key>, direction: Direction, guard: &Guard) -> LeafRead {
         loop {
             let aim = match (direction, from) {
                 (Direction::Forward, Bound::Unbounded) => Aim::First,
@@ -654,22 +720,67 @@ impl OlcTree {
                 (Direction::Backward, Bound::Included(_), Ok(i)) => (0, i + 1),
                 (Direction::Backward, _, Ok(i) | Err(i)) => (0, i),
             };
-            let mut batch = [ptr::null::<()>(); FANOUT];
-            let mut n = 0;
-            let order: &mut dyn Iterator<Item = usize> = match direction {
-                Direction::Forward => &mut (start..end),
-                Direction::Backward => &mut (start..end).rev(),
-            };
-            for i in order {
-                batch[n] = leaf.slots[i].load(Ordering::Acquire);
-                n += 1;
+            if let Some(read) = LeafRead::collect(leaf, path, start..end, direction) {
+                return read;
             }
-            if !leaf.validate(path.leaf_version) || batch[..n].iter().any(|p| p.is_null()) {
-                continue;
-            }
-            let fence = if direction == Direction::Forward { path.high } else { path.low };
-            return (batch, n, fence);
         }
+    }
+
+    /// The next leaf after the one `path` ends at, read through their parent without a new
+    /// descent; `None` if the leaf was its parent's last child (in `direction`) or the parent
+    /// changed since it was read.
+    fn read_sibling(path: &Path, direction: Direction, guard: &Guard) -> Option<LeafRead> {
+        let at = path.depth.checked_sub(1)?;
+        let step = path.steps[at];
+        let parent = node(step.node, guard);
+        let next = match direction {
+            Direction::Forward => step.child + 1,
+            Direction::Backward => step.child.checked_sub(1)?,
+        };
+        if next > step.count {
+            return None;
+        }
+        let child = parent.children[next].load(Ordering::Acquire);
+        let low = if next > 0 { parent.slots[next - 1].load(Ordering::Acquire) as *const Key } else { step.low };
+        let high = if next < step.count { parent.slots[next].load(Ordering::Acquire) as *const Key } else { step.high };
+        if child.is_null() || !parent.validate(step.version) {
+            return None;
+        }
+        let version = node(child, guard).read_lock()?;
+        if !parent.validate(step.version) {
+            return None;
+        }
+        let leaf = node(child, guard);
+        let mut sibling = Path { leaf: child, leaf_version: version, low, high, ..*path };
+        sibling.steps[at].child = next;
+        LeafRead::collect(leaf, sibling, 0..leaf.count(), direction)
+    }
+}
+
+/// Every slot of `positions` in one leaf, in scan order, read under one validated version.
+struct LeafRead {
+    batch: [*const (); FANOUT],
+    n: usize,
+    path: Path,
+}
+
+impl LeafRead {
+    /// Reads `positions` of `leaf` (the leaf `path` ends at); `None` if a writer changed it.
+    fn collect(leaf: &Node, path: Path, positions: std::ops::Range<usize>, direction: Direction) -> Option<LeafRead> {
+        let mut batch = [ptr::null::<()>(); FANOUT];
+        let mut n = 0;
+        let order: &mut dyn Iterator<Item = usize> = match direction {
+            Direction::Forward => &mut positions.clone(),
+            Direction::Backward => &mut positions.clone().rev(),
+        };
+        for i in order {
+            batch[n] = leaf.slots[i].load(Ordering::Acquire);
+            n += 1;
+        }
+        if !leaf.validate(path.leaf_version) || batch[..n].iter().any(|p| p.is_null()) {
+            return None;
+        }
+        Some(LeafRead { batch, n, path })
     }
 }
 
@@ -677,11 +788,10 @@ impl OrderedIndex for OlcTree {
     fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
         let guard = crossbeam_epoch::pin();
         loop {
-            let path = self.descend(Aim::Key(key), &guard);
-            let leaf = node(path.leaf, &guard);
+            let (leaf, version) = self.find_leaf(key, &guard);
             let Some(position) = leaf.search(key, &guard) else { continue };
             let found = position.ok().map(|i| leaf.slots[i].load(Ordering::Acquire));
-            if !leaf.validate(path.leaf_version) {
+            if !leaf.validate(version) {
                 continue;
             }
             return match found {
@@ -699,16 +809,11 @@ impl OrderedIndex for OlcTree {
         // removed, and this operation is pinned) or it is freed below.
         let probe = unsafe { (*pending).key.as_bytes() };
         loop {
-            let path = self.descend(Aim::Key(probe), &guard);
-            if let Some(at) = OlcTree::full_inner(&path) {
-                self.split_at(&path, at, &guard);
-                continue;
-            }
-            let leaf = node(path.leaf, &guard);
+            let (leaf, version) = self.find_leaf(probe, &guard);
             let position = match leaf.search(probe, &guard) {
                 Some(Ok(i)) => {
                     let p = leaf.slots[i].load(Ordering::Acquire);
-                    if leaf.validate(path.leaf_version) && !p.is_null() {
+                    if leaf.validate(version) && !p.is_null() {
                         let existing = Arc::clone(&entry(p, &guard).record);
                         // SAFETY: never linked; owned here.
                         drop(unsafe { Box::from_raw(pending) });
@@ -720,10 +825,14 @@ impl OrderedIndex for OlcTree {
                 None => continue,
             };
             if leaf.count() == FANOUT {
-                self.split_at(&path, path.depth, &guard);
+                // The slow path: a full leaf splits with its parent locked, and a full parent
+                // (or any full node above) splits first.
+                let path = self.descend(Aim::Key(probe), &guard);
+                let at = OlcTree::full_inner(&path).unwrap_or(path.depth);
+                self.split_at(&path, at, &guard);
                 continue;
             }
-            if !leaf.upgrade(path.leaf_version) {
+            if !leaf.upgrade(version) {
                 continue;
             }
             leaf.insert_slot(position, probe, pending.cast(), ptr::null_mut(), &guard);
@@ -736,21 +845,20 @@ impl OrderedIndex for OlcTree {
     fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
         let guard = crossbeam_epoch::pin();
         loop {
-            let path = self.descend(Aim::Key(key), &guard);
-            let leaf = node(path.leaf, &guard);
+            let (leaf, version) = self.find_leaf(key, &guard);
             let position = match leaf.search(key, &guard) {
                 Some(Ok(i)) => i,
-                Some(Err(_)) if leaf.validate(path.leaf_version) => return false,
+                Some(Err(_)) if leaf.validate(version) => return false,
                 _ => continue,
             };
             let p = leaf.slots[position].load(Ordering::Acquire);
-            if p.is_null() || !leaf.validate(path.leaf_version) {
+            if p.is_null() || !leaf.validate(version) {
                 continue;
             }
             if !Arc::ptr_eq(&entry(p, &guard).record, record) {
                 return false;
             }
-            if !leaf.upgrade(path.leaf_version) {
+            if !leaf.upgrade(version) {
                 continue;
             }
             let removed = leaf.remove_slot(position, 0);
@@ -894,11 +1002,16 @@ mod tests {
 
     /// A key drawn from shapes that stress prefixes and slices: short integers, TPC-C-like
     /// composite keys that share long prefixes, keys longer than the prefix and slice together,
-    /// and keys that are prefixes of one another.
+    /// keys that are prefixes of one another, and keys of zero bytes.
     fn random_key(rng: &mut impl rand::Rng) -> Vec<u8> {
         let n: u32 = rng.random_range(0..3_000);
-        match n % 5 {
+        match n % 6 {
             0 => n.to_be_bytes().to_vec(),
+            // Runs of zero bytes: a short key's zero padding equals a longer key's bytes.
+            5 => {
+                let tail = if n % 4 == 1 { vec![] } else { vec![(n / 13) as u8] };
+                [&[1u8][..], &vec![0u8; (n % 13) as usize], &tail].concat()
+            }
             1 => [&[2u8, 0, 0, 0, 0, 0, 0, 0, 1, 2][..], &u64::from(n).to_be_bytes()].concat(),
             2 => format!("{:0>70}", n % 700).into_bytes(),
             3 => vec![7u8; (n % 60) as usize],
