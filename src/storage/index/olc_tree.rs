@@ -89,6 +89,8 @@ struct Node {
     version: AtomicU64,
     leaf: bool,
     count: AtomicU32,
+    /// The slot of the latest insert (`u32::MAX`: none yet), to tell sequential inserts.
+    last_insert: AtomicU32,
     /// Bytes of `prefix` in use.
     skip: AtomicU32,
     /// The prefix's bytes, big-endian, zero-padded.
@@ -201,6 +203,7 @@ impl Node {
             version: AtomicU64::new(0),
             leaf,
             count: AtomicU32::new(0),
+            last_insert: AtomicU32::new(u32::MAX),
             skip: AtomicU32::new(0),
             prefix: std::array::from_fn(|_| AtomicU64::new(0)),
             slices: std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0)]),
@@ -391,6 +394,7 @@ impl Node {
             self.children[i + 1].store(right, Ordering::Release);
         }
         self.count.store(count as u32 + 1, Ordering::Relaxed);
+        self.last_insert.store(i as u32, Ordering::Relaxed);
     }
 
     /// Removes slot `i` (and, in an inner node, child `child`, which is `i` or `i + 1`), shifting
@@ -415,13 +419,19 @@ impl Node {
         removed
     }
 
-    /// Moves the upper half of this full node into a new node. Returns the new node and the
-    /// separator between them (a new key for leaves; the middle separator, moved up, for inner
-    /// nodes).
-    fn split(&self, guard: &Guard) -> (Box<Node>, *mut Key) {
+    /// Moves the upper part of this full node into a new node, to make room for an insert at
+    /// slot `position`. Returns the new node and the separator between them (a new key for
+    /// leaves; the separator at the split point, moved up, for inner nodes).
+    ///
+    /// A node splits in the middle, unless its inserts are sequential (this one lands just after
+    /// the previous one): then it splits at the insert, so that the keys before it stay in a full
+    /// node. Keys that grow in order (TPC-C's order ids, within each district) would otherwise
+    /// leave every node half full and the tree a level deeper.
+    fn split(&self, position: usize, guard: &Guard) -> (Box<Node>, *mut Key) {
         let count = self.count();
         assert_eq!(count, FANOUT, "only a full node splits");
-        let mid = FANOUT / 2;
+        let sequential = self.last_insert.load(Ordering::Relaxed) as usize + 1 == position;
+        let mid = if sequential { position.clamp(1, FANOUT - 1) } else { FANOUT / 2 };
         let right = Node::new(self.leaf);
         let (separator, first_moved) = if self.leaf {
             let first = entry(self.slots[mid].load(Ordering::Relaxed), guard);
@@ -557,20 +567,29 @@ impl OlcTree {
         }
     }
 
-    /// Splits the node at depth `at` of `path` (`path.depth` is the leaf) with its parent locked.
-    /// Returns whether it did; if anything changed since the descent, it does nothing.
-    fn split_at(&self, path: &Path, at: usize, guard: &Guard) -> bool {
+    /// Splits the node at depth `at` of `path` (`path.depth` is the leaf) with its parent locked,
+    /// for an insert at `leaf_position` of the leaf. Returns whether it did; if anything changed
+    /// since the descent, it does nothing.
+    fn split_at(&self, path: &Path, at: usize, leaf_position: usize, guard: &Guard) -> bool {
+        let position = if at == path.depth { leaf_position } else { path.steps[at].child };
         let (target, version) = if at == path.depth {
             (path.leaf, path.leaf_version)
         } else {
             (path.steps[at].node, path.steps[at].version)
         };
         let target = node(target, guard);
+        // The leaf's count was read before this descent (the caller saw it full), so it may have
+        // been split since; an inner node's count was read with the version upgraded below.
+        let full = |n: &Node| n.count() == FANOUT;
         if at == 0 {
             if !target.upgrade(version) {
                 return false;
             }
-            let (right, separator) = target.split(guard);
+            if !full(target) {
+                target.unlock();
+                return false;
+            }
+            let (right, separator) = target.split(position, guard);
             let root = Node::new(false);
             // SAFETY: `separator` is a live key the split just made or moved; the new root
             // owns it from here.
@@ -591,7 +610,12 @@ impl OlcTree {
             parent.unlock();
             return false;
         }
-        let (right, separator) = target.split(guard);
+        if !full(target) {
+            target.unlock();
+            parent.unlock();
+            return false;
+        }
+        let (right, separator) = target.split(position, guard);
         // SAFETY: as above; the parent owns the separator from here.
         let separator_bytes = unsafe { (*separator).as_bytes() };
         parent.insert_slot(parent_step.child, separator_bytes, separator.cast(), Box::into_raw(right), guard);
@@ -829,7 +853,7 @@ impl OrderedIndex for OlcTree {
                 // (or any full node above) splits first.
                 let path = self.descend(Aim::Key(probe), &guard);
                 let at = OlcTree::full_inner(&path).unwrap_or(path.depth);
-                self.split_at(&path, at, &guard);
+                self.split_at(&path, at, position, &guard);
                 continue;
             }
             if !leaf.upgrade(version) {
@@ -1199,5 +1223,30 @@ mod tests {
         expected.sort();
         tree.check_invariants();
         assert_eq!(scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX), expected);
+    }
+
+    /// Two threads insert interleaved ascending keys, so they meet on the same full leaves and
+    /// split them (and their parents) under each other's feet.
+    #[test]
+    fn concurrent_inserts_into_the_same_leaves() {
+        for round in 0..20u64 {
+            let tree = Arc::new(OlcTree::default());
+            let threads: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let tree = Arc::clone(&tree);
+                    std::thread::spawn(move || {
+                        for i in 0..20_000u64 {
+                            let key = (2 * i + t).to_be_bytes();
+                            tree.insert_if_absent(Key::from(&key[..]), rec(&key)).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().expect("inserter panicked");
+            }
+            let (_, entries) = tree.check_invariants();
+            assert_eq!(entries, 40_000, "round {round}");
+        }
     }
 }
