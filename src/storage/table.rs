@@ -86,7 +86,7 @@ impl Table {
         Ok(Table {
             id,
             schema,
-            primary: backend.build(),
+            primary: backend.build_primary(),
             point: PointIndex::default(),
             secondary,
             delete_watermark: AtomicU64::new(0),

@@ -189,6 +189,17 @@ impl IndexBackend {
         }
     }
 
+    /// Builds an empty index for a table's primary key, where every entry's key is its record's
+    /// own key ([`Record::key`]). The same as [`IndexBackend::build`] except for
+    /// [`IndexBackend::OlcTree`], whose leaves then point straight at records
+    /// ([`olc_tree::OlcTree::keyed_by_records`]).
+    pub fn build_primary(self) -> Box<dyn OrderedIndex> {
+        match self {
+            IndexBackend::OlcTree => Box::new(olc_tree::OlcTree::keyed_by_records()),
+            other => other.build(),
+        }
+    }
+
     /// The backend's name for command lines and reports (`locked-btree`, `scc`, `skiplist`,
     /// `ferntree`).
     pub fn name(self) -> &'static str {

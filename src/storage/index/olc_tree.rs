@@ -88,6 +88,9 @@ struct Entry {
 struct Node {
     version: AtomicU64,
     leaf: bool,
+    /// Leaf slots point to records (`Arc::into_raw`), each under its own key ([`Record::key`]),
+    /// instead of to entries: see [`OlcTree::keyed_by_records`].
+    holds_records: bool,
     count: AtomicU32,
     /// The slot of the latest insert (`u32::MAX`: none yet), to tell sequential inserts.
     last_insert: AtomicU32,
@@ -106,6 +109,8 @@ struct Node {
 pub struct OlcTree {
     root: AtomicPtr<Node>,
     len: AtomicUsize,
+    /// See [`OlcTree::keyed_by_records`].
+    holds_records: bool,
 }
 
 /// One inner node on a descent's path.
@@ -198,10 +203,11 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 }
 
 impl Node {
-    fn new(leaf: bool) -> Box<Node> {
+    fn new(leaf: bool, holds_records: bool) -> Box<Node> {
         Box::new(Node {
             version: AtomicU64::new(0),
             leaf,
+            holds_records,
             count: AtomicU32::new(0),
             last_insert: AtomicU32::new(u32::MAX),
             skip: AtomicU32::new(0),
@@ -285,7 +291,21 @@ impl Node {
         if p.is_null() {
             return None;
         }
-        Some(if self.leaf { entry(p, guard).key.as_bytes() } else { separator(p, guard).as_bytes() })
+        Some(if self.leaf { self.leaf_slot(p, guard).0.as_bytes() } else { separator(p, guard).as_bytes() })
+    }
+
+    /// The key and record of the leaf slot that held `p`.
+    #[inline]
+    fn leaf_slot<'g>(&self, p: *const (), guard: &'g Guard) -> (&'g Key, *const Record) {
+        if self.holds_records {
+            // SAFETY: as for entries ([`entry`]): the tree's reference to the record is dropped
+            // only through the collector, and the caller is pinned.
+            let record = unsafe { &*(p as *const Record) };
+            (record.key(), p as *const Record)
+        } else {
+            let e = entry(p, guard);
+            (&e.key, Arc::as_ptr(&e.record))
+        }
     }
 
     fn prefix_bytes(&self, skip: usize) -> [u8; PREFIX_MAX_BYTES] {
@@ -432,10 +452,10 @@ impl Node {
         assert_eq!(count, FANOUT, "only a full node splits");
         let sequential = self.last_insert.load(Ordering::Relaxed) as usize + 1 == position;
         let mid = if sequential { position.clamp(1, FANOUT - 1) } else { FANOUT / 2 };
-        let right = Node::new(self.leaf);
+        let right = Node::new(self.leaf, self.holds_records);
         let (separator, first_moved) = if self.leaf {
-            let first = entry(self.slots[mid].load(Ordering::Relaxed), guard);
-            (Box::into_raw(Box::new(first.key.clone())), mid)
+            let (first, _) = self.leaf_slot(self.slots[mid].load(Ordering::Relaxed), guard);
+            (Box::into_raw(Box::new(first.clone())), mid)
         } else {
             (self.slots[mid].load(Ordering::Relaxed) as *mut Key, mid + 1)
         };
@@ -470,11 +490,48 @@ impl Path {
 
 impl Default for OlcTree {
     fn default() -> OlcTree {
-        OlcTree { root: AtomicPtr::new(Box::into_raw(Node::new(true))), len: AtomicUsize::new(0) }
+        OlcTree::with_leaves_holding_records(false)
     }
 }
 
+/// A reference to a record the tree holds, lent to a caller for as long as it is pinned; never
+/// dropped (it owns no count of the record).
+fn lent(record: *const Record) -> std::mem::ManuallyDrop<Arc<Record>> {
+    // SAFETY: `record` came from `Arc::into_raw` or `Arc::as_ptr` of a reference the tree holds
+    // and drops only through the collector; `ManuallyDrop` keeps this copy from releasing it.
+    std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(record) })
+}
+
 impl OlcTree {
+    /// A tree whose every key is its record's own key ([`Record::key`]), as in a table's primary
+    /// index: leaves then point straight at records, without an entry between. A scan or a get
+    /// reads one line fewer per entry (the record's, which its caller reads next anyway), and an
+    /// insert allocates nothing. `insert_if_absent` checks that the key is the record's.
+    pub fn keyed_by_records() -> OlcTree {
+        OlcTree::with_leaves_holding_records(true)
+    }
+
+    fn with_leaves_holding_records(holds_records: bool) -> OlcTree {
+        OlcTree {
+            root: AtomicPtr::new(Box::into_raw(Node::new(true, holds_records))),
+            len: AtomicUsize::new(0),
+            holds_records,
+        }
+    }
+
+    /// Gives the collector the tree's reference held by a removed leaf slot.
+    fn retire_leaf_slot(&self, leaf: &Node, p: *mut (), guard: &Guard) {
+        if leaf.holds_records {
+            let record = p as *const Record;
+            // SAFETY: removed from its leaf; pinned readers may still use it.
+            unsafe { guard.defer_unchecked(move || drop(Arc::from_raw(record))) };
+        } else {
+            let dead = p as *mut Entry;
+            // SAFETY: removed from its leaf; pinned readers may still read it.
+            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead))) };
+        }
+    }
+
     /// The leaf that holds or would hold `key`, read-locked at the returned version (not yet
     /// validated): [`OlcTree::descend`] without recording the path, for point operations.
     #[inline]
@@ -590,7 +647,7 @@ impl OlcTree {
                 return false;
             }
             let (right, separator) = target.split(position, guard);
-            let root = Node::new(false);
+            let root = Node::new(false, target.holds_records);
             // SAFETY: `separator` is a live key the split just made or moved; the new root
             // owns it from here.
             let separator_bytes = unsafe { (*separator).as_bytes() };
@@ -691,9 +748,10 @@ impl OlcTree {
         let mut guard = crossbeam_epoch::pin();
         let mut read = self.read_leaf(from, direction, &guard);
         for leaves in 1.. {
-            for &e in &read.batch[..read.n] {
-                let e = entry(e, &guard);
-                if !walk.offer(&e.key, &e.record, visit) {
+            let leaf = node(read.path.leaf, &guard);
+            for &p in &read.batch[..read.n] {
+                let (key, record) = leaf.leaf_slot(p, &guard);
+                if !walk.offer(key, &lent(record), visit) {
                     return;
                 }
             }
@@ -821,26 +879,40 @@ impl OrderedIndex for OlcTree {
             return match found {
                 None => None,
                 Some(p) if p.is_null() => continue,
-                Some(p) => Some(Arc::clone(&entry(p, &guard).record)),
+                Some(p) => Some(Arc::clone(&lent(leaf.leaf_slot(p, &guard).1))),
             };
         }
     }
 
     fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
         let guard = crossbeam_epoch::pin();
-        let pending = Box::into_raw(Box::new(Entry { key, record }));
-        // SAFETY: `pending` is owned here until a leaf links it (then the entry lives until
-        // removed, and this operation is pinned) or it is freed below.
-        let probe = unsafe { (*pending).key.as_bytes() };
+        // `pending` is owned here until a leaf links it (then it lives until removed, and this
+        // operation is pinned) or it is freed below; `probe` borrows its key meanwhile.
+        let (pending, probe): (*mut (), &[u8]) = if self.holds_records {
+            assert!(key == *record.key(), "a tree keyed by records was given another key");
+            let raw = Arc::into_raw(record);
+            // SAFETY: see above.
+            (raw.cast_mut().cast(), unsafe { (*raw).key().as_bytes() })
+        } else {
+            let raw = Box::into_raw(Box::new(Entry { key, record }));
+            // SAFETY: see above.
+            (raw.cast(), unsafe { (*raw).key.as_bytes() })
+        };
         loop {
             let (leaf, version) = self.find_leaf(probe, &guard);
             let position = match leaf.search(probe, &guard) {
                 Some(Ok(i)) => {
                     let p = leaf.slots[i].load(Ordering::Acquire);
                     if leaf.validate(version) && !p.is_null() {
-                        let existing = Arc::clone(&entry(p, &guard).record);
+                        let existing = Arc::clone(&lent(leaf.leaf_slot(p, &guard).1));
                         // SAFETY: never linked; owned here.
-                        drop(unsafe { Box::from_raw(pending) });
+                        unsafe {
+                            if self.holds_records {
+                                drop(Arc::from_raw(pending as *const Record));
+                            } else {
+                                drop(Box::from_raw(pending as *mut Entry));
+                            }
+                        }
                         return Err(existing);
                     }
                     continue;
@@ -859,7 +931,7 @@ impl OrderedIndex for OlcTree {
             if !leaf.upgrade(version) {
                 continue;
             }
-            leaf.insert_slot(position, probe, pending.cast(), ptr::null_mut(), &guard);
+            leaf.insert_slot(position, probe, pending, ptr::null_mut(), &guard);
             leaf.unlock();
             self.len.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -879,7 +951,7 @@ impl OrderedIndex for OlcTree {
             if p.is_null() || !leaf.validate(version) {
                 continue;
             }
-            if !Arc::ptr_eq(&entry(p, &guard).record, record) {
+            if leaf.leaf_slot(p, &guard).1 != Arc::as_ptr(record) {
                 return false;
             }
             if !leaf.upgrade(version) {
@@ -888,9 +960,7 @@ impl OrderedIndex for OlcTree {
             let removed = leaf.remove_slot(position, 0);
             let emptied = leaf.count() == 0;
             leaf.unlock();
-            let dead = removed as *mut Entry;
-            // SAFETY: removed from the leaf above; pinned readers may still read it.
-            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead))) };
+            self.retire_leaf_slot(leaf, removed, &guard);
             self.len.fetch_sub(1, Ordering::Relaxed);
             if emptied {
                 self.prune(key, &guard);
@@ -924,7 +994,9 @@ impl Drop for OlcTree {
                 let p = slot.load(Ordering::Relaxed);
                 // SAFETY: as above.
                 unsafe {
-                    if n.leaf {
+                    if n.leaf && n.holds_records {
+                        drop(Arc::from_raw(p as *const Record));
+                    } else if n.leaf {
                         drop(Box::from_raw(p as *mut Entry));
                     } else {
                         drop(Box::from_raw(p as *mut Key));
@@ -1057,9 +1129,17 @@ mod tests {
     /// `BTreeMap`, with the structure checked as it grows and shrinks.
     #[test]
     fn matches_a_btreemap() {
+        matches_a_btreemap_with(OlcTree::default());
+    }
+
+    #[test]
+    fn matches_a_btreemap_keyed_by_records() {
+        matches_a_btreemap_with(OlcTree::keyed_by_records());
+    }
+
+    fn matches_a_btreemap_with(tree: OlcTree) {
         use rand::{Rng, SeedableRng};
         use std::collections::BTreeMap;
-        let tree = OlcTree::default();
         let mut model: BTreeMap<Vec<u8>, Arc<Record>> = BTreeMap::new();
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
         for step in 0..80_000u32 {
@@ -1128,7 +1208,7 @@ mod tests {
     /// must not accumulate empty leaves: each emptied leaf is unlinked.
     #[test]
     fn emptied_leaves_are_unlinked() {
-        let tree = OlcTree::default();
+        let tree = OlcTree::keyed_by_records();
         let key = |i: u64| i.to_be_bytes();
         let mut live = std::collections::VecDeque::new();
         for i in 0..50_000u64 {
@@ -1152,7 +1232,12 @@ mod tests {
     /// end the tree holds exactly the writers' surviving keys and its structure is sound.
     #[test]
     fn concurrent_writers_and_readers_agree_with_the_model() {
-        let tree = Arc::new(OlcTree::default());
+        concurrent_writers_and_readers_with(OlcTree::default());
+        concurrent_writers_and_readers_with(OlcTree::keyed_by_records());
+    }
+
+    fn concurrent_writers_and_readers_with(tree: OlcTree) {
+        let tree = Arc::new(tree);
         let stable_key = |i: u32| [&[1u8][..], &i.to_be_bytes()].concat();
         for i in 0..3_000u32 {
             tree.insert_if_absent(Key::from(stable_key(i)), rec(&stable_key(i))).unwrap();
@@ -1230,7 +1315,7 @@ mod tests {
     #[test]
     fn concurrent_inserts_into_the_same_leaves() {
         for round in 0..20u64 {
-            let tree = Arc::new(OlcTree::default());
+            let tree = Arc::new(if round % 2 == 0 { OlcTree::default() } else { OlcTree::keyed_by_records() });
             let threads: Vec<_> = (0..2u64)
                 .map(|t| {
                     let tree = Arc::clone(&tree);
@@ -1248,5 +1333,11 @@ mod tests {
             let (_, entries) = tree.check_invariants();
             assert_eq!(entries, 40_000, "round {round}");
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "a tree keyed by records was given another key")]
+    fn a_tree_keyed_by_records_refuses_another_key() {
+        let _ = OlcTree::keyed_by_records().insert_if_absent(Key::from(&b"a"[..]), rec(b"b"));
     }
 }
