@@ -283,6 +283,23 @@ impl<'r> RangeWalk<'r> {
         self
     }
 
+    /// Whether `key` lies beyond the far end of the range (in the walk's direction).
+    pub(crate) fn past_far(&self, key: &[u8]) -> bool {
+        match self.direction {
+            Direction::Forward => above_end(key, &self.range.end),
+            Direction::Backward => below_start(key, &self.range.start),
+        }
+    }
+
+    /// [`RangeWalk::offer`] for an entry the caller knows lies inside the range (a backend that
+    /// checked the last entry of a sorted batch against the far bound): no bound is compared.
+    pub(crate) fn offer_inside(&mut self, key: &Key, record: &Arc<Record>, visit: &mut ScanVisitor<'_>) -> bool {
+        debug_assert!(self.range.contains(key), "offer_inside given a key outside the range");
+        self.near_passed = true;
+        self.visited += 1;
+        visit(key, record) && self.visited < self.limit
+    }
+
     /// Whether the walk is already over (a zero limit).
     pub(crate) fn is_done(&self) -> bool {
         self.visited >= self.limit

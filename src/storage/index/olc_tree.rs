@@ -749,9 +749,18 @@ impl OlcTree {
         let mut read = self.read_leaf(from, direction, &guard);
         for leaves in 1.. {
             let leaf = node(read.path.leaf, &guard);
-            for &p in &read.batch[..read.n] {
+            let batch = &read.batch[..read.n];
+            // A batch is sorted and starts inside the range (at the near bound, or past the
+            // previous batch), so if its last entry is not past the far bound none is.
+            let inside = batch.last().is_some_and(|&p| !walk.past_far(leaf.leaf_slot(p, &guard).0));
+            for &p in batch {
                 let (key, record) = leaf.leaf_slot(p, &guard);
-                if !walk.offer(key, &lent(record), visit) {
+                let go_on = if inside {
+                    walk.offer_inside(key, &lent(record), visit)
+                } else {
+                    walk.offer(key, &lent(record), visit)
+                };
+                if !go_on {
                     return;
                 }
             }
