@@ -27,33 +27,38 @@
 //! | backend | reads | writes | scans | notes |
 //! |---|---|---|---|---|
 //! | [`btree::LockedBTree`] | shared lock | exclusive lock on the whole map | lock held across the visitor | baseline |
-//! | [`scc_tree::SccTree`] (default) | no lock (epoch) | lock on one leaf | no lock | two crate bugs worked around |
+//! | [`olc_tree::OlcTree`] (default) | no lock (validated versions) | CAS-lock one node (and its parent to split) | no lock | written for Lazarus |
+//! | [`scc_tree::SccTree`] | no lock (epoch) | lock on one leaf | no lock | two crate bugs worked around |
 //! | [`skiplist::SkipListIndex`] | lock-free | lock-free | lock-free; backward = one search per step | |
 //! | [`fern_tree::FernTree`] | optimistic, no lock | leaf latch + key stripe | shared leaf latch across the visitor | beta crate |
 //!
 //! Measured with `cargo bench --bench index` at 1M keys on a 2-core machine (numbers and ratios
-//! in `docs/PERFORMANCE.md`, "Ordered index backends"): on two cores the locked B-tree is the
-//! fastest or tied almost everywhere (an uncontended `BTreeMap` is hard to beat). `scc` costs
-//! 1.2-1.5x on gets, 1.1-1.7x on inserts, 1.0-1.2x on 50-key scans both ways and 1.0-1.7x on a
-//! two-thread mix; `ferntree` is close on gets but 1.5-2.2x on scans; the skip list is 2-4x
-//! slower and 5-18x on backward scans (each backward step is a new search). The runs were on a
-//! shared machine and vary up to 2x between runs; the ordering did not change.
+//! in `docs/PERFORMANCE.md`, "Ordered index backends" and "The OLC tree"): on two cores the
+//! locked B-tree is the fastest or tied almost everywhere (an uncontended `BTreeMap` is hard to
+//! beat), which does not make it usable (below).
 //!
-//! The default is [`IndexBackend::SccTree`] anyway, for two reasons that the 2-core numbers do not
-//! capture:
+//! The default is [`IndexBackend::OlcTree`], Lazarus's own B+tree with optimistic lock coupling
+//! (session 21; `scc` before it):
 //! - **Liveness.** Only the lock-free backends keep the "never blocks on a scan" rule with the
 //!   engine's visitors (above). With the locked B-tree a scan that meets a record locked by a
-//!   committing transaction can deadlock with it.
+//!   committing transaction can deadlock with it. The OLC tree's scans copy a leaf's slots under
+//!   a validated version and visit them holding nothing.
 //! - **Read scalability.** Silo's design point is many cores with read-mostly trees. An `RwLock`
 //!   read acquisition writes the lock word, so every reader on every core bounces one cache line,
-//!   and a writer stalls all readers of the table. `scc` readers write nothing shared and writers
-//!   lock a single leaf. On two cores this cannot show; it is the property the engine is built for.
+//!   and a writer stalls all readers of the table. OLC (like `scc`) readers write nothing shared
+//!   and writers lock single nodes. On two cores this cannot show; it is the property the engine
+//!   is built for.
+//! - **Against `scc`**, measured side by side: TPC-C 1.09× (1 thread) and 1.12× (2 threads),
+//!   `taurus-data` TPC-C log replay 1.13×, inserts 0.79× the time; gets about equal; random
+//!   50-key scans 1.2-1.4× slower in the benchmark, which reads only keys (a secondary index's
+//!   key lives behind a pointer; a primary index points straight at records, which a real scan
+//!   reads anyway). And no crate bugs to work around: `scc` 3.8.8 needs two (below).
 //!
-//! `ferntree` would be the other candidate (optimistic reads, competitive gets), but it is labelled
+//! `ferntree` would be another candidate (optimistic reads, competitive gets), but it is labelled
 //! beta, its scans hold a leaf latch across the visitor (the liveness problem again, on one leaf),
 //! and version 0.7 needed two workarounds of its own (see [`fern_tree`]). The skip list is correct
 //! but the slowest everywhere. The locked B-tree stays as the reference implementation and for
-//! A/B runs (`IndexBackend::from_name("locked-btree")`).
+//! A/B runs (`IndexBackend::from_name("locked-btree")`), `scc` for A/B runs against the OLC tree.
 //!
 //! `scc` 3.8.8 needs two workarounds, both in [`scc_tree`] and both covered by tests: a range whose
 //! lower bound is below the smallest key (or, backward, whose upper bound is above the largest)
@@ -157,13 +162,14 @@ pub enum IndexBackend {
     /// `parking_lot::RwLock<BTreeMap>`: the baseline.
     LockedBTree,
     /// `scc::TreeIndex`: a B+tree with lock-free reads and scans, with two crate bugs worked
-    /// around (see [`scc_tree`]). The default: see the module docs for why.
+    /// around (see [`scc_tree`]). The default until session 21; kept for A/B runs.
     SccTree,
     /// `crossbeam_skiplist::SkipList`: a lock-free skip list (see [`skiplist`]).
     SkipList,
     /// `ferntree::Tree`: an optimistic-lock-coupling B+tree, beta (see [`fern_tree`]).
     FernTree,
-    /// Lazarus's own B+tree with optimistic lock coupling (see [`olc_tree`]).
+    /// Lazarus's own B+tree with optimistic lock coupling (see [`olc_tree`]). The default: see
+    /// the module docs for why.
     #[default]
     OlcTree,
 }

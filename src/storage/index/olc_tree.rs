@@ -2,14 +2,16 @@
 //!
 //! Silo keeps every table in a Masstree whose readers take no lock and validate node versions
 //! instead (SiloR §2). This is the same idea in its simplest B+tree form (Leis et al.,
-//! "Optimistic Lock Coupling"), shaped by what profiling TPC-C showed: inserts into
-//! `scc::TreeIndex` cost about 4,000 instructions each and were half of TPC-C log replay.
+//! "Optimistic Lock Coupling"), shaped by what profiling TPC-C showed: inserts and scans of
+//! `scc::TreeIndex` (the default before) were 15 % of TPC-C's instructions, with a cache miss or
+//! more per key comparison. Measurements: `docs/PERFORMANCE.md`, "The OLC tree".
 //!
 //! # Nodes
 //!
-//! A node holds up to [`FANOUT`] keys. A leaf's slots point to entries (key and record); an inner
-//! node's slots point to separator keys, with one more child than separators. Child `j` holds the
-//! keys `k` with `separator[j-1] <= k < separator[j]`.
+//! A node holds up to [`FANOUT`] keys. A leaf's slots point to entries (key and record), or, in a
+//! table's primary tree ([`OlcTree::keyed_by_records`]), straight to the records, which hold
+//! their own keys. An inner node's slots point to separator keys, with one more child than
+//! separators. Child `j` holds the keys `k` with `separator[j-1] <= k < separator[j]`.
 //!
 //! Comparing byte-string keys behind pointers costs a cache miss per comparison, so each slot also
 //! keeps a 16-byte **slice** of its key inline: the bytes after the node's **prefix**, the bytes
@@ -38,8 +40,9 @@
 //!   on the way down.
 //! - **Scans** read one leaf at a time like a point read, collect its entries, check its version,
 //!   and visit them with no lock held (the engine's visitors wait on record locks; see the trait's
-//!   contract). The next leaf is found by a new descent to the leaf's fence (the separator that
-//!   bounds it), so leaves need no sibling links to keep in step.
+//!   contract). The next leaf is the sibling under the same parent if the parent is unchanged,
+//!   else a new descent to the leaf's fence (the separator that bounds it), so leaves need no
+//!   sibling links to keep in step. A long scan re-pins every [`REPIN_LEAVES`] leaves.
 //! - **Reclamation**: removed entries, separators and unlinked nodes are freed through the epoch
 //!   collector (`crossbeam_epoch`); every operation runs pinned, so nothing it can still reach is
 //!   freed under it.
@@ -63,9 +66,10 @@ pub const FANOUT: usize = 32;
 /// The longest prefix a node keeps.
 pub const PREFIX_MAX_BYTES: usize = 32;
 const PREFIX_WORDS: usize = PREFIX_MAX_BYTES / 8;
-/// The deepest tree an operation will walk. A tree of fanout 32 whose nodes are at least half
-/// full holds more than 16^11 keys at this height; deeper means a corrupted tree.
-const HEIGHT_MAX: usize = 12;
+/// The deepest tree an operation will walk. Height grows only when a full root splits, and a
+/// node splits only when full, so a tree this deep has taken far more inserts than memory holds
+/// keys; deeper means a corrupted tree.
+const HEIGHT_MAX: usize = 24;
 /// A scan lets the collector advance (re-pins) after this many leaves.
 const REPIN_LEAVES: usize = 64;
 /// How often a removal tries to unlink the leaf it emptied before leaving it for later.
@@ -156,7 +160,7 @@ enum Aim<'k> {
 /// while pinned: nodes are freed only through the collector after being unlinked, or when the
 /// tree is dropped.
 #[inline]
-fn node<'g>(ptr: *const Node, _guard: &'g Guard) -> &'g Node {
+fn node(ptr: *const Node, _guard: &Guard) -> &Node {
     debug_assert!(!ptr.is_null());
     // SAFETY: see the function docs.
     unsafe { &*ptr }
@@ -164,14 +168,14 @@ fn node<'g>(ptr: *const Node, _guard: &'g Guard) -> &'g Node {
 
 /// The entry behind `ptr`, under the same rule as [`node`].
 #[inline]
-fn entry<'g>(ptr: *const (), _guard: &'g Guard) -> &'g Entry {
+fn entry(ptr: *const (), _guard: &Guard) -> &Entry {
     // SAFETY: see [`node`]; entries are freed only through the collector after removal.
     unsafe { &*(ptr as *const Entry) }
 }
 
 /// The separator behind `ptr`, under the same rule as [`node`].
 #[inline]
-fn separator<'g>(ptr: *const (), _guard: &'g Guard) -> &'g Key {
+fn separator(ptr: *const (), _guard: &Guard) -> &Key {
     // SAFETY: see [`node`]; separators are freed only through the collector after removal.
     unsafe { &*(ptr as *const Key) }
 }
