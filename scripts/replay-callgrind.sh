@@ -5,12 +5,15 @@
 #
 # usage: scripts/replay-callgrind.sh BENCH_BINARY OUT_DIR
 #   BENCH_BINARY: target/release/deps/replay-<hash> (printed by `cargo bench --bench replay --no-run`)
-# Writes OUT_DIR/<mode>-<experiment>.out (callgrind files) and prints one row per experiment:
-#   experiment, direct Ir/record, compiled Ir/record, and both without scc's index code and key
-#   comparisons (which vary by ±5-15 % between runs of identical work), and the two ratios.
+# Writes OUT_DIR/<mode>-<experiment>-<run>.out (callgrind files) and prints one row per
+# experiment: experiment, direct and compiled instructions per record (the median of RUNS runs
+# each, default 3: the point index's hash seed is random per process, so probe sequences, and
+# with them the counts, vary by up to a few percent between runs of identical work), and the
+# ratio compiled / direct.
 set -euo pipefail
 bin=$1
 out=$2
+runs=${RUNS:-3}
 mkdir -p "$out"
 records=40000 # 20,000 initial rows + 4,000 transactions of 5 statements
 experiments=("100 insert" "90 insert / 10 delete" "75 insert / 25 delete" "50 insert / 50 delete"
@@ -19,35 +22,23 @@ experiments=("100 insert" "90 insert / 10 delete" "75 insert / 25 delete" "50 in
   "100 insert, 10 columns" "100 insert, 10 columns, 10 indexes" "100 insert, 25 columns"
   "100 insert, 25 columns, 10 indexes" "100 insert, 50 columns" "100 insert, 50 columns, 10 indexes")
 
-# Total and non-scc instructions of one callgrind file.
+# Total instructions of one callgrind file.
 count() {
-  callgrind_annotate --auto=no --threshold=100 "$1" | python3 -c '
-import sys
-total = noisy = 0
-for line in sys.stdin:
-    line = line.strip()
-    if not line or not line[0].isdigit() or "(" not in line:
-        continue
-    n = line.split()[0].replace(",", "")
-    if not n.isdigit() or "PROGRAM TOTALS" in line:
-        continue
-    name = line.split(")", 1)[1].split(" [")[0].split(":", 1)[-1]
-    total += int(n)
-    if name.startswith(("scc::", "sdd::")) or "Key as core::cmp" in name:
-        noisy += int(n)
-print(total, total - noisy)'
+  callgrind_annotate --auto=no --threshold=100 "$1" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 
-printf 'experiment\tdirect\tcompiled\tdirect_non_scc\tcompiled_non_scc\tratio\tratio_non_scc\n'
+printf 'experiment\tdirect\tcompiled\tratio\n'
 for e in "${experiments[@]}"; do
   slug=$(echo "$e" | tr ' /,' '___')
-  for mode in direct compiled; do
-    REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
-      --callgrind-out-file="$out/$mode-$slug.out" --toggle-collect='*value::replay::apply_chunk*' \
-      "$bin" "$e" >"$out/$mode-$slug.log" 2>&1 &
+  for r in $(seq 1 "$runs"); do
+    for mode in direct compiled; do
+      REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
+        --callgrind-out-file="$out/$mode-$slug-$r.out" --toggle-collect='*value::replay::apply_chunk*' \
+        "$bin" "$e" >"$out/$mode-$slug-$r.log" 2>&1 &
+    done
+    wait
   done
-  wait
-  read -r d dn < <(count "$out/direct-$slug.out")
-  read -r c cn < <(count "$out/compiled-$slug.out")
-  python3 -c "r=$records; print(f'$e\t{$d/r:.0f}\t{$c/r:.0f}\t{$dn/r:.0f}\t{$cn/r:.0f}\t{$c/$d:.2f}\t{$cn/$dn:.2f}')"
+  d=$(for r in $(seq 1 "$runs"); do count "$out/direct-$slug-$r.out"; done | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  c=$(for r in $(seq 1 "$runs"); do count "$out/compiled-$slug-$r.out"; done | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  python3 -c "r=$records; print(f'$e\t{$d/r:.0f}\t{$c/r:.0f}\t{$c/$d:.3f}')"
 done
