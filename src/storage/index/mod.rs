@@ -326,16 +326,12 @@ impl<'r> RangeWalk<'r> {
             }
             self.near_passed = true;
         }
-        let past_far = || match self.direction {
-            Direction::Forward => above_end(key, end),
-            Direction::Backward => below_start(key, start),
-        };
         if self.check_far {
-            if past_far() {
+            if self.past_far(key) {
                 return false;
             }
         } else {
-            debug_assert!(!past_far(), "backend iterator went past the far bound");
+            debug_assert!(!self.past_far(key), "backend iterator went past the far bound");
         }
         self.visited += 1;
         visit(key, record) && self.visited < self.limit
