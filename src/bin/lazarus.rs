@@ -673,7 +673,6 @@ fn checkpoint_line(c: Option<&lazarus::durability::checkpoint::loader::Checkpoin
     }
 }
 
-/// `lazarus recover` on serial or Taurus logs.
 /// Ends `lazarus recover`: shuts the recovered database's scheme down, then exits without freeing
 /// it. Everything is reported by then, and freeing millions of records one by one would only
 /// delay the exit by seconds.
@@ -683,6 +682,7 @@ fn close_without_freeing(db: lazarus::Database) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `lazarus recover` on serial or Taurus logs.
 fn recover_stream(
     log_dirs: Vec<std::path::PathBuf>,
     threads: Option<usize>,
