@@ -362,6 +362,22 @@ impl Node {
         Some(Err(lo))
     }
 
+    /// The child an inner node sends `aim` to; `None` if a racing writer was seen.
+    #[inline]
+    fn route(&self, aim: Aim<'_>, guard: &Guard) -> Option<usize> {
+        Some(match aim {
+            Aim::First => 0,
+            Aim::Last => self.count(),
+            Aim::Key(k) => match self.search(k, guard)? {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            },
+            Aim::Below(k) => match self.search(k, guard)? {
+                Ok(i) | Err(i) => i,
+            },
+        })
+    }
+
     // ---- changes, made only with the node locked ----
 
     /// Sets the prefix to the first `skip` bytes of `like` and recomputes every slot's slice.
@@ -486,15 +502,54 @@ impl Node {
 }
 
 impl Path {
-    fn new(leaf: *const Node, leaf_version: u64) -> Path {
+    fn new() -> Path {
         let step = Step { node: ptr::null(), version: 0, child: 0, count: 0, low: ptr::null(), high: ptr::null() };
-        Path { steps: [step; HEIGHT_MAX], depth: 0, leaf, leaf_version, low: ptr::null(), high: ptr::null() }
+        Path {
+            steps: [step; HEIGHT_MAX],
+            depth: 0,
+            leaf: ptr::null(),
+            leaf_version: 0,
+            low: ptr::null(),
+            high: ptr::null(),
+        }
     }
+}
+
+/// Lock coupling's step down: child `child` of `parent` (read at `version`), read-locked at the
+/// returned version, if `parent` was unchanged both before and after the child's version was
+/// read (so the child entered is the one the parent held then); `None` means restart. What the
+/// caller loaded from `parent` before calling is covered by the same checks.
+#[inline]
+fn step_down(parent: &Node, version: u64, child: usize, guard: &Guard) -> Option<(*const Node, u64)> {
+    let next = parent.children[child].load(Ordering::Acquire);
+    if next.is_null() || !parent.validate(version) {
+        return None;
+    }
+    let next_version = node(next, guard).read_lock()?;
+    parent.validate(version).then_some((next.cast_const(), next_version))
 }
 
 impl Default for OlcTree {
     fn default() -> OlcTree {
         OlcTree::with_leaves_holding_records(false)
+    }
+}
+
+/// Frees what a leaf slot owns: the tree's reference to its record (`holds_records`), or its
+/// entry.
+///
+/// # Safety
+///
+/// `p` was a slot of a leaf of that kind, owned by the caller: no slot holds it any more, and no
+/// pinned reader can still reach it (or the call is deferred through the collector).
+unsafe fn drop_leaf_slot(holds_records: bool, p: *mut ()) {
+    // SAFETY: see the function docs; slots hold `Arc::into_raw` or `Box::into_raw` pointers.
+    unsafe {
+        if holds_records {
+            drop(Arc::from_raw(p as *const Record));
+        } else {
+            drop(Box::from_raw(p as *mut Entry));
+        }
     }
 }
 
@@ -525,15 +580,21 @@ impl OlcTree {
 
     /// Gives the collector the tree's reference held by a removed leaf slot.
     fn retire_leaf_slot(&self, leaf: &Node, p: *mut (), guard: &Guard) {
-        if leaf.holds_records {
-            let record = p as *const Record;
-            // SAFETY: removed from its leaf; pinned readers may still use it.
-            unsafe { guard.defer_unchecked(move || drop(Arc::from_raw(record))) };
-        } else {
-            let dead = p as *mut Entry;
-            // SAFETY: removed from its leaf; pinned readers may still read it.
-            unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead))) };
-        }
+        let holds_records = leaf.holds_records;
+        // SAFETY: removed from its leaf; pinned readers may still use it until the collector
+        // runs this.
+        unsafe { guard.defer_unchecked(move || drop_leaf_slot(holds_records, p)) };
+    }
+
+    /// The root, read-locked at the returned version; `None` if it was being replaced (the caller
+    /// restarts). A root split publishes the new root before unlocking the old one, so a reader
+    /// that locked the old root after the split sees the pointer moved and does not search the
+    /// old root's left half alone.
+    #[inline]
+    fn enter_root(&self, guard: &Guard) -> Option<(*const Node, u64)> {
+        let root = self.root.load(Ordering::Acquire);
+        let version = node(root, guard).read_lock()?;
+        (self.root.load(Ordering::Acquire) == root).then_some((root.cast_const(), version))
     }
 
     /// The leaf that holds or would hold `key`, read-locked at the returned version (not yet
@@ -541,31 +602,15 @@ impl OlcTree {
     #[inline]
     fn find_leaf<'g>(&self, key: &[u8], guard: &'g Guard) -> (&'g Node, u64) {
         'restart: loop {
-            let root = self.root.load(Ordering::Acquire);
-            let Some(mut version) = node(root, guard).read_lock() else { continue };
-            if self.root.load(Ordering::Acquire) != root {
-                continue;
-            }
-            let mut current = node(root, guard);
+            let Some((mut current, mut version)) = self.enter_root(guard) else { continue };
             for _ in 0..=HEIGHT_MAX {
-                if current.leaf {
-                    return (current, version);
+                let n = node(current, guard);
+                if n.leaf {
+                    return (n, version);
                 }
-                let child = match current.search(key, guard) {
-                    Some(Ok(i)) => i + 1,
-                    Some(Err(i)) => i,
-                    None => continue 'restart,
-                };
-                let next = current.children[child].load(Ordering::Acquire);
-                if !current.validate(version) || next.is_null() {
-                    continue 'restart;
-                }
-                let Some(next_version) = node(next, guard).read_lock() else { continue 'restart };
-                if !current.validate(version) {
-                    continue 'restart;
-                }
-                current = node(next, guard);
-                version = next_version;
+                let Some(child) = n.route(Aim::Key(key), guard) else { continue 'restart };
+                let Some(next) = step_down(n, version, child, guard) else { continue 'restart };
+                (current, version) = next;
             }
             panic!("ordered index deeper than {HEIGHT_MAX} levels");
         }
@@ -575,13 +620,8 @@ impl OlcTree {
     /// validated. The leaf is read-locked at `leaf_version`, not yet validated.
     fn descend(&self, aim: Aim<'_>, guard: &Guard) -> Path {
         'restart: loop {
-            let root = self.root.load(Ordering::Acquire);
-            let Some(mut version) = node(root, guard).read_lock() else { continue };
-            if self.root.load(Ordering::Acquire) != root {
-                continue;
-            }
-            let mut current = root as *const Node;
-            let mut path = Path::new(ptr::null(), 0);
+            let Some((mut current, mut version)) = self.enter_root(guard) else { continue };
+            let mut path = Path::new();
             loop {
                 let n = node(current, guard);
                 if n.leaf {
@@ -591,25 +631,11 @@ impl OlcTree {
                 }
                 assert!(path.depth < HEIGHT_MAX, "ordered index deeper than {HEIGHT_MAX} levels");
                 let count = n.count();
-                let child = match aim {
-                    Aim::First => 0,
-                    Aim::Last => count,
-                    Aim::Key(k) => match n.search(k, guard) {
-                        Some(Ok(i)) => i + 1,
-                        Some(Err(i)) => i,
-                        None => continue 'restart,
-                    },
-                    Aim::Below(k) => match n.search(k, guard) {
-                        Some(Ok(i) | Err(i)) => i,
-                        None => continue 'restart,
-                    },
-                };
-                let next = n.children[child].load(Ordering::Acquire);
+                let Some(child) = n.route(aim, guard) else { continue 'restart };
+                // Read before `step_down`, whose checks of the node's version cover them.
                 let low = if child > 0 { n.slots[child - 1].load(Ordering::Acquire) } else { ptr::null_mut() };
                 let high = if child < count { n.slots[child].load(Ordering::Acquire) } else { ptr::null_mut() };
-                if !n.validate(version) || next.is_null() {
-                    continue 'restart;
-                }
+                let Some(next) = step_down(n, version, child, guard) else { continue 'restart };
                 path.steps[path.depth] = Step { node: current, version, child, count, low: path.low, high: path.high };
                 if !low.is_null() {
                     path.low = low as *const Key;
@@ -618,12 +644,7 @@ impl OlcTree {
                     path.high = high as *const Key;
                 }
                 path.depth += 1;
-                let Some(next_version) = node(next, guard).read_lock() else { continue 'restart };
-                if !n.validate(version) {
-                    continue 'restart;
-                }
-                current = next;
-                version = next_version;
+                (current, version) = next;
             }
         }
     }
@@ -835,16 +856,10 @@ impl OlcTree {
         if next > step.count {
             return None;
         }
-        let child = parent.children[next].load(Ordering::Acquire);
+        // Read before `step_down`, whose checks of the parent's version cover them.
         let low = if next > 0 { parent.slots[next - 1].load(Ordering::Acquire) as *const Key } else { step.low };
         let high = if next < step.count { parent.slots[next].load(Ordering::Acquire) as *const Key } else { step.high };
-        if child.is_null() || !parent.validate(step.version) {
-            return None;
-        }
-        let version = node(child, guard).read_lock()?;
-        if !parent.validate(step.version) {
-            return None;
-        }
+        let (child, version) = step_down(parent, step.version, next, guard)?;
         let leaf = node(child, guard);
         let mut sibling = Path { leaf: child, leaf_version: version, low, high, ..*path };
         sibling.steps[at].child = next;
@@ -919,13 +934,7 @@ impl OrderedIndex for OlcTree {
                     if leaf.validate(version) && !p.is_null() {
                         let existing = Arc::clone(&lent(leaf.leaf_slot(p, &guard).1));
                         // SAFETY: never linked; owned here.
-                        unsafe {
-                            if self.holds_records {
-                                drop(Arc::from_raw(pending as *const Record));
-                            } else {
-                                drop(Box::from_raw(pending as *mut Entry));
-                            }
-                        }
+                        unsafe { drop_leaf_slot(self.holds_records, pending) };
                         return Err(existing);
                     }
                     continue;
@@ -1007,10 +1016,8 @@ impl Drop for OlcTree {
                 let p = slot.load(Ordering::Relaxed);
                 // SAFETY: as above.
                 unsafe {
-                    if n.leaf && n.holds_records {
-                        drop(Arc::from_raw(p as *const Record));
-                    } else if n.leaf {
-                        drop(Box::from_raw(p as *mut Entry));
+                    if n.leaf {
+                        drop_leaf_slot(n.holds_records, p);
                     } else {
                         drop(Box::from_raw(p as *mut Key));
                     }
