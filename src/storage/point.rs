@@ -71,6 +71,21 @@ const POINTER_MASK: u64 = (1 << POINTER_BITS) - 1;
 const SLOTS_MIN: usize = 16;
 /// The most entries [`PointIndex::reserve`] makes room for ahead (4 GiB of slots).
 const RESERVE_MAX: usize = 1 << 28;
+/// The slots [`PointIndex::prefetch`] looks through for the record of a key's tag.
+const PREFETCH_PROBE_SLOTS: usize = 8;
+
+/// A key's hash in one point index ([`PointIndex::hash_of`]): hashes are seeded per index.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyHash(u64);
+
+/// What [`PointIndex::prefetch`] loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetch {
+    /// The line of the slot a lookup's probe starts at.
+    Slot,
+    /// The record the key's slot points to (the slot's line should be in cache by now).
+    Record,
+}
 
 /// Encoded primary key → record. Every record is linked under its own key ([`Record::key`]).
 pub struct PointIndex {
@@ -167,6 +182,25 @@ impl Slots {
         None
     }
 
+    /// The record of the first slot with `hash`'s tag among the first few of its probe sequence:
+    /// most likely the key's, but unchecked (no key is read), so only a hint to prefetch.
+    #[inline]
+    fn record_hint(&self, hash: u64) -> Option<*const Record> {
+        let (mask, tag) = (self.mask(), tag_of(hash));
+        let start = hash as usize & mask;
+        // A line's worth of slots: a longer probe sequence is rare at three quarters full.
+        for step in 0..PREFETCH_PROBE_SLOTS {
+            let slot = self.slots[(start + step) & mask].load(Ordering::Relaxed);
+            if slot == EMPTY {
+                return None;
+            }
+            if slot != TOMBSTONE && slot >> POINTER_BITS == tag {
+                return Some(pointer_of(slot));
+            }
+        }
+        None
+    }
+
     /// Where an entry of `key` (hash `hash`) is, or else where it would go: `Ok(index)` of the
     /// entry, or `Err(index)` of the first tombstone or empty slot of its probe sequence.
     /// The caller holds the shard's mutex.
@@ -217,6 +251,35 @@ impl PointIndex {
         unsafe {
             Arc::increment_strong_count(record);
             Some(Arc::from_raw(record))
+        }
+    }
+
+    /// The hash a lookup of `key` probes by, for [`PointIndex::prefetch`].
+    #[inline]
+    pub fn hash_of(&self, key: &[u8]) -> KeyHash {
+        KeyHash(self.hash(key))
+    }
+
+    /// Starts loading what a lookup of the key of `hash` will read, so that a caller who knows
+    /// its next keys overlaps their misses (a lookup's slot, then its record, are each a miss on
+    /// a table larger than the cache). [`Prefetch::Slot`] loads the line its probe starts at;
+    /// [`Prefetch::Record`], issued some steps later, once that line has arrived, the record
+    /// its first slot of the key's tag points to. A hint: it reads no key, writes nothing, and a
+    /// stale pointer is harmless (a prefetch does not fault).
+    #[inline]
+    pub fn prefetch(&self, hash: KeyHash, stage: Prefetch) {
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: an array is retired through the collector only, and we are pinned.
+        let Some(slots) = (unsafe { self.shard(hash.0).slots.load(Ordering::Acquire, &guard).as_ref() }) else {
+            return;
+        };
+        match stage {
+            Prefetch::Slot => super::prefetch::prefetch_line(&slots.slots[hash.0 as usize & slots.mask()]),
+            Prefetch::Record => {
+                if let Some(record) = slots.record_hint(hash.0) {
+                    super::prefetch::prefetch_line(record);
+                }
+            }
         }
     }
 
@@ -496,6 +559,40 @@ mod tests {
 
     /// Readers on other threads always find the keys that stay, while a writer grows the shards
     /// and removes and reinserts other keys; every record dropped by the map stays readable.
+    #[test]
+    fn the_prefetch_hint_is_the_keys_record() {
+        let index = PointIndex::default();
+        let hint = |key: &[u8]| {
+            let hash = index.hash_of(key);
+            let guard = crossbeam_epoch::pin();
+            let slots = unsafe { index.shard(hash.0).slots.load(Ordering::Acquire, &guard).as_ref() };
+            slots.and_then(|slots| slots.record_hint(hash.0))
+        };
+        assert_eq!(hint(b"absent"), None, "an empty index");
+        let records: Vec<Arc<Record>> = (0..5_000u32).map(|n| rec(&n.to_be_bytes())).collect();
+        for record in &records {
+            index.insert_if_absent(Arc::clone(record)).unwrap();
+            // Every stage, on keys present and absent: a hint changes nothing.
+            for stage in [Prefetch::Slot, Prefetch::Record] {
+                index.prefetch(index.hash_of(record.key().as_bytes()), stage);
+                index.prefetch(index.hash_of(b"absent"), stage);
+            }
+        }
+        // A key further than a line of slots from where its probe starts (at three quarters
+        // full, a few in a hundred), or behind an earlier key of the same 16-bit tag, gets no or
+        // a wrong hint; the rest get their own record (97-98 % in runs).
+        let own = records.iter().filter(|r| hint(r.key().as_bytes()) == Some(Arc::as_ptr(r))).count();
+        assert!(own >= records.len() * 9 / 10, "{own} of {} hints were the key's record", records.len());
+        for record in &records {
+            assert!(index.remove(record.key(), record));
+        }
+        let stale = records.iter().filter(|r| hint(r.key().as_bytes()).is_some()).count();
+        assert_eq!(stale, 0, "removed keys leave tombstones, which no hint follows");
+        for record in &records {
+            assert!(index.get(record.key().as_bytes()).is_none());
+        }
+    }
+
     #[test]
     fn concurrent_readers_see_stable_keys_through_rebuilds() {
         let index = Arc::new(PointIndex::default());

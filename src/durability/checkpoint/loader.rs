@@ -12,10 +12,17 @@ use crate::durability::blocks::{BlockReader, Next};
 use crate::durability::frame::HEADER_SIZE_BYTES;
 use crate::io::{FileSystem, OpenMode};
 use crate::storage::Catalog;
+use crate::storage::point::Prefetch;
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
+
+/// How many records ahead of its link a record's point-index slot is prefetched.
+const PREFETCH_AHEAD: usize = 16;
+/// The most records of a block room is made for before they are decoded: a block's count is
+/// read from the file, so it is not trusted with an allocation of its size.
+const RECORDS_RESERVED_MAX: usize = 4096;
 
 /// What loading the checkpoint found and did.
 #[derive(Clone, Debug, Default)]
@@ -185,13 +192,29 @@ fn load_block(
         return Err(bad(0, format!("block of table #{table_id}, which the manifest does not list")));
     }
     let table = catalog.table(table_id).ok_or_else(|| bad(0, format!("table #{table_id} does not exist")))?;
+    // Decoded whole first, so that each record's point-index slot (a miss: the slots of a large
+    // table are spread over far more than the cache) is prefetched some records before it is
+    // linked, as value replay does its lookups.
+    let capacity = (count as usize).min(RECORDS_RESERVED_MAX);
+    let (mut records, mut hashes) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
     for _ in 0..count {
         let at = reader.offset();
         let record = format::decode_record(&mut reader).map_err(|e| bad(at, e.to_string()))?;
-        table.load_checkpointed(record.key, record.row, record.tid).map_err(|e| bad(at, e.to_string()))?;
+        hashes.push(table.point.hash_of(record.key.as_bytes()));
+        records.push((at, record));
     }
     if !reader.is_empty() {
         return Err(bad(reader.offset(), "bytes after the block's last record".into()));
+    }
+    let prefetch = |i: usize| {
+        if let Some(&hash) = hashes.get(i) {
+            table.point.prefetch(hash, Prefetch::Slot);
+        }
+    };
+    (0..PREFETCH_AHEAD).for_each(prefetch);
+    for (i, (at, record)) in records.into_iter().enumerate() {
+        prefetch(i + PREFETCH_AHEAD);
+        table.load_checkpointed(record.key, record.row, record.tid).map_err(|e| bad(at, e.to_string()))?;
     }
     Ok(u64::from(count))
 }

@@ -21,6 +21,7 @@ use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::io::{FileSystem, OpenMode};
 use crate::replay::{EncodedRedo, ReplayMode, Replayer};
 use crate::storage::Catalog;
+use crate::storage::point::{KeyHash, Prefetch};
 use crate::txn::Tid;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -65,6 +66,14 @@ struct Chunk {
     blocks: Vec<(usize, frame::BlockHeader)>,
 }
 
+/// What one applier thread keeps from chunk to chunk.
+struct ApplierState {
+    replayer: Replayer,
+    stats: ReplayStats,
+    /// The current block's admitted writes (reused: a block is parsed before it is applied).
+    pending: Vec<Pending>,
+}
+
 fn corrupt(file: &Path, offset: u64, reason: impl Into<String>) -> DurabilityError {
     DurabilityError::Corrupt { file: file.to_path_buf(), offset, reason: reason.into() }
 }
@@ -91,14 +100,14 @@ pub fn replay(
             let recycle_tx = recycle_tx.clone();
             let (chunk_rx, failure, failed, totals) = (&chunk_rx, &failure, &failed, &totals);
             scope.spawn(move || {
-                let mut stats = ReplayStats::default();
-                let mut replayer = Replayer::new(mode);
+                let mut state =
+                    ApplierState { replayer: Replayer::new(mode), stats: ReplayStats::default(), pending: Vec::new() };
                 loop {
                     let next = chunk_rx.lock().recv();
                     let Ok(chunk) = next else { break };
                     // A panic (a bug) becomes an error: the thread must go on draining chunks, or
                     // the reader would wait forever to hand it the next one.
-                    let apply = || apply_chunk(catalog, files, &chunk, window, &mut replayer, &mut stats);
+                    let apply = || apply_chunk(catalog, files, &chunk, window, &mut state);
                     if !failed.load(Ordering::Relaxed)
                         && let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(apply))
                             .unwrap_or_else(|panic| Err(replay_panicked(files, &chunk, panic.as_ref())))
@@ -108,8 +117,8 @@ pub fn replay(
                     }
                     let _ = recycle_tx.send(chunk.data);
                 }
-                stats.plans_compiled = replayer.cache().compiled();
-                merge(&mut totals.lock(), &stats);
+                state.stats.plans_compiled = state.replayer.cache().compiled();
+                merge(&mut totals.lock(), &state.stats);
             });
         }
         drop(recycle_tx);
@@ -294,8 +303,7 @@ fn apply_chunk(
     files: &[LogFile],
     chunk: &Chunk,
     window: &dyn EpochWindow,
-    replayer: &mut Replayer,
-    stats: &mut ReplayStats,
+    state: &mut ApplierState,
 ) -> Result<(), DurabilityError> {
     let path = &files[chunk.file].path;
     for &(start, header) in &chunk.blocks {
@@ -303,25 +311,85 @@ fn apply_chunk(
         let block_offset = chunk.offset + start as u64;
         header.check_payload(payload).map_err(|e| corrupt(path, block_offset, e.to_string()))?;
         let at = block_offset + HEADER_SIZE_BYTES as u64;
-        apply_block(catalog, path, payload, at, window, replayer, stats)?;
+        apply_block(catalog, path, payload, at, window, state)?;
     }
     Ok(())
 }
 
-/// Applies one block's entries; `offset` is the payload's file offset, for errors.
+/// How many writes ahead of its apply a write's point-index slot is prefetched; its record is
+/// prefetched half as far ahead, once the slot's line has had time to arrive. Each lookup is two
+/// misses on a table larger than the cache (`docs/PERFORMANCE.md`, "SiloR", "Session 22"), and
+/// one write's apply is about one miss's time, so a few in flight cover both.
+const PREFETCH_SLOT_AHEAD: usize = 16;
+const PREFETCH_RECORD_AHEAD: usize = PREFETCH_SLOT_AHEAD / 2;
+
+/// An admitted write of a block, parsed ahead of its apply: offsets into the block's payload.
+#[derive(Clone, Copy)]
+struct Pending {
+    tid: Tid,
+    table_id: u32,
+    put: bool,
+    hash: KeyHash,
+    key_at: usize,
+    key_len: usize,
+    /// The write's row (a put), or its end (a delete).
+    row_at: usize,
+    /// The offset of its entry in the payload, for errors.
+    entry_at: usize,
+}
+
+/// Applies one block's entries; `offset` is the payload's file offset, for errors. The block is
+/// parsed first (heads only, rows skipped), so that each write's point-index lookup can be
+/// prefetched some writes before it is applied.
 fn apply_block(
     catalog: &Catalog,
     path: &Path,
     payload: &[u8],
     offset: u64,
     window: &dyn EpochWindow,
-    replayer: &mut Replayer,
+    state: &mut ApplierState,
+) -> Result<(), DurabilityError> {
+    let pending = &mut state.pending;
+    parse_block(catalog, path, payload, offset, window, pending, &mut state.stats)?;
+    let prefetch = |at: usize, stage: Prefetch| {
+        if let Some(write) = pending.get(at)
+            && let Some(table) = catalog.table(write.table_id)
+        {
+            table.point.prefetch(write.hash, stage);
+        }
+    };
+    for at in 0..PREFETCH_SLOT_AHEAD.min(pending.len()) {
+        prefetch(at, Prefetch::Slot);
+        if at < PREFETCH_RECORD_AHEAD {
+            prefetch(at, Prefetch::Record);
+        }
+    }
+    for (at, write) in pending.iter().enumerate() {
+        prefetch(at + PREFETCH_SLOT_AHEAD, Prefetch::Slot);
+        prefetch(at + PREFETCH_RECORD_AHEAD, Prefetch::Record);
+        let key = &payload[write.key_at..write.key_at + write.key_len];
+        let mut reader = Reader::new(&payload[write.row_at..]);
+        apply_write(catalog, &mut reader, write, key, &mut state.replayer, &mut state.stats)
+            .map_err(|reason| corrupt(path, offset + write.entry_at as u64, reason))?;
+    }
+    Ok(())
+}
+
+/// Parses a block's entries into `pending` (its admitted writes), counting entries in `stats`.
+fn parse_block(
+    catalog: &Catalog,
+    path: &Path,
+    payload: &[u8],
+    offset: u64,
+    window: &dyn EpochWindow,
+    pending: &mut Vec<Pending>,
     stats: &mut ReplayStats,
 ) -> Result<(), DurabilityError> {
+    pending.clear();
     let mut reader = Reader::new(payload);
     while !reader.is_empty() {
-        let entry_offset = offset + reader.offset() as u64;
-        let bad = |reason: String| corrupt(path, entry_offset, reason);
+        let entry_at = reader.offset();
+        let bad = |reason: String| corrupt(path, offset + entry_at as u64, reason);
         let (tid, writes) = reader.entry_head().map_err(|e| bad(e.to_string()))?;
         let epoch = tid.epoch();
         stats.max_epoch = stats.max_epoch.max(epoch);
@@ -333,36 +401,34 @@ fn apply_block(
         }
         for _ in 0..writes {
             let (table_id, put, key) = reader.write_head().map_err(|e| bad(e.to_string()))?;
+            let row_at = reader.offset();
+            if put {
+                reader.skip_row().map_err(|e| bad(e.to_string()))?;
+            }
             if !admitted {
-                if put {
-                    reader.skip_row().map_err(|e| bad(e.to_string()))?;
-                }
                 continue;
             }
-            let write = Write { tid, table_id, put, key };
-            apply_write(catalog, &mut reader, write, replayer, stats).map_err(bad)?;
+            let table = catalog
+                .table(table_id)
+                .ok_or_else(|| bad(format!("record for table id {table_id} which does not exist")))?;
+            let key_at = key.as_ptr() as usize - payload.as_ptr() as usize;
+            let hash = table.point.hash_of(key);
+            pending.push(Pending { tid, table_id, put, hash, key_at, key_len: key.len(), row_at, entry_at });
         }
     }
     Ok(())
-}
-
-/// One write's head, as the log gives it.
-struct Write<'a> {
-    tid: Tid,
-    table_id: u32,
-    put: bool,
-    key: &'a [u8],
 }
 
 /// Applies one admitted write: skipped unread if the key holds a newer TID already.
 fn apply_write(
     catalog: &Catalog,
     reader: &mut Reader<'_>,
-    write: Write<'_>,
+    write: &Pending,
+    key: &[u8],
     replayer: &mut Replayer,
     stats: &mut ReplayStats,
 ) -> Result<(), String> {
-    let Write { tid, table_id, put, key } = write;
+    let Pending { tid, table_id, put, .. } = *write;
     let table =
         catalog.table(table_id).ok_or_else(|| format!("record for table id {table_id} which does not exist"))?;
     let existing = table.get(key);
