@@ -54,6 +54,7 @@
 use super::store::{self, ImageReader, IndexStore};
 use crate::storage::table::{RestoreGate, Table};
 use crate::storage::{Catalog, Key, Row};
+use crate::storage::point::Prefetch;
 use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -566,7 +567,14 @@ fn decode(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded
         return Ok(None);
     }
     let (tid, row) = decode_image(image)?;
+    prefetch_link(table, key);
     Ok(Some(Decoded { table: Arc::clone(table), key: Key::from(key), tid, row }))
+}
+
+/// Starts loading the point-index slot a link of `key` will probe: a batch is decoded before it
+/// is linked, so each slot's miss overlaps the decoding of the images after it.
+fn prefetch_link(table: &Table, key: &[u8]) {
+    table.point.prefetch(table.point.hash_of(key), Prefetch::Slot);
 }
 
 fn decode_image(image: &[u8]) -> Result<(Tid, Row), String> {
@@ -618,6 +626,7 @@ impl RestoreGate for Restorer {
             .iter()
             .map(|(full, image)| {
                 let (tid, row) = decode_image(image).unwrap_or_else(|m| fatal_with(&self.store, &m));
+                prefetch_link(table, &full[4..]);
                 (Key::from(&full[4..]), tid, row)
             })
             .collect();
