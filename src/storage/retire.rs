@@ -1,5 +1,5 @@
-//! Values that recovery's in-place edits replace, dropped a few edits later, their memory
-//! prefetched when they are replaced.
+//! Values that recovery's in-place edits replace, and rows that its installs replace, dropped a
+//! few edits later, their memory prefetched when they are replaced.
 //!
 //! A column patch replays by overwriting a value in the row where it lies
 //! ([`crate::storage::Table::edit_if_newer`]). The value it replaces was written long before,
@@ -9,12 +9,16 @@
 //! Here the block is prefetched as the value is replaced and dropped [`RING_VALUES`] edits
 //! later, when the line has arrived, so the miss overlaps the edits in between.
 //!
+//! A replaced row ([`crate::storage::Table::install_if_newer`]) is as cold: its drop reads the
+//! count at its head and every value, and frees it. Through the epoch collector that happened
+//! hundreds of installs later; here its first lines are prefetched as it is replaced.
+//!
 //! Only for recovery, before transactions run: the values are dropped outright (not through
 //! the epoch collector), which is safe only because no reader can be between loading a row
-//! and taking its count. The ring is per thread and holds at most [`RING_VALUES`] values; they
-//! are dropped when the thread exits, or by [`drop_retired`].
+//! and taking its count. The ring is per thread and holds at most [`RING_VALUES`] values or
+//! rows; they are dropped when the thread exits, or by [`drop_retired`].
 
-use super::value::Value;
+use super::value::{Row, Value};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
@@ -23,19 +27,46 @@ use std::collections::VecDeque;
 /// prefetched lines are still in cache.
 pub const RING_VALUES: usize = 16;
 
+/// Lines of a retired row that are prefetched: its count and first values (a row of a few
+/// columns fits; a wide row's later values are read by its drop in order, which the hardware
+/// prefetcher follows).
+const ROW_PREFETCH_LINES: usize = 2;
+/// Bytes of a cache line (x86-64, most AArch64).
+const LINE_BYTES: usize = 64;
+
+/// What the ring holds.
+enum Retired {
+    Value(#[allow(dead_code)] Value),
+    Row(#[allow(dead_code)] Row),
+}
+
 thread_local! {
-    static RING: RefCell<VecDeque<Value>> = RefCell::new(VecDeque::with_capacity(RING_VALUES));
+    static RING: RefCell<VecDeque<Retired>> = RefCell::new(VecDeque::with_capacity(RING_VALUES));
 }
 
 /// Drops `value` after the next [`RING_VALUES`] retired on this thread, prefetching its heap
 /// block now. For values no other thread can reach (see the module docs).
 pub fn retire(value: Value) {
     prefetch_heap(&value);
+    push(Retired::Value(value));
+}
+
+/// Drops `row` after the next [`RING_VALUES`] retired on this thread, prefetching its first
+/// lines now. For rows no other thread can reach (see the module docs).
+pub fn retire_row(row: Row) {
+    let start = row.as_ptr_for_prefetch();
+    for line in 0..ROW_PREFETCH_LINES {
+        super::prefetch::prefetch_line(start.wrapping_add(line * LINE_BYTES));
+    }
+    push(Retired::Row(row));
+}
+
+fn push(retired: Retired) {
     RING.with_borrow_mut(|ring| {
         if ring.len() >= RING_VALUES {
             drop(ring.pop_front());
         }
-        ring.push_back(value);
+        ring.push_back(retired);
     });
 }
 
@@ -81,6 +112,20 @@ mod tests {
         assert_eq!(retired_len(), RING_VALUES);
         drop_retired();
         assert_eq!(retired_len(), 0);
+    }
+
+    #[test]
+    fn a_row_is_dropped_after_the_ring_fills() {
+        drop_retired();
+        let bytes = Arc::<[u8]>::from(&b"in a replaced row"[..]);
+        retire_row(Row::new(vec![Value::Int(1), Value::Bytes(Arc::clone(&bytes))]));
+        for i in 0..RING_VALUES - 1 {
+            retire_row(Row::new(vec![Value::Int(i as i64)]));
+        }
+        assert_eq!(Arc::strong_count(&bytes), 2, "the row is still held");
+        retire(Value::Null);
+        assert_eq!(Arc::strong_count(&bytes), 1, "the row was dropped once RING_VALUES more were retired");
+        drop_retired();
     }
 
     #[test]

@@ -497,7 +497,10 @@ fn install_on(record: &Record, row: Option<Row>, tid: Tid) -> bool {
     }
     let absent = row.is_none();
     let row = row.unwrap_or_else(Row::empty);
-    record.install(row, crate::txn::tid::TidWord::new(tid, true, absent), 0);
+    // Recovery: no reader can reach the replaced row, so it is dropped soon, its memory
+    // prefetched now ([`super::retire`]).
+    let old = record.install_returning_old(row, crate::txn::tid::TidWord::new(tid, true, absent));
+    super::retire::retire_row(old);
     true
 }
 

@@ -336,6 +336,11 @@ impl Row {
         self.0
     }
 
+    /// The address of the row's allocation (its count, then its values), for a prefetch.
+    pub(crate) fn as_ptr_for_prefetch(&self) -> *const u8 {
+        self.0.heap_ptr().cast::<u8>()
+    }
+
     /// A row from a record's thin pointer.
     pub(crate) fn from_thin(thin: ThinArc<(), Value>) -> Row {
         Row(thin)

@@ -52,9 +52,9 @@
 //! the sequential log and the checkpoint.
 
 use super::store::{self, ImageReader, IndexStore};
+use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
 use crate::storage::{Catalog, Key, Row};
-use crate::storage::point::Prefetch;
 use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
