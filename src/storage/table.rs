@@ -226,7 +226,11 @@ impl Table {
     /// the TID the key holds (SiloR §5.2: the largest TID wins, in any replay order). A deletion
     /// leaves a tombstone — an absent record with its TID — so that an older write replayed later
     /// cannot resurrect the key; [`Table::finish_recovery`] sweeps them. Secondary indexes are not
-    /// maintained here. Safe to call from many recovery threads; not while transactions run.
+    /// maintained here. Safe to call from many recovery threads; not while transactions run, nor
+    /// while any thread may read the key's row: the replaced row is dropped a few installs later,
+    /// not through the epoch collector ([`super::retire`]). (Recovery's writers of one key do not
+    /// run at once with its readers: value replay only installs, and Taurus's data replay orders
+    /// a key's writers, the only ones that read it, by their WAW edges.)
     /// Returns whether the key's state changed.
     pub fn install_if_newer(&self, key: &Key, row: Option<Row>, tid: Tid) -> bool {
         loop {
