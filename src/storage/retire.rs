@@ -9,9 +9,10 @@
 //! Here the block is prefetched as the value is replaced and dropped [`RING_VALUES`] edits
 //! later, when the line has arrived, so the miss overlaps the edits in between.
 //!
-//! A replaced row ([`crate::storage::Table::install_if_newer`]) is as cold: its drop reads the
-//! count at its head and every value, and frees it. Through the epoch collector that happened
-//! hundreds of installs later; here its first lines are prefetched as it is replaced.
+//! A row replaced by an install ([`crate::storage::Table::install_if_newer`]) is as cold: its
+//! drop reads the count at its head and every value, and frees it. Through the epoch collector
+//! that happens hundreds of installs later; on a thread that holds [`ReplacedRowsUnread`] (value
+//! replay) its first lines are prefetched as it is replaced, and it is dropped from the ring.
 //!
 //! Only for recovery, before transactions run: the values are dropped outright (not through
 //! the epoch collector), which is safe only because no reader can be between loading a row
@@ -42,6 +43,39 @@ enum Retired {
 
 thread_local! {
     static RING: RefCell<VecDeque<Retired>> = RefCell::new(VecDeque::with_capacity(RING_VALUES));
+}
+
+thread_local! {
+    static REPLACED_ROWS_UNREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While alive, declares that no thread reads the rows this thread's recovery installs replace
+/// ([`crate::storage::Table::install_if_newer`]), so they go to the ring instead of the epoch
+/// collector. Value replay's threads hold one: they only install. Taurus's data replay does not:
+/// a column patch reads its key's row, and a later delete (or an insert after it) of that key is
+/// not ordered after the patch by a WAW edge, so it may replace the row while the patch reads it.
+/// Dropping it drops what the thread retired.
+pub struct ReplacedRowsUnread {
+    previous: bool,
+}
+
+impl ReplacedRowsUnread {
+    /// Declares it for this thread.
+    pub fn enter() -> ReplacedRowsUnread {
+        ReplacedRowsUnread { previous: REPLACED_ROWS_UNREAD.replace(true) }
+    }
+}
+
+impl Drop for ReplacedRowsUnread {
+    fn drop(&mut self) {
+        REPLACED_ROWS_UNREAD.set(self.previous);
+        drop_retired();
+    }
+}
+
+/// Whether this thread holds a [`ReplacedRowsUnread`].
+pub fn replaced_rows_unread() -> bool {
+    REPLACED_ROWS_UNREAD.get()
 }
 
 /// Drops `value` after the next [`RING_VALUES`] retired on this thread, prefetching its heap
@@ -126,6 +160,19 @@ mod tests {
         retire(Value::Null);
         assert_eq!(Arc::strong_count(&bytes), 1, "the row was dropped once RING_VALUES more were retired");
         drop_retired();
+    }
+
+    #[test]
+    fn the_unread_rows_scope_nests_and_empties_the_ring_when_it_ends() {
+        assert!(!replaced_rows_unread(), "off by default");
+        let outer = ReplacedRowsUnread::enter();
+        let inner = ReplacedRowsUnread::enter();
+        retire(Value::Int(1));
+        drop(inner);
+        assert!(replaced_rows_unread(), "the outer scope still holds");
+        assert_eq!(retired_len(), 0, "the inner scope's end dropped what was retired");
+        drop(outer);
+        assert!(!replaced_rows_unread());
     }
 
     #[test]

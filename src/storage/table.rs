@@ -226,11 +226,9 @@ impl Table {
     /// the TID the key holds (SiloR §5.2: the largest TID wins, in any replay order). A deletion
     /// leaves a tombstone — an absent record with its TID — so that an older write replayed later
     /// cannot resurrect the key; [`Table::finish_recovery`] sweeps them. Secondary indexes are not
-    /// maintained here. Safe to call from many recovery threads; not while transactions run, nor
-    /// while any thread may read the key's row: the replaced row is dropped a few installs later,
-    /// not through the epoch collector ([`super::retire`]). (Recovery's writers of one key do not
-    /// run at once with its readers: value replay only installs, and Taurus's data replay orders
-    /// a key's writers, the only ones that read it, by their WAW edges.)
+    /// maintained here. Safe to call from many recovery threads; not while transactions run. On a
+    /// thread that holds [`super::retire::ReplacedRowsUnread`] the replaced row is dropped a few
+    /// installs later, not through the epoch collector.
     /// Returns whether the key's state changed.
     pub fn install_if_newer(&self, key: &Key, row: Option<Row>, tid: Tid) -> bool {
         loop {
@@ -501,10 +499,13 @@ fn install_on(record: &Record, row: Option<Row>, tid: Tid) -> bool {
     }
     let absent = row.is_none();
     let row = row.unwrap_or_else(Row::empty);
-    // Recovery: no reader can reach the replaced row, so it is dropped soon, its memory
-    // prefetched now ([`super::retire`]).
-    let old = record.install_returning_old(row, crate::txn::tid::TidWord::new(tid, true, absent));
-    super::retire::retire_row(old);
+    let word = crate::txn::tid::TidWord::new(tid, true, absent);
+    if super::retire::replaced_rows_unread() {
+        // No reader can reach the replaced row: it is dropped soon, its memory prefetched now.
+        super::retire::retire_row(record.install_returning_old(row, word));
+    } else {
+        record.install(row, word, 0);
+    }
     true
 }
 
@@ -530,6 +531,24 @@ mod tests {
             retire(std::mem::replace(&mut row[1], Value::Int(v)));
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_replaced_row_goes_to_the_ring_only_on_a_thread_that_declares_it_unread() {
+        let t = table();
+        let key = Key::from(&b"k1"[..]);
+        let row = |v: i64| Some(Row::new(vec![Value::Int(1), Value::Int(v), Value::text("w")]));
+        super::super::retire::drop_retired();
+        assert!(t.install_if_newer(&key, row(1), Tid::new(1, 1)));
+        assert!(t.install_if_newer(&key, row(2), Tid::new(2, 1)));
+        assert_eq!(super::super::retire::retired_len(), 0, "to the epoch collector");
+        let unread = super::super::retire::ReplacedRowsUnread::enter();
+        assert!(t.install_if_newer(&key, row(3), Tid::new(3, 1)));
+        assert!(!t.install_if_newer(&key, row(9), Tid::new(2, 5)), "an older TID replaces nothing");
+        assert_eq!(super::super::retire::retired_len(), 1, "to the ring");
+        drop(unread);
+        assert_eq!(super::super::retire::retired_len(), 0);
+        assert_eq!(t.get(&key).unwrap().stable_read().1[1], Value::Int(3));
     }
 
     #[test]

@@ -788,6 +788,8 @@ pub fn install_shuffled(
             .map(|shard| {
                 let catalog = &catalog;
                 scope.spawn(move || {
+                    // These threads only install: no thread reads a row they replace.
+                    let _unread = crate::storage::retire::ReplacedRowsUnread::enter();
                     let started = Instant::now();
                     for &(i, w) in shard {
                         let CommandEntry::Data { entry, .. } = entries[i as usize] else { continue };

@@ -100,6 +100,8 @@ pub fn replay(
             let recycle_tx = recycle_tx.clone();
             let (chunk_rx, failure, failed, totals) = (&chunk_rx, &failure, &failed, &totals);
             scope.spawn(move || {
+                // Value replay only installs: no thread reads a row it replaces.
+                let _unread = crate::storage::retire::ReplacedRowsUnread::enter();
                 let mut state =
                     ApplierState { replayer: Replayer::new(mode), stats: ReplayStats::default(), pending: Vec::new() };
                 loop {
