@@ -429,6 +429,18 @@ impl PointIndex {
         self.shards.iter().map(|s| s.live.load(Ordering::Relaxed)).sum()
     }
 
+    /// Slots in the shards' arrays, used or not: how far apart lookups land in memory (an index
+    /// sized ahead by [`PointIndex::reserve`] has many more than entries).
+    pub fn slots_len(&self) -> usize {
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: as in `get`.
+        self.shards
+            .iter()
+            .filter_map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() })
+            .map(|s| s.slots.len())
+            .sum()
+    }
+
     /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

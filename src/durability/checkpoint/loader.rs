@@ -206,8 +206,9 @@ fn load_block(
     if !reader.is_empty() {
         return Err(bad(reader.offset(), "bytes after the block's last record".into()));
     }
+    let large = table.point.slots_len() >= crate::durability::value::replay::PREFETCH_TABLE_SLOTS_MIN;
     let prefetch = |i: usize| {
-        if let Some(&hash) = hashes.get(i) {
+        if large && let Some(&hash) = hashes.get(i) {
             table.point.prefetch(hash, Prefetch::Slot);
         }
     };
