@@ -381,6 +381,40 @@ fn requests_racing_several_walkers_see_correct_values_and_writes_survive() {
     db.close().unwrap();
 }
 
+/// `restore_walkers` sets the walk's threads; one walker restores the whole table, and requests
+/// made meanwhile see the right values.
+#[test]
+fn one_walker_restores_everything() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, state) = big_crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_walkers = Some(1);
+    let (db, scheme) = open(o);
+    assert_eq!(scheme.restore_progress().expect("a restore is running").walkers, 1);
+    let mut w = db.worker();
+    for k in (0..BIG_KEYS + 50).step_by(97) {
+        let got = w.call_retrying("get", &[int(k)], 1000).unwrap().values[0].as_int().unwrap();
+        assert_eq!(got, state.get(&k).copied().unwrap_or(-1), "key {k}");
+    }
+    drop(w);
+    scheme.wait_restored();
+    assert_eq!(rows_of(&db), state);
+    db.close().unwrap();
+}
+
+#[test]
+fn serve_refuses_a_walker_count_out_of_range() {
+    for walkers in ["0", "17"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
+            .args(["serve", "--durability", "indexed", "--restore-walkers", walkers])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--restore-walkers {walkers} was accepted");
+        assert!(stderr.contains("--restore-walkers") && stderr.contains("1..=16"), "{stderr}");
+    }
+}
+
 /// A crash in the middle of a restore (requests had restored and changed part of the table, the
 /// walk had not finished) recovers again, with those changes.
 #[test]

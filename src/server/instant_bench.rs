@@ -125,6 +125,8 @@ pub struct InstantBenchOptions {
     /// Seconds the server runs idle between the preload and the SIGKILL (the Indexer catches up
     /// in that time; 0 kills it right after the last acknowledgement: the largest unindexed tail).
     pub settle_s: f64,
+    /// `lazarus serve --restore-walkers` for the Lazarus targets (`None`: its default).
+    pub restore_walkers: Option<u16>,
 }
 
 /// What one restart under load measured.
@@ -200,6 +202,9 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
             let mut c = Command::new(&options.lazarus_exe);
             c.args(["serve", "--port", &port.to_string(), "--durability", durability, "--dir"]).arg(dir);
             c.args(["--max-clients", &(options.clients + 64).to_string()]);
+            if let Some(walkers) = options.restore_walkers {
+                c.args(["--restore-walkers", &walkers.to_string()]);
+            }
             c
         }
         Target::Redis(policy) => {

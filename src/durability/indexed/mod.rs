@@ -74,6 +74,10 @@ pub struct IndexedOptions {
     /// at the price of reading the whole file first. Off by default: the restart would no longer
     /// be instant (`docs/indexed.md`, "Damage to the indexed log").
     pub verify_on_open: bool,
+    /// Walker threads of the restore after a restart (1..=16; `None`: twice the cores, at least
+    /// 2). Fewer walkers leave more of a small machine to the requests served during the
+    /// restore and make the restore itself slower under load (`docs/indexed.md`, "Walkers").
+    pub restore_walkers: Option<usize>,
 }
 
 impl IndexedOptions {
@@ -85,6 +89,7 @@ impl IndexedOptions {
             index_interval_ms: 20,
             restore_paused: false,
             verify_on_open: false,
+            restore_walkers: None,
         }
     }
 }
@@ -435,7 +440,11 @@ impl IndexedLogging {
         let store = Arc::new(store);
         let keys = store.image_count()?;
         if keys > 0 {
-            let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, self.shared.options.restore_paused)?);
+            let paused = self.shared.options.restore_paused;
+            let restorer = Arc::new(match self.shared.options.restore_walkers {
+                Some(walkers) => Restorer::with_walkers(Arc::clone(&store), started, paused, walkers)?,
+                None => Restorer::new(Arc::clone(&store), started, paused)?,
+            });
             for table in db.catalog().tables() {
                 table.begin_restore(restorer.clone());
             }
