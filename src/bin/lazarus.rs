@@ -1264,7 +1264,7 @@ struct ServeArgs {
     epoch_interval_ms: u64,
     /// `indexed`, `indexed-sync`: threads that walk the indexed log to restore the database after
     /// a restart, 1 to 16. Fewer leave more CPU to the requests served meanwhile and make the
-    /// restore slower under load (on 2 cores, 200 clients: 1 walker served 0.51-0.53 of the
+    /// restore slower under load (on 2 cores, 200 clients: 1 walker served 0.46-0.53 of the
     /// steady-state rate during a 12-16 s restore, 4 walkers 0.31-0.33 during 8 s;
     /// docs/indexed.md) [default: twice the cores, at least 2].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]

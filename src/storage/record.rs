@@ -22,6 +22,10 @@
 //! pointer load and the increment; pinning is a thread-local counter and, for the outermost pin
 //! only, one fence.
 //!
+//! Recovery's installs on a thread that declares no reader can reach the rows it replaces
+//! ([`super::retire::ReplacedRowsUnread`]: value replay) skip the collector: the old row is
+//! dropped a few installs later, while its memory is still cached ([`Record::install_returning_old`]).
+//!
 //! A record unlinked by a delete is freed when the last index entry and the last transaction
 //! holding it let go; it drops its row then, since no reader can be inside a load without holding
 //! the record.

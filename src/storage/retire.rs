@@ -35,10 +35,10 @@ const ROW_PREFETCH_LINES: usize = 2;
 /// Bytes of a cache line (x86-64, most AArch64).
 const LINE_BYTES: usize = 64;
 
-/// What the ring holds.
+/// What the ring holds: each is kept only to be dropped when it leaves the ring.
 enum Retired {
-    Value(#[allow(dead_code)] Value),
-    Row(#[allow(dead_code)] Row),
+    Value(#[expect(dead_code, reason = "held to be dropped later")] Value),
+    Row(#[expect(dead_code, reason = "held to be dropped later")] Row),
 }
 
 thread_local! {
