@@ -569,8 +569,8 @@ mod tests {
         assert_eq!(sample, expected);
     }
 
-    /// Readers on other threads always find the keys that stay, while a writer grows the shards
-    /// and removes and reinserts other keys; every record dropped by the map stays readable.
+    /// The record a prefetch would load is the key's own for most keys, and none once the keys
+    /// are removed; prefetching present and absent keys changes nothing.
     #[test]
     fn the_prefetch_hint_is_the_keys_record() {
         let index = PointIndex::default();
@@ -605,6 +605,8 @@ mod tests {
         }
     }
 
+    /// Readers on other threads always find the keys that stay, while a writer grows the shards
+    /// and removes and reinserts other keys; every record dropped by the map stays readable.
     #[test]
     fn concurrent_readers_see_stable_keys_through_rebuilds() {
         let index = Arc::new(PointIndex::default());

@@ -195,20 +195,23 @@ fn load_block(
     // Decoded whole first, so that each record's point-index slot (a miss: the slots of a large
     // table are spread over far more than the cache) is prefetched some records before it is
     // linked, as value replay does its lookups.
+    // A table that stays in cache is not prefetched (value replay's `PREFETCH_TABLE_SLOTS_MIN`).
+    let large = table.point.slots_len() >= crate::durability::value::replay::PREFETCH_TABLE_SLOTS_MIN;
     let capacity = (count as usize).min(RECORDS_RESERVED_MAX);
     let (mut records, mut hashes) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
     for _ in 0..count {
         let at = reader.offset();
         let record = format::decode_record(&mut reader).map_err(|e| bad(at, e.to_string()))?;
-        hashes.push(table.point.hash_of(record.key.as_bytes()));
+        if large {
+            hashes.push(table.point.hash_of(record.key.as_bytes()));
+        }
         records.push((at, record));
     }
     if !reader.is_empty() {
         return Err(bad(reader.offset(), "bytes after the block's last record".into()));
     }
-    let large = table.point.slots_len() >= crate::durability::value::replay::PREFETCH_TABLE_SLOTS_MIN;
     let prefetch = |i: usize| {
-        if large && let Some(&hash) = hashes.get(i) {
+        if let Some(&hash) = hashes.get(i) {
             table.point.prefetch(hash, Prefetch::Slot);
         }
     };
