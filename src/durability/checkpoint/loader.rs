@@ -195,8 +195,7 @@ fn load_block(
     // Decoded whole first, so that each record's point-index slot (a miss: the slots of a large
     // table are spread over far more than the cache) is prefetched some records before it is
     // linked, as value replay does its lookups.
-    // A table that stays in cache is not prefetched (value replay's `PREFETCH_TABLE_SLOTS_MIN`).
-    let large = table.point.slots_len() >= crate::durability::value::replay::PREFETCH_TABLE_SLOTS_MIN;
+    let large = table.point.misses_cache();
     let capacity = (count as usize).min(RECORDS_RESERVED_MAX);
     let (mut records, mut hashes) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
     for _ in 0..count {

@@ -20,8 +20,8 @@ use crate::durability::codec::Reader;
 use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::io::{FileSystem, OpenMode};
 use crate::replay::{EncodedRedo, ReplayMode, Replayer};
-use crate::storage::Catalog;
 use crate::storage::point::{KeyHash, Prefetch};
+use crate::storage::{Catalog, Table};
 use crate::txn::Tid;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -67,12 +67,12 @@ struct Chunk {
 }
 
 /// What one applier thread keeps from chunk to chunk.
-struct ApplierState {
+struct ApplierState<'c> {
     replayer: Replayer,
     stats: ReplayStats,
     /// The current block's admitted writes (reused: a block is parsed before it is applied).
-    pending: Vec<Pending>,
-    /// Per table id, whether its lookups are prefetched (it is large enough to miss the cache),
+    pending: Vec<Pending<'c>>,
+    /// Per table id, whether its lookups are prefetched ([`crate::storage::point::PointIndex::misses_cache`]),
     /// as of the current chunk.
     prefetched_tables: Vec<bool>,
 }
@@ -307,23 +307,23 @@ fn replay_panicked(files: &[LogFile], chunk: &Chunk, panic: &(dyn std::any::Any 
 }
 
 /// Checks and applies every block of a chunk.
-fn apply_chunk(
-    catalog: &Catalog,
+fn apply_chunk<'c>(
+    catalog: &'c Catalog,
     files: &[LogFile],
     chunk: &Chunk,
     window: &dyn EpochWindow,
-    state: &mut ApplierState,
+    state: &mut ApplierState<'c>,
 ) -> Result<(), DurabilityError> {
     let path = &files[chunk.file].path;
-    let tables = catalog.tables().iter().map(|t| t.point.slots_len() >= PREFETCH_TABLE_SLOTS_MIN);
+    let tables = catalog.tables().iter().map(|t| t.point.misses_cache());
     state.prefetched_tables.clear();
     state.prefetched_tables.extend(tables);
     for &(start, header) in &chunk.blocks {
         let payload = &chunk.data[start + HEADER_SIZE_BYTES..start + header.size_bytes()];
         let block_offset = chunk.offset + start as u64;
         header.check_payload(payload).map_err(|e| corrupt(path, block_offset, e.to_string()))?;
-        let at = block_offset + HEADER_SIZE_BYTES as u64;
-        apply_block(catalog, path, payload, at, window, state)?;
+        let block = BlockAt { path, payload, offset: block_offset + HEADER_SIZE_BYTES as u64 };
+        apply_block(catalog, &block, window, state)?;
     }
     Ok(())
 }
@@ -334,16 +334,28 @@ fn apply_chunk(
 /// one write's apply is about one miss's time, so a few in flight cover both.
 const PREFETCH_SLOT_AHEAD: usize = 16;
 const PREFETCH_RECORD_AHEAD: usize = PREFETCH_SLOT_AHEAD / 2;
-/// Lookups in a table whose point index has fewer slots are not prefetched: its slots and most
-/// of its records stay in cache (a 32 MiB last-level cache here), and a prefetch would only add
-/// instructions (about a tenth of a write's, by callgrind).
-pub(crate) const PREFETCH_TABLE_SLOTS_MIN: usize = 1 << 18;
 
-/// An admitted write of a block, parsed ahead of its apply: offsets into the block's payload.
+/// A block's payload, and where it lies (for errors).
+struct BlockAt<'a> {
+    path: &'a Path,
+    payload: &'a [u8],
+    /// The payload's file offset.
+    offset: u64,
+}
+
+impl BlockAt<'_> {
+    /// The error for damage at `at` bytes into the payload.
+    fn corrupt(&self, at: usize, reason: impl Into<String>) -> DurabilityError {
+        corrupt(self.path, self.offset + at as u64, reason)
+    }
+}
+
+/// An admitted write of a block, parsed ahead of its apply: its table (checked to exist) and
+/// offsets into the block's payload.
 #[derive(Clone, Copy)]
-struct Pending {
+struct Pending<'c> {
     tid: Tid,
-    table_id: u32,
+    table: &'c Table,
     put: bool,
     /// The key's hash, when its table's lookups are prefetched.
     hash: Option<KeyHash>,
@@ -355,25 +367,21 @@ struct Pending {
     entry_at: usize,
 }
 
-/// Applies one block's entries; `offset` is the payload's file offset, for errors. The block is
-/// parsed first (heads only, rows skipped), so that each write's point-index lookup can be
-/// prefetched some writes before it is applied.
-fn apply_block(
-    catalog: &Catalog,
-    path: &Path,
-    payload: &[u8],
-    offset: u64,
+/// Applies one block's entries. The block is parsed first (heads only, rows skipped), so that
+/// each write's point-index lookup can be prefetched some writes before it is applied.
+fn apply_block<'c>(
+    catalog: &'c Catalog,
+    block: &BlockAt<'_>,
     window: &dyn EpochWindow,
-    state: &mut ApplierState,
+    state: &mut ApplierState<'c>,
 ) -> Result<(), DurabilityError> {
-    parse_block(catalog, path, payload, offset, window, state)?;
+    parse_block(catalog, block, window, state)?;
     let pending = &state.pending;
     let prefetch = |at: usize, stage: Prefetch| {
         if let Some(write) = pending.get(at)
             && let Some(hash) = write.hash
-            && let Some(table) = catalog.table(write.table_id)
         {
-            table.point.prefetch(hash, stage);
+            write.table.point.prefetch(hash, stage);
         }
     };
     for at in 0..PREFETCH_SLOT_AHEAD.min(pending.len()) {
@@ -385,30 +393,28 @@ fn apply_block(
     for (at, write) in pending.iter().enumerate() {
         prefetch(at + PREFETCH_SLOT_AHEAD, Prefetch::Slot);
         prefetch(at + PREFETCH_RECORD_AHEAD, Prefetch::Record);
-        let key = &payload[write.key_at..write.key_at + write.key_len];
-        let mut reader = Reader::new(&payload[write.row_at..]);
+        let key = &block.payload[write.key_at..write.key_at + write.key_len];
+        let mut reader = Reader::new(&block.payload[write.row_at..]);
         apply_write(catalog, &mut reader, write, key, &mut state.replayer, &mut state.stats)
-            .map_err(|reason| corrupt(path, offset + write.entry_at as u64, reason))?;
+            .map_err(|reason| block.corrupt(write.entry_at, reason))?;
     }
     Ok(())
 }
 
 /// Parses a block's entries into the state's `pending` (its admitted writes, with their hash
 /// when their table is prefetched), counting entries in its `stats`.
-fn parse_block(
-    catalog: &Catalog,
-    path: &Path,
-    payload: &[u8],
-    offset: u64,
+fn parse_block<'c>(
+    catalog: &'c Catalog,
+    block: &BlockAt<'_>,
     window: &dyn EpochWindow,
-    state: &mut ApplierState,
+    state: &mut ApplierState<'c>,
 ) -> Result<(), DurabilityError> {
     let ApplierState { pending, prefetched_tables: prefetched, stats, .. } = state;
     pending.clear();
-    let mut reader = Reader::new(payload);
+    let mut reader = Reader::new(block.payload);
     while !reader.is_empty() {
         let entry_at = reader.offset();
-        let bad = |reason: String| corrupt(path, offset + entry_at as u64, reason);
+        let bad = |reason: String| block.corrupt(entry_at, reason);
         let (tid, writes) = reader.entry_head().map_err(|e| bad(e.to_string()))?;
         let epoch = tid.epoch();
         stats.max_epoch = stats.max_epoch.max(epoch);
@@ -430,10 +436,10 @@ fn parse_block(
             let table = catalog
                 .table(table_id)
                 .ok_or_else(|| bad(format!("record for table id {table_id} which does not exist")))?;
-            let key_at = key.as_ptr() as usize - payload.as_ptr() as usize;
+            let key_at = key.as_ptr() as usize - block.payload.as_ptr() as usize;
             let prefetch = prefetched.get(table_id as usize).copied().unwrap_or(false);
             let hash = prefetch.then(|| table.point.hash_of(key));
-            pending.push(Pending { tid, table_id, put, hash, key_at, key_len: key.len(), row_at, entry_at });
+            pending.push(Pending { tid, table, put, hash, key_at, key_len: key.len(), row_at, entry_at });
         }
     }
     Ok(())
@@ -443,14 +449,12 @@ fn parse_block(
 fn apply_write(
     catalog: &Catalog,
     reader: &mut Reader<'_>,
-    write: &Pending,
+    write: &Pending<'_>,
     key: &[u8],
     replayer: &mut Replayer,
     stats: &mut ReplayStats,
 ) -> Result<(), String> {
-    let Pending { tid, table_id, put, .. } = *write;
-    let table =
-        catalog.table(table_id).ok_or_else(|| format!("record for table id {table_id} which does not exist"))?;
+    let Pending { tid, table, put, .. } = *write;
     let existing = table.get(key);
     if existing.as_ref().is_some_and(|r| r.word().tid() >= tid) {
         stats.obsolete += 1;
