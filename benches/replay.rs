@@ -8,7 +8,9 @@
 //!
 //! Run: `cargo bench --bench replay [experiment name, to run one]` (env `REPLAY_INITIAL_ROWS`, default 10^5;
 //! `REPLAY_TXNS` (of 5 statements), default 2·10^4; `REPLAY_RUNS`, default 5; `REPLAY_WARMUP=0`
-//! skips the untimed recoveries (`scripts/replay-callgrind.sh` counts one run); `REPLAY_ONLY=direct`
+//! skips the untimed recoveries (`scripts/replay-callgrind.sh` counts one run); `REPLAY_HASH_SEED=N`
+//! (not 0) fixes the point index's hash seed, so that both modes probe the same slots;
+//! `REPLAY_ONLY=direct`
 //! or `compiled` recovers in that mode only, e.g. under
 //! `valgrind --tool=callgrind --toggle-collect='*value::replay::apply_chunk*'`);
 //! `REPLAY_FIGURES=DIR` also writes the figures as figure files for `lazarus report`:
@@ -244,6 +246,9 @@ fn main() {
     // between runs of the same log.
     unsafe { lazarus::allocator::keep_freed_memory() };
     let runs = env("REPLAY_RUNS", 5).max(1);
+    if let seed @ 1.. = env("REPLAY_HASH_SEED", 0) {
+        lazarus::storage::point::fix_hash_seed(seed as u64);
+    }
     let (initial, txns) = (env("REPLAY_INITIAL_ROWS", 100_000) as i64, env("REPLAY_TXNS", 20_000));
     let only: Option<ReplayMode> = std::env::var("REPLAY_ONLY").ok().and_then(|m| m.parse().ok());
     let warm_up = env("REPLAY_WARMUP", 1) != 0;

@@ -7,9 +7,9 @@
 #   BENCH_BINARY: target/release/deps/replay-<hash> (printed by `cargo bench --bench replay --no-run`)
 # Writes OUT_DIR/<mode>-<experiment>-<run>.out (callgrind files) and prints one row per
 # experiment: experiment, direct and compiled instructions per record (the median of RUNS runs
-# each, default 3: the point index's hash seed is random per process, so probe sequences, and
-# with them the counts, vary by up to a few percent between runs of identical work), and the
-# ratio compiled / direct.
+# each, default 3: the point index's hash seed decides probe sequences, and with them the counts
+# vary by up to a few percent between runs of identical work; run r of both modes hashes with
+# seed r, `REPLAY_HASH_SEED`, so each pair of runs probes alike), and the ratio compiled / direct.
 set -euo pipefail
 bin=$1
 out=$2
@@ -32,7 +32,7 @@ for e in "${experiments[@]}"; do
   slug=$(echo "$e" | tr ' /,' '___')
   for r in $(seq 1 "$runs"); do
     for mode in direct compiled; do
-      REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
+      REPLAY_HASH_SEED=$r REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
         --callgrind-out-file="$out/$mode-$slug-$r.out" --toggle-collect='*value::replay::apply_chunk*' \
         "$bin" "$e" >"$out/$mode-$slug-$r.log" 2>&1 &
     done

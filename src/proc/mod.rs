@@ -170,20 +170,16 @@ impl CompiledProcedure {
     /// [`CompiledProcedure::new_frame`]). Their types are not checked here: the caller binds
     /// values of the parameters' types or null, and the storage step checks every row it writes
     /// against the table's schema (or trusts a caller that checked each value as it bound it:
-    /// compiled replay's typed binding, `crate::replay::compiled`).
+    /// compiled replay's typed binding, `crate::replay::compiled`). It runs for its writes: the
+    /// values of a `return` are dropped (its callers, replay plans and PACMAN's pieces, have no
+    /// use for them, and handing back an empty vector cost every replayed record its drop).
     #[inline(always)]
-    pub fn run_bound(
-        &self,
-        frame: &mut runtime::Frame,
-        storage: &mut dyn runtime::Storage,
-    ) -> Result<Vec<Value>, TxnError> {
+    pub fn run_bound(&self, frame: &mut runtime::Frame, storage: &mut dyn runtime::Storage) -> Result<(), TxnError> {
         debug_assert_eq!(frame.vals.len(), self.ir.vars.len());
         frame.iterations = 0;
         frame.row = None;
-        match compile::run_block(&self.body, frame, storage)? {
-            runtime::Flow::Return(values) => Ok(values),
-            runtime::Flow::Next => Ok(Vec::new()),
-        }
+        compile::run_block(&self.body, frame, storage)?;
+        Ok(())
     }
 }
 

@@ -304,9 +304,13 @@ pub fn apply_encoded(
             TypedRow::Misfit { position, got } => return Err(schema.misfit(position, got).into()),
         }
     }
-    let storage = ReplayStorage::new(catalog, table, redo.key, redo.tid).with_found(redo.found);
+    // Fields set in place, not through the builders: each builder moved the whole context, a
+    // copy per record that callgrind counted.
+    let mut storage = ReplayStorage::new(catalog, table, redo.key, redo.tid);
+    storage.found = Some(redo.found);
     // Every value the plan writes is a bound parameter, checked against its column as it was bound.
-    run(table, cached, storage.with_checked_values(op != RedoOp::Delete))
+    storage.checked_values = op != RedoOp::Delete;
+    run(table, cached, storage)
 }
 
 /// Applies a column patch through its plan, `update t set <patched columns> where <key>`: the
@@ -413,8 +417,8 @@ fn replace_slot(slot: &mut Value, value: Value) {
 #[inline(always)]
 fn run(table: &Table, cached: &mut CachedPlan, storage: ReplayStorage<'_>) -> Result<bool, ReplayError> {
     // The update plan `choose` picks sets every non-key column: the old row is not needed.
-    let whole = cached.plan.op == RedoOp::Update;
-    let mut storage = storage.with_whole_images(whole);
+    let mut storage = storage;
+    storage.whole_images = cached.plan.op == RedoOp::Update;
     cached.plan.procedure.run_bound(&mut cached.frame, &mut storage)?;
     let wrote_nothing =
         || ReplayError::Plan { table: table.schema.name.clone(), message: "the plan wrote nothing".into() };
