@@ -25,6 +25,7 @@
 //! error if the scheme has failed (after a failed fsync a scheme acknowledges nothing more).
 //! Read-only transactions get a ticket too: they may have read data that is not yet durable.
 
+pub mod appender;
 pub mod blocks;
 pub mod checkpoint;
 pub mod codec;

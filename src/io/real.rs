@@ -3,7 +3,7 @@
 use super::{File, FileSystem, OpenMode, SharedFile};
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -103,8 +103,18 @@ impl FileSystem for RealFs {
             OpenMode::CreateNew => options.read(true).write(true).create_new(true),
             // Not O_APPEND: on Linux, pwrite on an O_APPEND file ignores the offset and appends.
             OpenMode::Append => options.read(true).write(true).create(true),
-            OpenMode::ReadWrite => options.read(true).write(true),
+            OpenMode::ReadWrite | OpenMode::WriteDirect => options.read(true).write(true),
         };
+        if mode == OpenMode::WriteDirect {
+            let direct = options.clone().custom_flags(libc::O_DIRECT).open(path);
+            match direct {
+                Ok(file) => return Ok(Box::new(RealFile { file })),
+                // The file system has no direct I/O (tmpfs, some FUSE mounts): write through
+                // the page cache, which is slower but the same on disk.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(with_path(e, path)),
+            }
+        }
         let file = options.open(path).map_err(|e| with_path(e, path))?;
         Ok(Box::new(RealFile { file }))
     }

@@ -32,7 +32,7 @@
 //! Paths must be absolute; the root `/` always exists. Renaming or removing a directory is not
 //! supported (nothing in Lazarus does it).
 
-use super::{File, FileSystem, OpenMode, SharedFile};
+use super::{DIRECT_ALIGN_BYTES, File, FileSystem, OpenMode, SharedFile};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -399,6 +399,15 @@ fn sim_error(errno: i32, path: &Path, why: &str) -> io::Error {
     io::Error::new(os.kind(), format!("{}: {os} ({why})", path.display()))
 }
 
+/// Whether a write at `offset` of `data` is one `O_DIRECT` accepts: offset, length and address
+/// all multiples of [`DIRECT_ALIGN_BYTES`].
+fn direct_aligned(offset: u64, data: &[u8]) -> bool {
+    let align = DIRECT_ALIGN_BYTES;
+    offset.is_multiple_of(align as u64)
+        && data.len().is_multiple_of(align)
+        && data.as_ptr().addr().is_multiple_of(align)
+}
+
 fn invalid(path: &Path, why: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", path.display()))
 }
@@ -558,6 +567,8 @@ struct SimFile {
     writable: bool,
     /// Whether this handle holds the inode's lock ([`SharedFile::try_lock`]).
     locked: std::sync::atomic::AtomicBool,
+    /// Opened [`OpenMode::WriteDirect`]: writes must be aligned, as `O_DIRECT` requires.
+    direct: bool,
 }
 
 // Every method takes `&self` (the disk's state has its own mutex), so one handle serves both
@@ -574,6 +585,13 @@ impl SimFile {
         }
         let inode = s.inode(self.ino);
         let offset = offset.unwrap_or(inode.current.len() as u64);
+        if self.direct && !direct_aligned(offset, data) {
+            let reason = format!(
+                "a direct write must be aligned to {DIRECT_ALIGN_BYTES} bytes (offset {offset}, {} bytes)",
+                data.len()
+            );
+            return Err(invalid(&self.path, &reason));
+        }
         if offset.saturating_add(data.len() as u64) > FILE_SIZE_MAX_BYTES {
             return Err(sim_error(ENOSPC, &self.path, "the simulated file size limit"));
         }
@@ -716,7 +734,7 @@ impl Drop for SimFile {
 impl SimDisk {
     fn handle(&self, ino: u64, path: &Path, writable: bool) -> SimFile {
         let locked = std::sync::atomic::AtomicBool::new(false);
-        SimFile { state: Arc::clone(&self.state), ino, path: path.to_path_buf(), writable, locked }
+        SimFile { state: Arc::clone(&self.state), ino, path: path.to_path_buf(), writable, locked, direct: false }
     }
 }
 
@@ -735,7 +753,9 @@ impl FileSystem for SimDisk {
             _ => s.file(path)?,
         };
         let writable = mode != OpenMode::Read;
-        Ok(Box::new(self.handle(ino, path, writable)))
+        let mut handle = self.handle(ino, path, writable);
+        handle.direct = mode == OpenMode::WriteDirect;
+        Ok(Box::new(handle))
     }
 
     fn open_shared(&self, path: &Path, create: bool) -> io::Result<Arc<dyn SharedFile>> {

@@ -24,8 +24,9 @@
 use super::files::{self, DurablePosition, LogHeader, Pepoch};
 use super::worker::{Buffer, READING, WorkerSlot};
 use super::{LoggerShared, SchemeShared};
+use crate::durability::appender::PageAppender;
 use crate::durability::frame;
-use crate::io::{File, OpenMode};
+use crate::io::OpenMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,9 +34,9 @@ use std::time::Duration;
 
 /// A logger's open current file.
 struct CurrentFile {
-    file: Box<dyn File>,
+    /// Whole pages go to the disk directly, partial ones through the page cache.
+    file: PageAppender,
     seq: u64,
-    len_bytes: u64,
     /// Largest epoch written to this file.
     max_epoch: u64,
     /// Epoch at which the file was started, for rotation.
@@ -79,7 +80,7 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
                 unsynced = false;
             }
             synced_epoch = epoch_now;
-            logger.publish(bound, current.seq, current.len_bytes, max_record_epoch);
+            logger.publish(bound, current.seq, current.file.len_bytes(), max_record_epoch);
             scheme.wake_pepoch();
         }
         if current.max_epoch >= current.first_epoch + scheme.options.rotate_epochs {
@@ -90,7 +91,7 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
                 unsynced = false;
             }
             current = rotate(scheme, logger, current, epoch_now)?;
-            logger.publish(bound, current.seq, current.len_bytes, max_record_epoch);
+            logger.publish(bound, current.seq, current.file.len_bytes(), max_record_epoch);
         }
         if stopping {
             return Ok(());
@@ -145,16 +146,11 @@ fn wait_not_reading(slot: &WorkerSlot) -> u64 {
 
 /// Appends the taken buffers as framed blocks; returns the bytes written.
 fn write_buffers(current: &mut CurrentFile, taken: &[(Arc<WorkerSlot>, Buffer)]) -> std::io::Result<u64> {
-    let mut out = Vec::new();
     for (_, buffer) in taken {
-        frame::encode_block(&buffer.bytes, &mut out);
+        current.file.stage(|out| frame::encode_block(&buffer.bytes, out));
         current.max_epoch = current.max_epoch.max(buffer.max_epoch);
     }
-    if !out.is_empty() {
-        current.file.append(&out)?;
-        current.len_bytes += out.len() as u64;
-    }
-    Ok(out.len() as u64)
+    current.file.append_staged()
 }
 
 /// Returns written buffers to their workers right after the write (SiloR §3.3).
@@ -169,16 +165,18 @@ fn give_back(taken: Vec<(Arc<WorkerSlot>, Buffer)>) {
 fn create_file(scheme: &SchemeShared, logger: &LoggerShared, seq: u64, epoch: u64) -> std::io::Result<CurrentFile> {
     let path = logger.dir.join(files::CURRENT_LOG);
     let fs = &scheme.options.fs;
-    let mut file = fs.open(&path, OpenMode::CreateNew)?;
+    let created = fs.open(&path, OpenMode::CreateNew)?;
+    let mut file = PageAppender::new(fs.as_ref(), &path, created, 0)?;
     let header = files::encode_log_header(LogHeader {
         format: scheme.options.entry_format,
         logger: logger.id as u32,
         file_seq: seq,
     });
-    file.append(&header)?;
+    file.stage(|out| out.extend_from_slice(&header));
+    file.append_staged()?;
     file.sync_data()?;
     fs.sync_dir(&logger.dir)?;
-    Ok(CurrentFile { file, seq, len_bytes: header.len() as u64, max_epoch: 0, first_epoch: epoch })
+    Ok(CurrentFile { file, seq, max_epoch: 0, first_epoch: epoch })
 }
 
 fn rotate(
@@ -191,7 +189,9 @@ fn rotate(
     let old: PathBuf = logger.dir.join(files::old_log_name(current.max_epoch, current.seq));
     // Recovery reads a closed file whole; its end block is how it knows the file is whole.
     let mut file = current.file;
-    file.append(&files::encode_end_block(current.len_bytes))?;
+    let end = files::encode_end_block(file.len_bytes());
+    file.stage(|out| out.extend_from_slice(&end));
+    file.append_staged()?;
     file.sync_data()?;
     drop(file);
     fs.rename(&logger.dir.join(files::CURRENT_LOG), &old)?;
