@@ -9,7 +9,8 @@
 //! keeps them ([`super::CheckpointHost::reduced`]): a patch needs the row it applies to.
 
 use super::format::{self, BlockBuilder, DataHeader, ManifestFile};
-use crate::io::{File, FileSystem, OpenMode};
+use crate::durability::appender::PageAppender;
+use crate::io::{FileSystem, OpenMode};
 use crate::storage::index::{Direction, KeyRange};
 use crate::storage::{Key, Record, Table};
 use std::io;
@@ -60,11 +61,11 @@ pub struct CheckpointerReport {
 
 /// The checkpointer's open files and where the next block goes.
 struct Outputs {
-    files: Vec<(Box<dyn File>, ManifestFile)>,
+    /// Whole pages are written past the page cache (`docs/io.md`, "Direct writes").
+    files: Vec<(PageAppender, ManifestFile)>,
     next: usize,
     unsynced_bytes: u64,
     sync_every_bytes: u64,
-    frame: Vec<u8>,
 }
 
 impl Outputs {
@@ -77,27 +78,29 @@ impl Outputs {
                 // Debris of an earlier attempt under the same id: never installed, so never needed.
                 fs.remove(&path)?;
             }
-            let mut handle = fs.open(&path, OpenMode::CreateNew)?;
+            let created = fs.open(&path, OpenMode::CreateNew)?;
+            let mut handle = PageAppender::new(fs, &path, created, 0)?;
             let header =
                 format::encode_data_header(DataHeader { checkpoint_id: plan.checkpoint_id, dir: plan.dir_index, file });
-            handle.append(&header)?;
+            handle.stage(|out| out.extend_from_slice(&header));
+            handle.append_staged()?;
             let entry = ManifestFile { dir: plan.dir_index, file, len_bytes: header.len() as u64, records: 0 };
             files.push((handle, entry));
         }
-        Ok(Outputs { files, next: 0, unsynced_bytes: 0, sync_every_bytes: plan.sync_every_bytes, frame: Vec::new() })
+        Ok(Outputs { files, next: 0, unsynced_bytes: 0, sync_every_bytes: plan.sync_every_bytes })
     }
 
     /// Writes a block to the next file in round-robin order.
     fn write_block(&mut self, block: &mut BlockBuilder) -> io::Result<()> {
         let records = u64::from(block.records());
-        self.frame.clear();
-        block.finish_into(&mut self.frame);
         let (handle, entry) = &mut self.files[self.next];
-        handle.append(&self.frame)?;
-        entry.len_bytes += self.frame.len() as u64;
+        handle.stage(|out| block.finish_into(out));
+        let written = handle.append_staged()?;
+        entry.len_bytes += written;
+        debug_assert_eq!(entry.len_bytes, handle.len_bytes());
         entry.records += records;
         self.next = (self.next + 1) % self.files.len();
-        self.unsynced_bytes += self.frame.len() as u64;
+        self.unsynced_bytes += written;
         if self.unsynced_bytes >= self.sync_every_bytes {
             // SiloR §6.2: intermediate syncs keep the page cache from building up a burst of
             // writeback that stalls the loggers' fsyncs.
