@@ -415,9 +415,8 @@ fn replace_slot(slot: &mut Value, value: Value) {
 
 /// Runs a bound plan against `storage`.
 #[inline(always)]
-fn run(table: &Table, cached: &mut CachedPlan, storage: ReplayStorage<'_>) -> Result<bool, ReplayError> {
+fn run(table: &Table, cached: &mut CachedPlan, mut storage: ReplayStorage<'_>) -> Result<bool, ReplayError> {
     // The update plan `choose` picks sets every non-key column: the old row is not needed.
-    let mut storage = storage;
     storage.whole_images = cached.plan.op == RedoOp::Update;
     cached.plan.procedure.run_bound(&mut cached.frame, &mut storage)?;
     let wrote_nothing =
@@ -486,13 +485,6 @@ impl<'a> ReplayStorage<'a> {
     /// ([`Table::install_if_newer_at`]).
     pub fn with_found(mut self, found: Option<Arc<Record>>) -> ReplayStorage<'a> {
         self.found = Some(found);
-        self
-    }
-
-    /// Declares that the plan's `update` sets every non-key column: the row it starts from is
-    /// then built from the key alone, without a lookup of the old row.
-    pub fn with_whole_images(mut self, whole: bool) -> ReplayStorage<'a> {
-        self.whole_images = whole;
         self
     }
 
@@ -705,7 +697,7 @@ impl Storage for ReplayStorage<'_> {
         Ok(installed)
     }
 
-    /// The update plan of a whole after-image (`with_whole_images`), whose row the compiler builds
+    /// The update plan of a whole after-image (`whole_images`), whose row the compiler builds
     /// by moving the bound parameters ([`runtime::replace`]): installed as an insert plan's row is.
     fn replace_row(&mut self, table: TableId, key_columns: &[usize], row: Row) -> Result<bool, TxnError> {
         let t = self.table(table)?;

@@ -286,13 +286,13 @@ impl Row {
         ROW_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
             Ok(mut values) => {
                 values.clear();
-                match fill(&mut values) {
-                    Ok(()) => Ok(Row::from_scratch(&mut values)),
-                    Err(e) => {
-                        values.clear();
-                        Err(e)
-                    }
+                let built = fill(&mut values).map(|()| Row::from_scratch(&mut values));
+                // Empty already after a row; drops a failed fill's values.
+                values.clear();
+                if values.capacity() > ROW_SCRATCH_KEPT_MAX {
+                    *values = Vec::new();
                 }
+                built
             }
             // A `fill` that builds a row itself: it gets a vector of its own.
             Err(_) => {
@@ -303,20 +303,16 @@ impl Row {
         })
     }
 
-    /// The row of the values in `scratch`, which it leaves empty, keeping at most
-    /// [`ROW_SCRATCH_KEPT_MAX`] values' room. The values are moved out one by one, leaving nulls,
-    /// not drained: whether `Drain`'s drop was inlined depended on which codegen unit a caller
-    /// landed in, and out of line it cost 24 instructions a row (a change elsewhere in the crate
-    /// once moved direct replay's cost per record by 1 % that way).
+    /// The row of the values in `scratch`, which it leaves empty. The values are moved out one by
+    /// one, leaving nulls, not drained: whether `Drain`'s drop was inlined depended on which
+    /// codegen unit a caller landed in, and out of line it cost 24 instructions a row (a change
+    /// elsewhere in the crate once moved direct replay's cost per record by 1 % that way).
     fn from_scratch(scratch: &mut Vec<Value>) -> Row {
         let row = Row::from_exact_iter(scratch.iter_mut().map(std::mem::take));
         // SAFETY: a length of 0 exposes no uninitialized value. The values it forgets are the
         // nulls `take` left, which own nothing, so nothing leaks. (Should the row's allocation
         // panic first, the values stay, and the next `build`'s `clear` drops them.)
         unsafe { scratch.set_len(0) };
-        if scratch.capacity() > ROW_SCRATCH_KEPT_MAX {
-            *scratch = Vec::new();
-        }
         row
     }
 
@@ -471,7 +467,8 @@ mod tests {
         assert_eq!(&next[..], &[Value::Int(1)]);
     }
 
-    /// The scratch vector keeps at most `ROW_SCRATCH_KEPT_MAX` values' room after a wide row.
+    /// The scratch vector keeps at most `ROW_SCRATCH_KEPT_MAX` values' room after a wide row, and
+    /// after a wide fill that failed.
     #[test]
     fn build_keeps_bounded_scratch_room() {
         let wide = ROW_SCRATCH_KEPT_MAX + 1;
@@ -485,6 +482,15 @@ mod tests {
         let (len, capacity) = scratch_len_and_capacity();
         assert_eq!(len, 0);
         assert!(capacity <= ROW_SCRATCH_KEPT_MAX, "kept {capacity} values' room");
+
+        let failed = Row::build(|values| {
+            values.extend((0..wide).map(|i| Value::Int(i as i64)));
+            Err("too wide")
+        });
+        assert_eq!(failed.err(), Some("too wide"));
+        let (len, capacity) = scratch_len_and_capacity();
+        assert_eq!(len, 0);
+        assert!(capacity <= ROW_SCRATCH_KEPT_MAX, "kept {capacity} values' room after a failed fill");
     }
 }
 
