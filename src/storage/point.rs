@@ -77,6 +77,9 @@ const RESERVE_MAX: usize = 1 << 28;
 const CACHED_SLOTS_MAX: usize = 1 << 18;
 /// The slots [`PointIndex::prefetch`] looks through for the record of a key's tag.
 const PREFETCH_PROBE_SLOTS: usize = 8;
+/// How many records a rebuild prefetches before it reads the first one's key: enough misses in
+/// flight to cover one's latency, a handful of the core's line fill buffers.
+const REBUILD_AHEAD: usize = 8;
 
 /// A key's hash in one point index ([`PointIndex::hash_of`]): hashes are seeded per index.
 #[derive(Clone, Copy, Debug)]
@@ -270,7 +273,15 @@ impl PointIndex {
 
     /// The record under `key`.
     pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
-        let hash = self.hash(key);
+        self.get_hashed(self.hash_of(key), key)
+    }
+
+    /// The record under `key`, whose hash the caller took with [`PointIndex::hash_of`] (to
+    /// [`PointIndex::prefetch`] it first).
+    #[inline]
+    pub fn get_hashed(&self, hash: KeyHash, key: &[u8]) -> Option<Arc<Record>> {
+        debug_assert_eq!(hash.0, self.hash(key), "a hash of another key or index");
+        let hash = hash.0;
         let guard = crossbeam_epoch::pin();
         // SAFETY: an array is retired through the collector only, and we are pinned.
         let slots = unsafe { self.shard(hash).slots.load(Ordering::Acquire, &guard).as_ref() }?;
@@ -401,20 +412,43 @@ impl PointIndex {
         let fresh = Slots::with_len(len);
         // SAFETY: see `room_for`.
         let Some(current) = (unsafe { current.as_ref() }) else { return fresh };
-        let mask = fresh.mask();
+        // Rehashing reads every record's key, a miss each on a large shard: records are
+        // prefetched `REBUILD_AHEAD` live slots before their key is read, so that the misses
+        // overlap (`docs/PERFORMANCE.md`, "Taurus", "Session 24").
+        let mut ahead = [EMPTY; REBUILD_AHEAD];
+        let (mut oldest, mut queued) = (0, 0);
         for slot in current.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
             if slot == EMPTY || slot == TOMBSTONE {
                 continue;
             }
-            // SAFETY: the slot holds a reference of the record (see `Slots::position`).
-            let hash = self.hash(unsafe { (*pointer_of(slot)).key().as_bytes() });
-            let mut at = hash as usize & mask;
-            while fresh.slots[at].load(Ordering::Relaxed) != EMPTY {
-                at = (at + 1) & mask;
+            super::prefetch::prefetch_line(pointer_of(slot));
+            if queued < REBUILD_AHEAD {
+                ahead[(oldest + queued) % REBUILD_AHEAD] = slot;
+                queued += 1;
+                continue;
             }
-            fresh.slots[at].store(slot, Ordering::Relaxed);
+            self.place(&fresh, std::mem::replace(&mut ahead[oldest], slot));
+            oldest = (oldest + 1) % REBUILD_AHEAD;
+        }
+        for n in 0..queued {
+            self.place(&fresh, ahead[(oldest + n) % REBUILD_AHEAD]);
         }
         fresh
+    }
+
+    /// Puts `slot` (a live entry of another array) in the first free slot of its probe sequence
+    /// in `fresh`, which the caller is building and no reader sees yet.
+    #[inline]
+    fn place(&self, fresh: &Slots, slot: u64) {
+        debug_assert!(slot != EMPTY && slot != TOMBSTONE);
+        // SAFETY: the slot holds a reference of the record (see `Slots::position`).
+        let hash = self.hash(unsafe { (*pointer_of(slot)).key().as_bytes() });
+        let mask = fresh.mask();
+        let mut at = hash as usize & mask;
+        while fresh.slots[at].load(Ordering::Relaxed) != EMPTY {
+            at = (at + 1) & mask;
+        }
+        fresh.slots[at].store(slot, Ordering::Relaxed);
     }
 
     /// Up to `limit` keys in hash order, which is a pseudo-random sample of the keys: the

@@ -58,6 +58,7 @@ use crate::durability::frame;
 use crate::durability::value::recovery::{corrupt, rebuild_catalog};
 use crate::io::OpenMode;
 use crate::replay::{RedoRecord, ReplayError, ReplayMode};
+use crate::storage::point::{KeyHash, Prefetch};
 use crate::txn::versions::{Snapshot, VersionStore};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -922,6 +923,9 @@ fn replay_generation(
         db.epochs().advance_to(over.restart_after_epoch + 1);
         *state_ready = true;
     }
+    if !options.flavor.is_command() {
+        reserve_for_puts(db, &txns, &replay);
+    }
     let mut replayer = Replayer::new(db, &paths, &txns, options);
     match graph {
         Some(graph) => {
@@ -961,6 +965,25 @@ fn replay_generation(
     }
     report.replay_ms += start.elapsed().as_secs_f64() * 1e3;
     Ok((covered, window))
+}
+
+/// Makes room in each table's point index for a row per whole-row image the replayed
+/// transactions hold, so that replay does not rebuild the indexes' arrays on the way (each
+/// rebuild reads every record's key again). An image of a key already present only makes an
+/// array larger than needed; [`crate::storage::point::PointIndex::reserve`] caps the hint.
+fn reserve_for_puts(db: &Database, txns: &[&Txn], replay: &[bool]) {
+    let catalog = db.catalog();
+    let mut puts = vec![0usize; catalog.tables().len()];
+    for (txn, _) in txns.iter().zip(replay).filter(|&(_, &r)| r) {
+        for write in &txn.writes.lock().writes {
+            if let (Image::Put(_), Some(count)) = (&write.image, puts.get_mut(write.table as usize)) {
+                *count += 1;
+            }
+        }
+    }
+    for (table, &count) in catalog.tables().iter().zip(&puts).filter(|&(_, &c)| c > 0) {
+        table.point.reserve(count);
+    }
 }
 
 /// Two transactions of a generation at one address: the file and offset of the first.
@@ -1076,6 +1099,8 @@ struct ThreadState {
     redo: Option<crate::replay::Replayer>,
     /// The records of the transaction's written keys, looked up before any is written.
     found: Vec<Option<Arc<crate::storage::Record>>>,
+    /// The hashes of the transaction's written keys, taken to prefetch their lookups.
+    hashes: Vec<KeyHash>,
 }
 
 impl<'a> Replayer<'a> {
@@ -1113,11 +1138,22 @@ impl<'a> Replayer<'a> {
         // distinct within a write set, and a key's other writers are ordered by WAW edges, so
         // what was found is still the key's record when its write comes (a key found absent
         // that another thread links meanwhile is handled by the install).
-        let found = &mut state.found;
+        // Each lookup is two misses on a large table, its slot and then the record the slot
+        // points to: all slots are prefetched first, then all records, then the lookups run.
+        let (found, hashes) = (&mut state.found, &mut state.hashes);
         found.clear();
+        hashes.clear();
         for write in &set.writes {
-            let table = self.table_of(write, path, txn)?;
-            let record = table.point.get(write.key.as_bytes());
+            let point = &self.table_of(write, path, txn)?.point;
+            let hash = point.hash_of(write.key.as_bytes());
+            point.prefetch(hash, Prefetch::Slot);
+            hashes.push(hash);
+        }
+        for (write, &hash) in set.writes.iter().zip(hashes.iter()) {
+            self.table_of(write, path, txn)?.point.prefetch(hash, Prefetch::Record);
+        }
+        for (write, &hash) in set.writes.iter().zip(hashes.iter()) {
+            let record = self.table_of(write, path, txn)?.point.get_hashed(hash, write.key.as_bytes());
             if let Some(record) = &record {
                 record.prefetch_row();
             }
