@@ -1154,8 +1154,13 @@ impl<'a> Replayer<'a> {
         }
         for (write, &hash) in set.writes.iter().zip(hashes.iter()) {
             let record = self.table_of(write, path, txn)?.point.get_hashed(hash, write.key.as_bytes());
-            if let Some(record) = &record {
-                record.prefetch_row();
+            match (&record, &write.image) {
+                (Some(record), Image::Patch(patch)) => {
+                    record.prefetch_row();
+                    record.prefetch_row_columns(patch.columns().iter().map(|&(column, _)| usize::from(column)));
+                }
+                (Some(record), _) => record.prefetch_row(),
+                (None, _) => {}
             }
             found.push(record);
         }
