@@ -201,25 +201,41 @@ pub fn resolve<N: Node>(nodes: &[&N], index: &IdIndex, extent: &Extent<'_>, thre
     };
     let mut doomed = vec![false; nodes.len()];
     let chunk = nodes.len().div_ceil(threads.max(1)).max(1);
-    // Read first, on all threads (a cache miss per transaction): every edge compares two.
+    // Read first, on all threads (a cache miss per transaction): every edge compares two. The
+    // same pass counts each chunk's listed predecessors, so that its edge lists are allocated
+    // once at their size: grown by doubling, they wrote about twice their size of fresh memory,
+    // which this VM's first touch makes slow (`docs/PERFORMANCE.md`, "Taurus", "Session 24").
     let mut seqs = vec![0u64; nodes.len()];
-    std::thread::scope(|scope| {
-        for (c, part) in seqs.chunks_mut(chunk).enumerate() {
-            scope.spawn(move || {
-                for (k, seq) in part.iter_mut().enumerate() {
-                    *seq = nodes[c * chunk + k].raw_order();
-                }
-            });
-        }
+    let listed: Vec<(usize, usize)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = seqs
+            .chunks_mut(chunk)
+            .enumerate()
+            .map(|(c, part)| {
+                scope.spawn(move || {
+                    let mut listed = (0, 0);
+                    for (k, seq) in part.iter_mut().enumerate() {
+                        let node = nodes[c * chunk + k];
+                        *seq = node.raw_order();
+                        if let Deps::Lists { raw, waw, .. } = node.deps() {
+                            (listed.0, listed.1) = (listed.0 + raw.len(), listed.1 + waw.len());
+                        }
+                    }
+                    listed
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let parts: Vec<(Edges, Edges, bool)> = std::thread::scope(|scope| {
         let handles: Vec<_> = doomed
             .chunks_mut(chunk)
+            .zip(listed)
             .enumerate()
-            .map(|(c, doomed)| {
+            .map(|(c, (doomed, (raw_listed, waw_listed)))| {
                 let (removed, seqs) = (&removed, &seqs);
                 scope.spawn(move || {
-                    let (mut raw, mut waw, mut forward) = (Vec::new(), Vec::new(), true);
+                    let (mut raw, mut waw) = (Vec::with_capacity(raw_listed), Vec::with_capacity(waw_listed));
+                    let mut forward = true;
                     for (k, doomed) in doomed.iter_mut().enumerate() {
                         let i = c * chunk + k;
                         match nodes[i].deps() {
