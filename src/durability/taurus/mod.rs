@@ -45,6 +45,7 @@ pub mod recovery;
 pub mod stream;
 pub mod streaming;
 
+use super::appender::PageAppender;
 use super::checkpoint::{self, CheckpointOptions, CheckpointStatus};
 use super::command::DataWindow;
 use super::{
@@ -416,13 +417,16 @@ impl LogScheme for StreamLogging {
             let bytes = format::encode_header(&header);
             file.append(&bytes)?;
             file.sync_data()?;
+            let file = PageAppender::new(options.fs.as_ref(), &path, file, bytes.len() as u64)?;
             streams.push(Arc::new(Stream::new(header, bytes.len() as u64, options.buffer_size_bytes)));
             let (fs, flavor) = (Arc::clone(&options.fs), options.flavor);
             let (fs_dir, sync_path) = (Arc::clone(&options.fs), dir.clone());
             files.push(SegmentFiles {
                 file,
                 open: Box::new(move |base| {
-                    fs.open(&dir.join(format::segment_name(flavor, logger, generation, base)), OpenMode::CreateNew)
+                    let path = dir.join(format::segment_name(flavor, logger, generation, base));
+                    let created = fs.open(&path, OpenMode::CreateNew)?;
+                    PageAppender::new(fs.as_ref(), &path, created, 0)
                 }),
                 sync_dir: Box::new(move || fs_dir.sync_dir(&sync_path)),
             });
