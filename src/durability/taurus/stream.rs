@@ -210,8 +210,8 @@ impl Stream {
 
 /// Where a logger's segments go: it writes to `file` and opens the next segment with `open`.
 /// Whole pages go to the disk directly, past the page cache, as the value logger's do
-/// ([`crate::durability::appender`]): a `taurus-data` TPC-C logger writes gigabytes, and the
-/// kernel's copy into fresh page-cache pages was most of a logger thread's CPU.
+/// ([`crate::durability::appender`], where the kernel's copy into fresh page-cache pages had been
+/// most of the logger thread's CPU); the bytes in the files are the same.
 pub struct SegmentFiles {
     /// The open segment.
     pub file: PageAppender,
