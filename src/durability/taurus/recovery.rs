@@ -970,7 +970,8 @@ fn replay_generation(
 /// Makes room in each table's point index for a row per whole-row image the replayed
 /// transactions hold, so that replay does not rebuild the indexes' arrays on the way (each
 /// rebuild reads every record's key again). An image of a key already present only makes an
-/// array larger than needed; [`crate::storage::point::PointIndex::reserve`] caps the hint.
+/// array larger than needed, so the room is capped by the table's size (or
+/// [`RESERVE_PUTS_MIN`]): a log of overwrites grows an index at most as one doubling would.
 fn reserve_for_puts(db: &Database, txns: &[&Txn], replay: &[bool]) {
     let catalog = db.catalog();
     let mut puts = vec![0usize; catalog.tables().len()];
@@ -982,9 +983,12 @@ fn reserve_for_puts(db: &Database, txns: &[&Txn], replay: &[bool]) {
         }
     }
     for (table, &count) in catalog.tables().iter().zip(&puts).filter(|&(_, &c)| c > 0) {
-        table.point.reserve(count);
+        table.point.reserve(count.min(table.point.len().max(RESERVE_PUTS_MIN)));
     }
 }
+
+/// Rows [`reserve_for_puts`] may reserve for a table however small it is.
+const RESERVE_PUTS_MIN: usize = 1 << 20;
 
 /// Two transactions of a generation at one address: the file and offset of the first.
 fn duplicate_id(read: &Generation, txns: &[&Txn], id: u64) -> DurabilityError {
