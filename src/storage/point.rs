@@ -308,9 +308,15 @@ impl PointIndex {
     /// stale pointer is harmless (a prefetch does not fault).
     #[inline]
     pub fn prefetch(&self, hash: KeyHash, stage: Prefetch) {
-        let guard = crossbeam_epoch::pin();
+        self.prefetch_pinned(hash, stage, &crossbeam_epoch::pin());
+    }
+
+    /// [`PointIndex::prefetch`] under the caller's pin: a caller that prefetches many keys at
+    /// once pins once for all of them.
+    #[inline]
+    pub fn prefetch_pinned(&self, hash: KeyHash, stage: Prefetch, guard: &crossbeam_epoch::Guard) {
         // SAFETY: an array is retired through the collector only, and we are pinned.
-        let Some(slots) = (unsafe { self.shard(hash.0).slots.load(Ordering::Acquire, &guard).as_ref() }) else {
+        let Some(slots) = (unsafe { self.shard(hash.0).slots.load(Ordering::Acquire, guard).as_ref() }) else {
             return;
         };
         match stage {

@@ -1147,15 +1147,17 @@ impl<'a> Replayer<'a> {
         let (found, hashes) = (&mut state.found, &mut state.hashes);
         found.clear();
         hashes.clear();
+        let guard = crossbeam_epoch::pin();
         for write in &set.writes {
             let point = &self.table_of(write, path, txn)?.point;
             let hash = point.hash_of(write.key.as_bytes());
-            point.prefetch(hash, Prefetch::Slot);
+            point.prefetch_pinned(hash, Prefetch::Slot, &guard);
             hashes.push(hash);
         }
         for (write, &hash) in set.writes.iter().zip(hashes.iter()) {
-            self.table_of(write, path, txn)?.point.prefetch(hash, Prefetch::Record);
+            self.table_of(write, path, txn)?.point.prefetch_pinned(hash, Prefetch::Record, &guard);
         }
+        drop(guard);
         for (write, &hash) in set.writes.iter().zip(hashes.iter()) {
             let record = self.table_of(write, path, txn)?.point.get_hashed(hash, write.key.as_bytes());
             match (&record, &write.image) {
