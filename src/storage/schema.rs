@@ -163,8 +163,14 @@ impl TableSchema {
         if row.len() != self.columns.len() {
             return Err(SchemaError::Arity { table: self.name.clone(), expected: self.columns.len(), got: row.len() });
         }
-        for (position, value) in row.iter().enumerate() {
-            self.check_value(position, value)?;
+        // One type test per value (`column_type` reads the value's tag once; `check_value`'s
+        // two tests read it twice): recovery checks every row it installs.
+        for (position, (value, column)) in row.iter().zip(&self.columns).enumerate() {
+            match value.column_type() {
+                None if column.nullable => {}
+                Some(ty) if ty == column.ty => {}
+                got => return Err(self.misfit(position, got)),
+            }
         }
         Ok(())
     }
@@ -270,6 +276,11 @@ mod tests {
         assert!(err.to_string().contains("balance is float not null, got null"), "{err}");
         let err = s.check_row(&[Value::Int(1)]).unwrap_err();
         assert!(matches!(err, SchemaError::Arity { expected: 3, got: 1, .. }));
+        s.check_row(&[Value::Int(1), Value::text("ann"), Value::Float(0.0)]).unwrap();
+        let err = s.check_row(&[Value::Int(1), Value::Int(5), Value::Float(0.0)]).unwrap_err();
+        assert!(err.to_string().contains("owner is text, got int"), "{err}");
+        let err = s.check_row(&[Value::Float(1.0), Value::Null, Value::Float(0.0)]).unwrap_err();
+        assert!(err.to_string().contains("id is int not null, got float"), "{err}");
     }
 
     #[test]
