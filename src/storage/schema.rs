@@ -28,6 +28,19 @@ pub struct Column {
     pub nullable: bool,
 }
 
+impl Column {
+    /// Whether the column admits a value of type `got` (`None`: null): its type, or null if
+    /// nullable. Takes the value's type, read once, rather than the value: the one test both
+    /// [`TableSchema::check_row`] and [`TableSchema::check_value`] make.
+    #[inline]
+    fn admits(&self, got: Option<ColumnType>) -> bool {
+        match got {
+            None => self.nullable,
+            Some(ty) => ty == self.ty,
+        }
+    }
+}
+
 /// A secondary index over some columns of a table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexSchema {
@@ -163,13 +176,11 @@ impl TableSchema {
         if row.len() != self.columns.len() {
             return Err(SchemaError::Arity { table: self.name.clone(), expected: self.columns.len(), got: row.len() });
         }
-        // One type test per value (`column_type` reads the value's tag once; `check_value`'s
-        // two tests read it twice): recovery checks every row it installs.
+        // The columns zipped, not looked up by position: recovery checks every row it installs.
         for (position, (value, column)) in row.iter().zip(&self.columns).enumerate() {
-            match value.column_type() {
-                None if column.nullable => {}
-                Some(ty) if ty == column.ty => {}
-                got => return Err(self.misfit(position, got)),
+            let got = value.column_type();
+            if !column.admits(got) {
+                return Err(self.misfit(position, got));
             }
         }
         Ok(())
@@ -185,9 +196,9 @@ impl TableSchema {
                 got: position + 1,
             });
         };
-        let null_ok = !value.is_null() || column.nullable;
-        if !null_ok || !value.fits(column.ty) {
-            return Err(self.misfit(position, value.column_type()));
+        let got = value.column_type();
+        if !column.admits(got) {
+            return Err(self.misfit(position, got));
         }
         Ok(())
     }

@@ -159,14 +159,6 @@ impl Value {
         }
     }
 
-    /// Whether a value may be stored in a column of type `ty` (null aside).
-    pub fn fits(&self, ty: ColumnType) -> bool {
-        match self.column_type() {
-            None => true,
-            Some(t) => t == ty,
-        }
-    }
-
     /// Total order used by keys and by `ORDER BY`: null first, then by type, then by value; floats
     /// by IEEE total order so that NaN sorts consistently.
     pub fn total_cmp(&self, other: &Value) -> Ordering {
