@@ -13,6 +13,11 @@
 //! `REPLAY_ONLY=direct`
 //! or `compiled` recovers in that mode only, e.g. under
 //! `valgrind --tool=callgrind --toggle-collect='*value::replay::apply_chunk*'`);
+//! `REPLAY_LOG_DIR=DIR` keeps each experiment's log in `DIR/<experiment>` and replays the one
+//! found there instead of writing a new one, so that runs in separate processes replay the same
+//! log (a log's split into blocks and epochs depends on timing, and with it the order replay
+//! meets the keys: up to 3 % of the instructions between two logs of the same history), and
+//! `REPLAY_ONLY=write` only writes the logs;
 //! `REPLAY_FIGURES=DIR` also writes the figures as figure files for `lazarus report`:
 //! `replay-mixes.json` (Tables 4.1/4.4/4.7), `replay-fig-4-1.json` (indexes),
 //! `replay-fig-4-2.json` (columns) and `replay-fig-4-3.json` (columns, 10 indexes).
@@ -117,6 +122,23 @@ fn write_log(dir: &Path, e: &Experiment, initial: i64, txns: usize) {
         .expect("txn");
     }
     db.close().expect("close");
+}
+
+/// The experiment's log kept under `kept` (`REPLAY_LOG_DIR`), written first if it is not there:
+/// into a fresh directory renamed into place, so that a process never replays a half-written log.
+fn kept_log(kept: &Path, e: &Experiment, initial: i64, txns: usize) -> std::path::PathBuf {
+    let name: String = e.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let origin = kept.join(format!("{name}-{initial}-{txns}"));
+    if !origin.exists() {
+        let fresh = kept.join(format!(".{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&fresh);
+        write_log(&fresh, e, initial, txns);
+        // Another process may have renamed its copy into place first: either copy is whole.
+        if std::fs::rename(&fresh, &origin).is_err() {
+            let _ = std::fs::remove_dir_all(&fresh);
+        }
+    }
+    origin
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -250,7 +272,10 @@ fn main() {
         lazarus::storage::point::fix_hash_seed(seed as u64);
     }
     let (initial, txns) = (env("REPLAY_INITIAL_ROWS", 100_000) as i64, env("REPLAY_TXNS", 20_000));
-    let only: Option<ReplayMode> = std::env::var("REPLAY_ONLY").ok().and_then(|m| m.parse().ok());
+    let only_var = std::env::var("REPLAY_ONLY").ok();
+    let write_only = only_var.as_deref() == Some("write");
+    let only: Option<ReplayMode> = only_var.and_then(|m| m.parse().ok());
+    let kept_logs = std::env::var_os("REPLAY_LOG_DIR").map(std::path::PathBuf::from);
     let warm_up = env("REPLAY_WARMUP", 1) != 0;
     let wanted = |mode: ReplayMode| only.is_none_or(|o| o == mode);
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
@@ -267,9 +292,19 @@ fn main() {
         if filter.as_ref().is_some_and(|f| e.name != *f) {
             continue;
         }
-        let origin = dir.path().join("origin");
-        let _ = std::fs::remove_dir_all(&origin);
-        write_log(&origin, &e, initial, txns);
+        let origin = match &kept_logs {
+            Some(kept) => kept_log(kept, &e, initial, txns),
+            None => {
+                let origin = dir.path().join("origin");
+                let _ = std::fs::remove_dir_all(&origin);
+                write_log(&origin, &e, initial, txns);
+                origin
+            }
+        };
+        if write_only {
+            println!("| {} | log in {} |", e.name, origin.display());
+            continue;
+        }
         let scratch = dir.path().join("scratch");
         let (mut direct, mut compiled, mut rebuild_d, mut rebuild_c) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut records = 0;

@@ -10,11 +10,16 @@
 # each, default 3: the point index's hash seed decides probe sequences, and with them the counts
 # vary by up to a few percent between runs of identical work; run r of both modes hashes with
 # seed r, `REPLAY_HASH_SEED`, so each pair of runs probes alike), and the ratio compiled / direct.
+# Every run of an experiment replays the same log, written once into OUT_DIR/logs
+# (`REPLAY_LOG_DIR`): two logs of the same history differ in how timing split them into blocks
+# and epochs, which moved the counts by up to 3 %. LOGS=DIR puts them elsewhere (two binaries
+# compared on one set of logs); EXPERIMENTS (one name per line) picks some experiments.
 set -euo pipefail
 bin=$1
 out=$2
 runs=${RUNS:-3}
-mkdir -p "$out"
+logs=${LOGS:-$out/logs}
+mkdir -p "$out" "$logs"
 records=40000 # 20,000 initial rows + 4,000 transactions of 5 statements
 experiments=("100 insert" "90 insert / 10 delete" "75 insert / 25 delete" "50 insert / 50 delete"
   "90 insert / 10 update" "75 insert / 25 update" "50 insert / 50 update"
@@ -27,12 +32,18 @@ count() {
   callgrind_annotate --auto=no --threshold=100 "$1" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 
+if [ -n "${EXPERIMENTS:-}" ]; then
+  mapfile -t experiments <<<"$EXPERIMENTS"
+fi
+sizes=(REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000)
+
 printf 'experiment\tdirect\tcompiled\tratio\n'
 for e in "${experiments[@]}"; do
   slug=$(echo "$e" | tr ' /,' '___')
+  env "${sizes[@]}" REPLAY_LOG_DIR="$logs" REPLAY_ONLY=write "$bin" "$e" >"$out/write-$slug.log" 2>&1
   for r in $(seq 1 "$runs"); do
     for mode in direct compiled; do
-      REPLAY_HASH_SEED=$r REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 REPLAY_INITIAL_ROWS=20000 REPLAY_TXNS=4000 valgrind --tool=callgrind \
+      env "${sizes[@]}" REPLAY_LOG_DIR="$logs" REPLAY_HASH_SEED=$r REPLAY_ONLY=$mode REPLAY_RUNS=1 REPLAY_WARMUP=0 valgrind --tool=callgrind \
         --callgrind-out-file="$out/$mode-$slug-$r.out" --toggle-collect='*value::replay::apply_chunk*' \
         "$bin" "$e" >"$out/$mode-$slug-$r.log" 2>&1 &
     done
