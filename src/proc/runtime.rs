@@ -13,6 +13,7 @@
 use super::ir::{Procedure, Ty, Var};
 use super::limits::{LOOP_ITERATIONS_MAX, SCAN_LIMIT_MAX};
 use super::ops::RtResult;
+use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value, key};
 use crate::txn::{Scan, Transaction, TxnError};
 use std::collections::HashSet;
@@ -162,6 +163,26 @@ pub trait Storage {
         true
     }
 
+    /// A hint that the row with primary key `pk` of `table` will be read or written soon (a
+    /// later iteration of a loop: `proc::compile::prefetch`): starts loading the first line the
+    /// lookup will miss, and returns the key's hash for the later stages
+    /// ([`Storage::prefetch_stage`]), or `None` when the storage does not prefetch. It reads
+    /// nothing the caller sees, takes no lock and records no read; a key that does not encode
+    /// (a null part) is no error, only not prefetched. By default nothing is prefetched.
+    fn prefetch_key(&mut self, _table: TableId, _pk: &[Value]) -> Option<KeyHash> {
+        None
+    }
+
+    /// Whether [`Storage::prefetch_key`] does anything: loops skip evaluating the keys of later
+    /// iterations for a storage that does not prefetch.
+    fn prefetches(&self) -> bool {
+        false
+    }
+
+    /// The next stage of [`Storage::prefetch_key`]'s hint, once the previous stage's line has
+    /// had time to arrive: [`Prefetch::Record`], then [`Prefetch::Row`].
+    fn prefetch_stage(&mut self, _table: TableId, _hash: KeyHash, _stage: Prefetch) {}
+
     /// Whether this storage replays one PACMAN piece: `return` then ends the run at once, and a
     /// statement that fails is skipped instead of failing the run (`crate::pacman::piece` shows
     /// why only statements reached through skipped operations can fail there).
@@ -194,6 +215,18 @@ impl Storage for Transaction<'_> {
 
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {
         self.delete(table, pk)
+    }
+
+    fn prefetch_key(&mut self, table: TableId, pk: &[Value]) -> Option<KeyHash> {
+        Transaction::prefetch_key(self, table, pk)
+    }
+
+    fn prefetches(&self) -> bool {
+        true
+    }
+
+    fn prefetch_stage(&mut self, table: TableId, hash: KeyHash, stage: Prefetch) {
+        Transaction::prefetch_stage(self, table, hash, stage);
     }
 }
 

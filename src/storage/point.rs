@@ -92,7 +92,17 @@ pub enum Prefetch {
     Slot,
     /// The record the key's slot points to (the slot's line should be in cache by now).
     Record,
+    /// The lines of the current row of that record, up to `columns` values (the record's line
+    /// should be in cache by now): what a read or an update of the row touches next.
+    Row {
+        /// How many of the row's values to cover (its table's column count).
+        columns: usize,
+    },
 }
+
+/// How many row values a cache line holds at least: prefetching every this many values of a
+/// row touches each of its lines.
+const VALUES_PER_LINE: usize = 64 / std::mem::size_of::<crate::storage::Value>();
 
 /// Encoded primary key → record. Every record is linked under its own key ([`Record::key`]).
 pub struct PointIndex {
@@ -215,14 +225,16 @@ impl Slots {
     }
 
     /// The record of the first slot with `hash`'s tag among the first few of its probe sequence:
-    /// most likely the key's, but unchecked (no key is read), so only a hint to prefetch.
+    /// most likely the key's, but unchecked (no key is read), so only a hint to prefetch. With
+    /// `Ordering::Acquire` the record's fields may be read (under a pin): the slot's store
+    /// published them.
     #[inline]
-    fn record_hint(&self, hash: u64) -> Option<*const Record> {
+    fn record_hint(&self, hash: u64, order: Ordering) -> Option<*const Record> {
         let (mask, tag) = (self.mask(), tag_of(hash));
         let start = hash as usize & mask;
         // A line's worth of slots: a longer probe sequence is rare at three quarters full.
         for step in 0..PREFETCH_PROBE_SLOTS {
-            let slot = self.slots[(start + step) & mask].load(Ordering::Relaxed);
+            let slot = self.slots[(start + step) & mask].load(order);
             if slot == EMPTY {
                 return None;
             }
@@ -322,8 +334,17 @@ impl PointIndex {
         match stage {
             Prefetch::Slot => super::prefetch::prefetch_line(&slots.slots[hash.0 as usize & slots.mask()]),
             Prefetch::Record => {
-                if let Some(record) = slots.record_hint(hash.0) {
+                if let Some(record) = slots.record_hint(hash.0, Ordering::Relaxed) {
                     super::prefetch::prefetch_line(record);
+                }
+            }
+            Prefetch::Row { columns } => {
+                if let Some(record) = slots.record_hint(hash.0, Ordering::Acquire) {
+                    // SAFETY: a record is freed through the collector only, and we are pinned;
+                    // the acquire load saw it published. One of another key (a tag collision)
+                    // is as alive, and harmless to prefetch.
+                    let record = unsafe { &*record };
+                    record.prefetch_row_columns((0..columns).step_by(VALUES_PER_LINE));
                 }
             }
         }
@@ -662,14 +683,14 @@ mod tests {
             let hash = index.hash_of(key);
             let guard = crossbeam_epoch::pin();
             let slots = unsafe { index.shard(hash.0).slots.load(Ordering::Acquire, &guard).as_ref() };
-            slots.and_then(|slots| slots.record_hint(hash.0))
+            slots.and_then(|slots| slots.record_hint(hash.0, Ordering::Acquire))
         };
         assert_eq!(hint(b"absent"), None, "an empty index");
         let records: Vec<Arc<Record>> = (0..5_000u32).map(|n| rec(&n.to_be_bytes())).collect();
         for record in &records {
             index.insert_if_absent(Arc::clone(record)).unwrap();
             // Every stage, on keys present and absent: a hint changes nothing.
-            for stage in [Prefetch::Slot, Prefetch::Record] {
+            for stage in [Prefetch::Slot, Prefetch::Record, Prefetch::Row { columns: 3 }] {
                 index.prefetch(index.hash_of(record.key().as_bytes()), stage);
                 index.prefetch(index.hash_of(b"absent"), stage);
             }

@@ -8,6 +8,7 @@ use super::{TxnContext, WorkerState};
 use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite};
 use crate::storage::index::{Direction, KeyRange, OrderedIndex};
 use crate::storage::key::{self, Key};
+use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::record::Record;
 use crate::storage::table::{Catalog, Table};
 use crate::storage::{Row, TableId, Value};
@@ -253,6 +254,26 @@ impl<'w> Transaction<'w> {
     /// The id of the table called `name`.
     pub fn table_id(&self, name: &str) -> Result<TableId, TxnError> {
         self.catalog.table_by_name(name).map(|t| t.id).ok_or_else(|| TxnError::NoSuchTable(name.to_string()))
+    }
+
+    /// Starts loading the point-index slot a lookup of `pk` in `table` will probe, and returns
+    /// the key's hash for the later stages ([`Transaction::prefetch_stage`]); `None` for a table
+    /// that does not exist or a key that does not encode (a null part). A hint for a key a
+    /// procedure's loop reaches a few iterations later (`proc::compile::prefetch`): it reads
+    /// nothing, records no read and takes no lock, so it changes nothing the transaction sees.
+    pub fn prefetch_key(&self, table: TableId, pk: &[Value]) -> Option<KeyHash> {
+        let t = table_in(&self.catalog, table).ok()?;
+        let key = t.schema.encode_primary_key(pk).ok()?;
+        let hash = t.point.hash_of(key.as_bytes());
+        t.point.prefetch_pinned(hash, Prefetch::Slot, &self.pin);
+        Some(hash)
+    }
+
+    /// The next stage of [`Transaction::prefetch_key`]'s hint: the key's record, then its row.
+    pub fn prefetch_stage(&self, table: TableId, hash: KeyHash, stage: Prefetch) {
+        if let Ok(t) = table_in(&self.catalog, table) {
+            t.point.prefetch_pinned(hash, stage, &self.pin);
+        }
     }
 
     /// Reads the row with primary key `pk` (values in key order).

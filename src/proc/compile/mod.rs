@@ -7,6 +7,7 @@
 
 mod expr;
 mod moves;
+mod prefetch;
 mod stmt;
 
 pub(crate) use stmt::{StmtFn, run_block};

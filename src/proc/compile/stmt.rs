@@ -2,10 +2,13 @@
 //! run in order.
 
 use super::super::Diagnostic;
-use super::super::ir::{Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
+use super::super::ir::{
+    Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp, VarId,
+};
 use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
+use super::prefetch::{self, InFlight, LoopPrefetch};
 use crate::storage::table::Catalog;
 use crate::storage::{Direction, Row, TableId, Value};
 use crate::txn::TxnError;
@@ -316,16 +319,35 @@ impl Ctx<'_> {
         }
     }
 
+    /// The loop-key prefetch of a loop whose iterations set `iteration` ([`prefetch`]).
+    fn loop_prefetch(&self, iteration: &[VarId], body: &[Stmt]) -> Option<LoopPrefetch> {
+        let keys = prefetch::loop_keys(iteration, self.proc.found, body)
+            .into_iter()
+            .filter_map(|k| {
+                let table = self.table(k.table, k.stmt).ok()?;
+                Some(prefetch::CompiledKey { table, columns: k.table.columns, parts: exprs(&k.parts) })
+            })
+            .collect();
+        LoopPrefetch::new(keys)
+    }
+
     fn for_range(&self, slot: usize, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let prefetch = self.loop_prefetch(&[VarId(slot as u32)], body);
         let (start, end, body) = (expr(start), expr(end), self.block(body)?);
         Ok(Box::new(move |f, tx| {
             let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
             let (Value::Int(a), Value::Int(b)) = (a, b) else {
                 return Err(loc.err("a range bound is null".into()));
             };
-            for i in a..b {
+            let prefetch = prefetch.as_ref().filter(|_| tx.prefetches());
+            let (n, mut flight) = (usize::try_from(b.saturating_sub(a)).unwrap_or(0), InFlight::default());
+            for (i, x) in (a..b).enumerate() {
                 f.tick().map_err(|m| loc.err(m))?;
-                f.vals[slot] = Value::Int(i);
+                if let Some(prefetch) = prefetch {
+                    let mut inputs = |f: &mut Frame, j: usize| f.vals[slot] = Value::Int(a.saturating_add(j as i64));
+                    prefetch.before(i, n, &mut flight, f, tx, &mut inputs);
+                }
+                f.vals[slot] = Value::Int(x);
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
                     return Ok(Flow::Return(v));
                 }
@@ -335,12 +357,20 @@ impl Ctx<'_> {
     }
 
     fn for_array(&self, slot: usize, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let prefetch = self.loop_prefetch(&[VarId(slot as u32)], body);
         let body = self.block(body)?;
         Ok(Box::new(move |f, tx| {
             // A cheap clone of the Arc, so the body may write the frame while we iterate.
             let items = f.arrays.get(array).cloned().flatten();
-            for item in items.iter().flat_map(|a| a.iter()) {
+            let items: &[Value] = items.as_deref().unwrap_or(&[]);
+            let prefetch = prefetch.as_ref().filter(|_| tx.prefetches());
+            let mut flight = InFlight::default();
+            for (i, item) in items.iter().enumerate() {
                 f.tick().map_err(|m| loc.err(m))?;
+                if let Some(prefetch) = prefetch {
+                    let mut inputs = |f: &mut Frame, j: usize| f.vals[slot] = items[j].clone();
+                    prefetch.before(i, items.len(), &mut flight, f, tx, &mut inputs);
+                }
                 f.vals[slot] = item.clone();
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
                     return Ok(Flow::Return(v));
@@ -351,13 +381,20 @@ impl Ctx<'_> {
     }
 
     fn for_scan(&self, scan: &ScanOp, body: &[Stmt], s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let prefetch = self.loop_prefetch(&scan.into, body);
         let (scan, body, found) = (self.scan(scan, s, usize::MAX)?, self.block(body)?, self.proc.found.index());
         Ok(Box::new(move |f, tx| {
             let rows = scan.run(f, tx, &loc)?;
             f.vals[found] = Value::Bool(!rows.is_empty());
-            for row in rows {
+            let prefetch = prefetch.as_ref().filter(|_| tx.prefetches());
+            let mut flight = InFlight::default();
+            for (i, row) in rows.iter().enumerate() {
                 f.tick().map_err(|m| loc.err(m))?;
-                scan.set_columns(f, Some(&row));
+                if let Some(prefetch) = prefetch {
+                    let mut inputs = |f: &mut Frame, j: usize| scan.set_columns(f, rows.get(j));
+                    prefetch.before(i, rows.len(), &mut flight, f, tx, &mut inputs);
+                }
+                scan.set_columns(f, Some(row));
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
                     return Ok(Flow::Return(v));
                 }
