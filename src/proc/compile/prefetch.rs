@@ -71,14 +71,16 @@ pub(super) struct LoopKey<'a> {
 }
 
 /// The point operations of `body` (reads, updates, deletes, and the absence check of inserts)
-/// whose keys qualify (module docs), rewritten; `iteration` are the variables the loop sets
-/// before each iteration and `found` the procedure's `found`, which every operation sets.
-pub(super) fn loop_keys<'a>(iteration: &[VarId], found: VarId, body: &'a [Stmt]) -> Vec<LoopKey<'a>> {
+/// whose keys qualify (module docs), rewritten; `found` is the procedure's `found`, which every
+/// operation sets. The variables the loop sets before each iteration need no mention: the body
+/// does not assign them (or they do not qualify), so they are read as they are, and the loop
+/// puts each later iteration's values in them while its keys are evaluated.
+pub(super) fn loop_keys(found: VarId, body: &[Stmt]) -> Vec<LoopKey<'_>> {
     let mut writes = HashMap::new();
     count_writes(body, &mut writes);
     writes.insert(found, u32::MAX);
-    let mut rewrite = Rewrite { iteration, writes, defs: HashMap::new() };
-    let mut keys: Vec<LoopKey<'a>> = Vec::new();
+    let mut rewrite = Rewrite { writes, defs: HashMap::new() };
+    let mut keys: Vec<LoopKey<'_>> = Vec::new();
     for s in body {
         for (stmt, table, key) in point_ops(s) {
             if keys.len() == KEYS_MAX || key.len() > KEY_PARTS_MAX {
@@ -144,15 +146,14 @@ fn point_ops(s: &Stmt) -> Vec<(&Stmt, &TableRef, Vec<&Expr>)> {
 }
 
 /// Rewrites expressions in the iteration's inputs and the loop's invariants.
-struct Rewrite<'a> {
-    iteration: &'a [VarId],
+struct Rewrite {
     /// Per variable, how many statements of the body assign it (absent: none).
     writes: HashMap<VarId, u32>,
     /// Locals assigned once at the body's top level so far, by their rewritten definitions.
     defs: HashMap<VarId, Expr>,
 }
 
-impl Rewrite<'_> {
+impl Rewrite {
     /// Whether the body leaves `v` alone.
     fn invariant(&self, v: VarId) -> bool {
         !self.writes.contains_key(&v)
@@ -162,7 +163,7 @@ impl Rewrite<'_> {
     fn expr(&self, e: &Expr) -> Option<Expr> {
         let kind = match &e.kind {
             ExprKind::Const(v) => ExprKind::Const(v.clone()),
-            ExprKind::Var(v) if self.iteration.contains(v) || self.invariant(*v) => ExprKind::Var(*v),
+            ExprKind::Var(v) if self.invariant(*v) => ExprKind::Var(*v),
             ExprKind::Var(v) => return self.defs.get(v).cloned(),
             ExprKind::Column(_) => return None,
             ExprKind::ArrayLen(a) if self.invariant(*a) => ExprKind::ArrayLen(*a),
@@ -285,12 +286,13 @@ mod tests {
     fn keys_of(body: &str) -> Vec<String> {
         let module = check_source("<test>", &format!("{TABLES}\n{body}"), &Catalog::default()).expect("checks");
         let p = &module.procedures[0];
-        let (iteration, loop_body) = p
+        let loop_body = p
             .body
             .iter()
             .find_map(|s| match &s.kind {
-                StmtKind::ForRange { var, body, .. } | StmtKind::ForArray { var, body, .. } => Some((vec![*var], body)),
-                StmtKind::ForScan { scan, body } => Some((scan.into.clone(), body)),
+                StmtKind::ForRange { body, .. } | StmtKind::ForArray { body, .. } | StmtKind::ForScan { body, .. } => {
+                    Some(body)
+                }
                 _ => None,
             })
             .expect("a loop");
@@ -303,7 +305,7 @@ mod tests {
             ExprKind::Const(c) => c.to_string(),
             _ => "expr".to_string(),
         };
-        loop_keys(&iteration, p.found, loop_body)
+        loop_keys(p.found, loop_body)
             .iter()
             .map(|k| format!("{}({})", k.table.name, k.parts.iter().map(name).collect::<Vec<_>>().join(", ")))
             .collect()

@@ -2,9 +2,7 @@
 //! run in order.
 
 use super::super::Diagnostic;
-use super::super::ir::{
-    Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp, VarId,
-};
+use super::super::ir::{Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
 use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
@@ -319,9 +317,9 @@ impl Ctx<'_> {
         }
     }
 
-    /// The loop-key prefetch of a loop whose iterations set `iteration` ([`prefetch`]).
-    fn loop_prefetch(&self, iteration: &[VarId], body: &[Stmt]) -> Option<LoopPrefetch> {
-        let keys = prefetch::loop_keys(iteration, self.proc.found, body)
+    /// The loop-key prefetch of a loop's body ([`prefetch`]).
+    fn loop_prefetch(&self, body: &[Stmt]) -> Option<LoopPrefetch> {
+        let keys = prefetch::loop_keys(self.proc.found, body)
             .into_iter()
             .filter_map(|k| {
                 let table = self.table(k.table, k.stmt).ok()?;
@@ -332,7 +330,7 @@ impl Ctx<'_> {
     }
 
     fn for_range(&self, slot: usize, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(&[VarId(slot as u32)], body);
+        let prefetch = self.loop_prefetch(body);
         let (start, end, body) = (expr(start), expr(end), self.block(body)?);
         Ok(Box::new(move |f, tx| {
             let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
@@ -357,7 +355,7 @@ impl Ctx<'_> {
     }
 
     fn for_array(&self, slot: usize, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(&[VarId(slot as u32)], body);
+        let prefetch = self.loop_prefetch(body);
         let body = self.block(body)?;
         Ok(Box::new(move |f, tx| {
             // A cheap clone of the Arc, so the body may write the frame while we iterate.
@@ -381,7 +379,7 @@ impl Ctx<'_> {
     }
 
     fn for_scan(&self, scan: &ScanOp, body: &[Stmt], s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(&scan.into, body);
+        let prefetch = self.loop_prefetch(body);
         let (scan, body, found) = (self.scan(scan, s, usize::MAX)?, self.block(body)?, self.proc.found.index());
         Ok(Box::new(move |f, tx| {
             let rows = scan.run(f, tx, &loc)?;

@@ -1,6 +1,10 @@
 #!/bin/bash
+# usage: [A=BUILD_A] [B=BUILD_B] abm2.sh ROUNDS OUT BENCH_ARGS...
+# Runs `lazarus bench BENCH_ARGS` with the two builds (files in the current directory; defaults
+# lz-base, the build before the loop-key prefetch, and lz-pf, the build after), alternating, the
+# one that goes first alternating too; writes "round build txn/s" rows to OUT and prints each
+# build's rows and median.
 A=${A:-lz-base}; B=${B:-lz-pf}
-# usage: abm.sh ROUNDS OUT ARGS... : $A and $B alternating (the first alternates too)
 rounds=$1; out=$2; shift 2
 : > $out
 for r in $(seq 1 $rounds); do
