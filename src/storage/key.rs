@@ -231,7 +231,7 @@ pub fn encode_value(value: &Value, out: &mut Vec<u8>) {
         }
         Value::Int(i) => {
             out.push(TAG_INT);
-            out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
+            out.extend_from_slice(&ordered_int(*i));
         }
         Value::Float(f) => {
             out.push(TAG_FLOAT);
@@ -248,6 +248,13 @@ pub fn encode_value(value: &Value, out: &mut Vec<u8>) {
             encode_escaped(b, out);
         }
     }
+}
+
+/// An integer's 8 bytes in a key: big-endian with the sign bit flipped, so that the bytes
+/// compare as the integers do ([`int_of_word`] undoes it).
+#[inline]
+fn ordered_int(i: i64) -> [u8; 8] {
+    ((i as u64) ^ (1 << 63)).to_be_bytes()
 }
 
 fn encode_escaped(bytes: &[u8], out: &mut Vec<u8>) {
@@ -290,7 +297,7 @@ fn encode_int_key(values: &[Value]) -> Option<Key> {
     for (part, value) in bytes.chunks_exact_mut(INT_PART_BYTES).zip(values) {
         let Value::Int(i) = value else { return None };
         part[0] = TAG_INT;
-        part[1..].copy_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
+        part[1..].copy_from_slice(&ordered_int(*i));
     }
     let len = (values.len() * INT_PART_BYTES) as u8;
     Some(Key(Repr::Inline { len, bytes }))
