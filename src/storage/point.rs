@@ -194,6 +194,30 @@ impl Slots {
         Slots { slots: (0..len).map(|_| AtomicU64::new(EMPTY)).collect() }
     }
 
+    /// Calls `each` with every live slot in array order, each record prefetched
+    /// [`REBUILD_AHEAD`] live slots before: a caller that reads the records takes their misses
+    /// overlapped instead of one after another.
+    fn each_live_prefetched(&self, mut each: impl FnMut(u64)) {
+        let mut ahead = [EMPTY; REBUILD_AHEAD];
+        let (mut oldest, mut queued) = (0, 0);
+        for slot in self.slots.iter().map(|s| s.load(Ordering::Acquire)) {
+            if slot == EMPTY || slot == TOMBSTONE {
+                continue;
+            }
+            super::prefetch::prefetch_line(pointer_of(slot));
+            if queued < REBUILD_AHEAD {
+                ahead[(oldest + queued) % REBUILD_AHEAD] = slot;
+                queued += 1;
+                continue;
+            }
+            each(std::mem::replace(&mut ahead[oldest], slot));
+            oldest = (oldest + 1) % REBUILD_AHEAD;
+        }
+        for n in 0..queued {
+            each(ahead[(oldest + n) % REBUILD_AHEAD]);
+        }
+    }
+
     #[inline]
     fn mask(&self) -> usize {
         self.slots.len() - 1
@@ -439,28 +463,35 @@ impl PointIndex {
         let fresh = Slots::with_len(len);
         // SAFETY: see `room_for`.
         let Some(current) = (unsafe { current.as_ref() }) else { return fresh };
-        // Rehashing reads every record's key, a miss each on a large shard: records are
-        // prefetched `REBUILD_AHEAD` live slots before their key is read, so that the misses
-        // overlap (`docs/PERFORMANCE.md`, "Taurus", "Session 24").
-        let mut ahead = [EMPTY; REBUILD_AHEAD];
-        let (mut oldest, mut queued) = (0, 0);
-        for slot in current.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
-            if slot == EMPTY || slot == TOMBSTONE {
-                continue;
-            }
-            super::prefetch::prefetch_line(pointer_of(slot));
-            if queued < REBUILD_AHEAD {
-                ahead[(oldest + queued) % REBUILD_AHEAD] = slot;
-                queued += 1;
-                continue;
-            }
-            self.place(&fresh, std::mem::replace(&mut ahead[oldest], slot));
-            oldest = (oldest + 1) % REBUILD_AHEAD;
-        }
-        for n in 0..queued {
-            self.place(&fresh, ahead[(oldest + n) % REBUILD_AHEAD]);
-        }
+        // Rehashing reads every record's key, a miss each on a large shard (`docs/PERFORMANCE.md`,
+        // "Taurus", "Session 24"), hence the prefetching walk.
+        current.each_live_prefetched(|slot| self.place(&fresh, slot));
         fresh
+    }
+
+    /// Calls `visit` with every record in the index, in no particular order: for recovery, which
+    /// builds the ordered index from them once replay has linked them here
+    /// ([`crate::storage::Table::finish_recovery`]). Records linked or removed meanwhile may or
+    /// may not be visited.
+    pub fn for_each_record(&self, visit: impl FnMut(&Arc<Record>)) {
+        self.for_each_record_in(0..SHARDS, visit);
+    }
+
+    /// [`PointIndex::for_each_record`] over the records of shards `shards` (of [`SHARDS`]): each
+    /// record is in one shard, so threads that take disjoint ranges visit disjoint records.
+    pub fn for_each_record_in(&self, shards: std::ops::Range<usize>, mut visit: impl FnMut(&Arc<Record>)) {
+        let guard = crossbeam_epoch::pin();
+        for shard in &self.shards[shards] {
+            // SAFETY: as in `get`.
+            let Some(slots) = (unsafe { shard.slots.load(Ordering::Acquire, &guard).as_ref() }) else { continue };
+            slots.each_live_prefetched(|slot| {
+                // SAFETY: the slot held a reference of the record (see `Slots::find`), which the
+                // collector drops no earlier than we unpin; `ManuallyDrop` keeps this copy from
+                // releasing a count it does not own.
+                let record = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(pointer_of(slot)) });
+                visit(&record);
+            });
+        }
     }
 
     /// Puts `slot` (a live entry of another array) in the first free slot of its probe sequence

@@ -20,7 +20,7 @@ use crate::txn::tid::Tid;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The most tables a catalog may hold.
 pub const TABLES_MAX: usize = 4096;
@@ -36,7 +36,7 @@ pub struct Table {
     pub schema: TableSchema,
     /// Ordered primary index: encoded primary key → record, for scans. Holds a subset of
     /// `point` at every moment (see [`crate::storage::point`]); change it only through
-    /// [`Table::link`] and [`Table::unlink`].
+    /// [`Table::link`] and [`Table::unlink`]. Empty while `ordered_deferred`.
     pub primary: Box<dyn OrderedIndex>,
     /// Hash primary index: encoded primary key → record, for point lookups.
     pub point: PointIndex,
@@ -47,6 +47,9 @@ pub struct Table {
     /// takes a TID above this watermark instead, or value-log replay (largest TID wins) could
     /// let the delete win over the insert that followed it.
     delete_watermark: AtomicU64,
+    /// Recovery links records into `point` alone, and [`Table::finish_recovery`] builds `primary`
+    /// from them in one go ([`Table::defer_ordered_index`]).
+    ordered_deferred: AtomicBool,
     /// Instant recovery's restore gate (see [`RestoreGate`]); idle outside a restore.
     restore: RestoreSlot,
 }
@@ -90,6 +93,7 @@ impl Table {
             point: PointIndex::default(),
             secondary,
             delete_watermark: AtomicU64::new(0),
+            ordered_deferred: AtomicBool::new(false),
             restore: RestoreSlot::default(),
         })
     }
@@ -118,6 +122,21 @@ impl Table {
         self.schema.check_row(&row)?;
         let record = Arc::new(Record::present(key.clone(), row, tid, 0));
         self.link(&key, &record).map_err(|_| LoadError::DuplicateKey { table: self.schema.name.clone(), key })
+    }
+
+    /// Recovery that installs rows only (a checkpoint's, a data log's) and finishes with
+    /// [`Table::finish_recovery`] before anything reads the table: from now until then, records
+    /// are linked into the point index alone, and the finish builds the ordered primary index from
+    /// them, sorted, in one pass ([`OrderedIndex::load_sorted`]), instead of a search from the root
+    /// per install. No scan may run meanwhile (it would miss rows), which is why command replay,
+    /// whose procedures scan, does not defer.
+    pub fn defer_ordered_index(&self) {
+        self.ordered_deferred.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether links go to the point index alone until [`Table::finish_recovery`].
+    pub fn is_ordered_index_deferred(&self) -> bool {
+        self.ordered_deferred.load(Ordering::SeqCst)
     }
 
     /// Records a committing delete's TID; called under the record's lock, before it is unlinked,
@@ -207,6 +226,9 @@ impl Table {
     pub fn link(&self, key: &Key, record: &Arc<Record>) -> Result<(), Arc<Record>> {
         debug_assert_eq!(record.key(), key, "a record is linked under its own key");
         self.point.insert_if_absent(Arc::clone(record))?;
+        if self.ordered_deferred.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         if let Err(stale) = self.primary.insert_if_absent(key.clone(), Arc::clone(record)) {
             // Unreachable while both are changed only here and in `unlink`, under record locks;
             // repair rather than leave the two out of step.
@@ -360,14 +382,67 @@ impl Table {
         ranges
     }
 
-    /// Recovery: removes tombstones and builds every secondary index from the primary index.
+    /// Recovery: removes tombstones and builds every secondary index from the primary index, and
+    /// first the ordered primary index itself if it was deferred ([`Table::defer_ordered_index`]).
     pub fn finish_recovery(&self) {
-        self.finish_recovery_range(&KeyRange::all());
+        self.finish_recovery_on(1);
+    }
+
+    /// [`Table::finish_recovery`] with up to `threads` threads for a deferred ordered index's
+    /// build (one otherwise; [`Table::finish_recovery_range`] splits that work).
+    pub fn finish_recovery_on(&self, threads: usize) {
+        if self.is_ordered_index_deferred() {
+            self.finish_deferred_recovery(threads);
+        } else {
+            self.finish_recovery_range(&KeyRange::all());
+        }
+    }
+
+    /// [`Table::finish_recovery`] of a table whose ordered index was deferred: every record the
+    /// point index holds, tombstones unlinked, the rest sorted by key and loaded into the ordered
+    /// index at once, and the secondary indexes built from them as
+    /// [`Table::finish_recovery_range`] builds them. A large table's records are gathered and
+    /// sorted in parts, one per thread (each part a range of the point index's shards), and
+    /// loaded by merging the parts.
+    fn finish_deferred_recovery(&self, threads: usize) {
+        let rows = self.point.len();
+        let parts = if rows >= DEFERRED_SPLIT_MIN_ROWS { threads.clamp(1, super::point::SHARDS) } else { 1 };
+        let gather = |part: usize| {
+            let shards = part * super::point::SHARDS / parts..(part + 1) * super::point::SHARDS / parts;
+            let (mut live, mut dead) = (Vec::with_capacity(rows / parts + rows / 16), Vec::new());
+            self.point.for_each_record_in(shards, |record| {
+                if record.word().is_absent() {
+                    dead.push(Arc::clone(record));
+                } else {
+                    live.push((record.key().clone(), Arc::clone(record)));
+                }
+            });
+            for record in dead {
+                self.point.remove(record.key().as_bytes(), &record);
+            }
+            live.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            live
+        };
+        let sorted: Vec<Vec<Entry>> = if parts == 1 {
+            vec![gather(0)]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..parts).map(|part| scope.spawn(move || gather(part))).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+            })
+        };
+        // This task is the only one to touch the table's indexes: they may be loaded, not inserted.
+        self.build_secondary_indexes(sorted.iter().flatten().map(|(k, r)| (k, r)), true);
+        let count = sorted.iter().map(Vec::len).sum();
+        self.primary.load_sorted(count, &mut MergeSorted::new(sorted));
+        self.ordered_deferred.store(false, Ordering::SeqCst);
     }
 
     /// [`Table::finish_recovery`] for the keys of `range` only; ranges that do not overlap can be
-    /// finished by different threads at once.
+    /// finished by different threads at once. Not for a table whose ordered index is deferred
+    /// (asserted): its ranges cannot be found before the index is built.
     pub fn finish_recovery_range(&self, range: &KeyRange) {
+        assert!(!self.is_ordered_index_deferred(), "a deferred ordered index is built by finish_recovery");
         let mut dead = Vec::new();
         let mut live = Vec::new();
         let indexed = !self.secondary.is_empty();
@@ -382,20 +457,35 @@ impl Table {
         for (key, record) in dead {
             self.unlink(&key, &record);
         }
+        self.build_secondary_indexes(live.iter().map(|(k, r)| (k, r)), false);
+    }
+
+    /// Inserts into every secondary index the entries of `live`, the table's present rows, or,
+    /// if `alone` (no other thread uses the table's indexes meanwhile), loads them in one go
+    /// ([`OrderedIndex::load_sorted`]).
+    fn build_secondary_indexes<'a>(&self, live: impl Iterator<Item = (&'a Key, &'a Arc<Record>)> + Clone, alone: bool) {
+        if self.secondary.is_empty() {
+            return;
+        }
         // Entries go into each index in key order: every insert then lands next to the previous
         // one, in cache, instead of at a random leaf (the rows arrive in primary-key order, which
         // is a random order for a secondary key).
-        let mut entries = Vec::with_capacity(live.len());
+        let mut entries = Vec::new();
         for (i, index) in self.secondary.iter().enumerate() {
             entries.clear();
-            for (key, record) in &live {
+            for (key, record) in live.clone() {
                 if let Ok(entry) = self.schema.secondary_key_of(i, &record.row_unchecked(), key) {
                     entries.push((entry, record));
                 }
             }
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            for (entry, record) in entries.drain(..) {
-                let _ = index.insert_if_absent(entry, Arc::clone(record));
+            if alone {
+                let count = entries.len();
+                index.load_sorted(count, &mut entries.drain(..).map(|(entry, record)| (entry, Arc::clone(record))));
+            } else {
+                for (entry, record) in entries.drain(..) {
+                    let _ = index.insert_if_absent(entry, Arc::clone(record));
+                }
             }
         }
     }
@@ -408,6 +498,43 @@ impl Table {
     /// Whether the table has no rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Tables with fewer rows than this build a deferred ordered index on one thread
+/// ([`Table::finish_recovery_on`]): below it, starting threads costs more than it saves.
+const DEFERRED_SPLIT_MIN_ROWS: usize = 100_000;
+
+/// A key and its record, as the ordered indexes take them.
+type Entry = (Key, Arc<Record>);
+
+/// The entries of several vectors, each sorted by key, in key order (the parts of
+/// [`Table::finish_recovery_on`]; their keys are distinct, each key being in one part).
+struct MergeSorted {
+    parts: Vec<std::iter::Peekable<std::vec::IntoIter<Entry>>>,
+}
+
+impl MergeSorted {
+    fn new(parts: Vec<Vec<Entry>>) -> MergeSorted {
+        MergeSorted { parts: parts.into_iter().map(|p| p.into_iter().peekable()).collect() }
+    }
+}
+
+impl Iterator for MergeSorted {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // Few parts (one per thread): a linear look at their heads beats a heap.
+        let mut smallest: Option<(usize, &Key)> = None;
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            if let Some((key, _)) = part.peek()
+                && smallest.is_none_or(|(_, s)| key < s)
+            {
+                smallest = Some((i, key));
+            }
+        }
+        let (i, _) = smallest?;
+        self.parts[i].next()
     }
 }
 
@@ -524,6 +651,64 @@ mod tests {
             indexes: Vec::new(),
         };
         Table::new(0, schema, IndexBackend::default()).unwrap()
+    }
+
+    /// `table()` with a secondary index on `v`.
+    fn indexed_table() -> Table {
+        let mut t = table();
+        t.schema.indexes = vec![crate::storage::schema::IndexSchema { name: "by_v".into(), columns: vec![1] }];
+        Table::new(0, t.schema, IndexBackend::default()).unwrap()
+    }
+
+    fn scan_all(index: &dyn OrderedIndex) -> Vec<(Key, *const Record)> {
+        let mut out = Vec::new();
+        index.scan(&KeyRange::all(), super::super::index::Direction::Forward, usize::MAX, &mut |k, r| {
+            out.push((k.clone(), Arc::as_ptr(r)));
+            true
+        });
+        out
+    }
+
+    /// Recovery with the ordered index deferred ends with the same primary and secondary indexes
+    /// as recovery that links as it goes: the same keys in order, the same rows, tombstones
+    /// swept; on one thread and split over threads (a table past `DEFERRED_SPLIT_MIN_ROWS`).
+    #[test]
+    fn a_deferred_ordered_index_is_built_at_the_finish_as_linking_builds_it() {
+        use rand::{Rng, SeedableRng};
+        for (rows, threads) in [(2_000, 1), (DEFERRED_SPLIT_MIN_ROWS + 5_000, 3)] {
+            let (deferred, linked) = (indexed_table(), indexed_table());
+            deferred.defer_ordered_index();
+            let mut rng = rand::rngs::StdRng::seed_from_u64(rows as u64);
+            for n in 0..rows + rows / 4 {
+                // Every key once, then random ones again (overwrites and deletes).
+                let k = if n < rows { n as i64 } else { rng.random_range(0..rows as i64) };
+                let key = deferred.schema.encode_primary_key(&[Value::Int(k)]).unwrap();
+                let row =
+                    rng.random_bool(0.8).then(|| Row::new(vec![Value::Int(k), Value::Int(k % 97), Value::text("w")]));
+                let tid = Tid::new(1 + n as u64 / 1000, 1 + (n % 1000) as u64);
+                assert_eq!(deferred.install_if_newer(&key, row.clone(), tid), linked.install_if_newer(&key, row, tid));
+            }
+            assert!(deferred.primary.is_empty(), "rows linked into the ordered index while it was deferred");
+            deferred.finish_recovery_on(threads);
+            linked.finish_recovery();
+            assert!(!deferred.is_ordered_index_deferred());
+            assert_eq!(deferred.len(), linked.len(), "{rows} rows: tombstones not swept alike");
+            let rows_of = |t: &Table, index: &dyn OrderedIndex| -> Vec<(Key, Row)> {
+                scan_all(index).into_iter().map(|(k, r)| (k, t.get(r_key(r)).unwrap().stable_read().1)).collect()
+            };
+            assert_eq!(rows_of(&deferred, deferred.primary.as_ref()), rows_of(&linked, linked.primary.as_ref()));
+            assert_eq!(
+                rows_of(&deferred, deferred.secondary[0].as_ref()),
+                rows_of(&linked, linked.secondary[0].as_ref())
+            );
+            assert_eq!(scan_all(deferred.primary.as_ref()).len(), deferred.len());
+        }
+    }
+
+    /// The key of a record an index scan returned (the test holds its table, so it is alive).
+    fn r_key<'a>(record: *const Record) -> &'a [u8] {
+        // SAFETY: see the function docs.
+        unsafe { (*record).key().as_bytes() }
     }
 
     fn set_v(v: i64) -> impl Fn(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str> {

@@ -310,6 +310,10 @@ pub fn recover(
 ) -> Result<StreamRecoveryReport, DurabilityError> {
     let fs = options.fs.as_ref();
     *modules.lock() = rebuild_catalog(fs, &options.log_dirs[0], db)?;
+    if !options.flavor.is_command() {
+        // Data flavors install rows and read none until they rebuild the indexes at the end.
+        crate::durability::value::recovery::defer_ordered_indexes(db);
+    }
     let generations = list_generations(options)?;
     let pv_path = options.log_dirs[0].join(format::persistent_vector_name(options.flavor));
     let current = current_generation(options, &pv_path, &generations)?;

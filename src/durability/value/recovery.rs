@@ -117,6 +117,8 @@ pub fn recover(
 ) -> Result<RecoveryReport, DurabilityError> {
     let fs = options.fs.as_ref();
     let (mut report, pepoch) = begin(options, db, modules)?;
+    // Nothing reads the tables until `rebuild_indexes`: the checkpoint and the log only install.
+    defer_ordered_indexes(db);
     let manifest = load_checkpoint(options, db, &pepoch, &mut report)?;
     let e_l = manifest.as_ref().map_or(0, |m| m.e_l);
     let (replay, mut discard, next_seq) = plan(fs, options, &pepoch)?;
@@ -369,25 +371,45 @@ fn replay_files(
     Ok(stats.max_epoch)
 }
 
-/// Sweeps tombstones and builds every table's secondary indexes: each table split into one key
-/// range per thread, all ranges of all tables in one work queue (one large table still uses
-/// every core).
+/// Makes every table of `db` link recovered records into its point index alone until
+/// [`rebuild_indexes`] builds its ordered index from them ([`Table::defer_ordered_index`]): for
+/// recovery that installs rows and reads none before it rebuilds the indexes.
+pub(crate) fn defer_ordered_indexes(db: &Database) {
+    for table in db.catalog().tables() {
+        table.defer_ordered_index();
+    }
+}
+
+/// Sweeps tombstones and builds every table's secondary indexes (and first its ordered primary
+/// index, where recovery deferred it): all tables in one work queue, largest first, and a large
+/// table whose ordered index is there split into one key range per thread (one large table still
+/// uses every core). A table with a deferred ordered index is one task: its ranges are not known
+/// before the index is built.
 pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
     let catalog = db.catalog();
-    let tasks: Vec<(&Arc<Table>, KeyRange)> = catalog
+    let mut tasks: Vec<(&Arc<Table>, Option<KeyRange>)> = catalog
         .tables()
         .iter()
         .flat_map(|t| {
-            let parts = if t.len() >= RANGE_SPLIT_MIN_ROWS { threads.max(1) } else { 1 };
-            t.split_key_space(parts).into_iter().map(move |r| (t, r))
+            let ranges = if t.is_ordered_index_deferred() {
+                vec![None]
+            } else {
+                let parts = if t.len() >= RANGE_SPLIT_MIN_ROWS { threads.max(1) } else { 1 };
+                t.split_key_space(parts).into_iter().map(Some).collect()
+            };
+            ranges.into_iter().map(move |r| (t, r))
         })
         .collect();
+    tasks.sort_by_key(|(t, range)| std::cmp::Reverse(if range.is_some() { 0 } else { t.len() }));
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads.min(tasks.len()).max(1) {
             scope.spawn(|| {
                 while let Some((table, range)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    table.finish_recovery_range(range);
+                    match range {
+                        Some(range) => table.finish_recovery_range(range),
+                        None => table.finish_recovery_on(threads),
+                    }
                 }
             });
         }

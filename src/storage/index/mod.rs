@@ -149,10 +149,35 @@ pub trait OrderedIndex: Send + Sync {
     /// Number of entries (may be approximate while writers run).
     fn len(&self) -> usize;
 
+    /// Adds the `count` entries of `entries`, given in strictly increasing key order (asserted),
+    /// none of whose keys is in the index yet: recovery builds a table's primary index in one go
+    /// once its rows are in memory. No other thread may use the index meanwhile. This default
+    /// inserts them one by one; a backend may build itself from them directly when it is empty.
+    fn load_sorted(&self, count: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) {
+        insert_sorted(self, count, entries);
+    }
+
     /// Whether the index has no entries.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// [`OrderedIndex::load_sorted`] by one insert per entry.
+pub fn insert_sorted<I: OrderedIndex + ?Sized>(
+    index: &I,
+    count: usize,
+    entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>,
+) {
+    let mut previous: Option<Key> = None;
+    let mut inserted = 0;
+    for (key, record) in entries {
+        assert!(previous.as_ref().is_none_or(|p| *p < key), "entries to load are not in strictly increasing order");
+        previous = Some(key.clone());
+        let _ = index.insert_if_absent(key, record);
+        inserted += 1;
+    }
+    assert_eq!(inserted, count, "entries to load differ from their count");
 }
 
 /// Which backend to build indexes with. See the module docs, `docs/storage.md` and

@@ -50,6 +50,15 @@
 //!   of single-child nodes above them), so a table whose old keys are deleted (TPC-C's
 //!   `new_order`) does not leave scans walking through empty leaves. A parent never loses its
 //!   last child; the tree never shrinks in height.
+//!
+//! # Building from sorted entries
+//!
+//! Recovery loads an empty tree from entries in key order ([`OrderedIndex::load_sorted`]): the
+//! entries are split evenly over as few leaves as hold them (so every leaf but a lone root is at
+//! least half full), each leaf's prefix and slices computed once; then each level of inner nodes
+//! is built over the one below the same way, a leaf's separator being a copy of its first key and
+//! an inner node's the separator of its first child, moved up. The root it replaced, empty and
+//! locked by the build, is retired when the new one is published.
 
 use super::{Direction, KeyRange, OrderedIndex, RangeWalk, ScanVisitor};
 use crate::storage::key::Key;
@@ -380,8 +389,9 @@ impl Node {
 
     // ---- changes, made only with the node locked ----
 
-    /// Sets the prefix to the first `skip` bytes of `like` and recomputes every slot's slice.
-    fn reprefix(&self, like: &[u8], skip: usize, guard: &Guard) {
+    /// Sets the prefix to the first `skip` bytes of `like` (at most [`PREFIX_MAX_BYTES`]) without
+    /// touching the slices; returns the prefix's length.
+    fn set_prefix(&self, like: &[u8], skip: usize) -> usize {
         let skip = skip.min(PREFIX_MAX_BYTES).min(like.len());
         let mut bytes = [0u8; PREFIX_MAX_BYTES];
         bytes[..skip].copy_from_slice(&like[..skip]);
@@ -391,6 +401,12 @@ impl Node {
             word.store(u64::from_be_bytes(b), Ordering::Relaxed);
         }
         self.skip.store(skip as u32, Ordering::Relaxed);
+        skip
+    }
+
+    /// Sets the prefix to the first `skip` bytes of `like` and recomputes every slot's slice.
+    fn reprefix(&self, like: &[u8], skip: usize, guard: &Guard) {
+        let skip = self.set_prefix(like, skip);
         for i in 0..self.count() {
             let key = self.full_key(i, guard).expect("a locked node's slots below its count are set");
             self.set_slice(i, slice_of(key, skip));
@@ -894,6 +910,112 @@ impl LeafRead {
     }
 }
 
+/// A node of a tree being built from sorted entries ([`OlcTree::build_from_sorted`]), with the
+/// separator that goes before it in its parent (null for the leftmost node of its level).
+struct Built {
+    separator: *mut Key,
+    node: *mut Node,
+}
+
+impl OlcTree {
+    /// [`OrderedIndex::load_sorted`] into an empty tree: packs the entries into leaves from left
+    /// to right, then builds each level of inner nodes over the one below, instead of a
+    /// root-to-leaf search and a shift of slots per entry. The new root is published once the
+    /// tree is whole, and the empty root it replaces is retired (a reader that met it restarts).
+    /// Hands the entries back if the tree is not empty or its root is in use.
+    /// Returns whether it built the tree (else it took no entry).
+    fn build_from_sorted(&self, count: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) -> bool {
+        let guard = crossbeam_epoch::pin();
+        let old_root = self.root.load(Ordering::Acquire);
+        let old = node(old_root, &guard);
+        let Some(version) = old.read_lock() else { return false };
+        if count == 0 || !old.leaf || old.count() != 0 || !old.upgrade(version) {
+            return false;
+        }
+        let mut level = self.build_leaves(count, entries);
+        while level.len() > 1 {
+            level = build_inner_level(&level);
+        }
+        assert!(level.len() == 1 && level[0].separator.is_null(), "a built tree has one root, leftmost");
+        self.root.store(level[0].node, Ordering::Release);
+        self.len.store(count, Ordering::Relaxed);
+        old.retire();
+        // SAFETY: unlinked above (the root pointer moved, and the node is obsolete), empty, and
+        // freed only once every reader pinned now has let go.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_root))) };
+        true
+    }
+
+    /// The leaves of [`OlcTree::build_from_sorted`]: the entries split evenly over as few leaves
+    /// as hold them, each but the first with a separator, a copy of its first key.
+    /// The keys are checked to increase strictly (a leaf's against each other and its first
+    /// against the previous leaf's separator), and the count to be right.
+    fn build_leaves(&self, total: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) -> Vec<Built> {
+        let leaves = total.div_ceil(FANOUT);
+        let mut built: Vec<Built> = Vec::with_capacity(leaves);
+        let mut chunk: Vec<(Key, Arc<Record>)> = Vec::with_capacity(FANOUT);
+        let mut last_key: Option<Key> = None;
+        for i in 0..leaves {
+            let take = (i + 1) * total / leaves - i * total / leaves;
+            chunk.extend((&mut *entries).take(take));
+            assert_eq!(chunk.len(), take, "entries to load differ from their count");
+            let increasing =
+                chunk.windows(2).all(|w| w[0].0 < w[1].0) && last_key.as_ref().is_none_or(|last| *last < chunk[0].0);
+            assert!(increasing, "entries to load are not in strictly increasing order");
+            last_key = Some(chunk[take - 1].0.clone());
+            let leaf = Node::new(true, self.holds_records);
+            let (first, last) = (chunk[0].0.as_bytes(), chunk[chunk.len() - 1].0.as_bytes());
+            let skip = leaf.set_prefix(first, common_prefix_len(first, last));
+            let separator = if i == 0 { ptr::null_mut() } else { Box::into_raw(Box::new(chunk[0].0.clone())) };
+            for (j, (key, record)) in chunk.drain(..).enumerate() {
+                leaf.set_slice(j, slice_of(key.as_bytes(), skip));
+                let slot: *mut () = if self.holds_records {
+                    // Only checked in debug builds: the record's key is a cache miss per entry,
+                    // and a table's records come from its own point index.
+                    debug_assert!(key == *record.key(), "a tree keyed by records was given another key");
+                    Arc::into_raw(record).cast_mut().cast()
+                } else {
+                    Box::into_raw(Box::new(Entry { key, record })).cast()
+                };
+                leaf.slots[j].store(slot, Ordering::Relaxed);
+                leaf.count.store(j as u32 + 1, Ordering::Relaxed);
+            }
+            // An insert just past the last key counts as sequential, as after an append.
+            leaf.last_insert.store(leaf.count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+            built.push(Built { separator, node: Box::into_raw(leaf) });
+        }
+        built
+    }
+}
+
+/// One level of inner nodes over `below` ([`OlcTree::build_from_sorted`]): the nodes below split
+/// evenly over as few parents as hold them (every parent then has two children or more). A
+/// parent's separators are its children's but the first's, whose separator moves up with it.
+fn build_inner_level(below: &[Built]) -> Vec<Built> {
+    let children = below.len();
+    let parents = children.div_ceil(FANOUT + 1);
+    let mut built = Vec::with_capacity(parents);
+    for i in 0..parents {
+        let group = &below[i * children / parents..(i + 1) * children / parents];
+        debug_assert!(group.len() >= 2, "an inner node built with fewer than two children");
+        let inner = Node::new(false, false);
+        // SAFETY: the separators were just allocated by this build and are owned by it.
+        let key = |b: &Built| unsafe { (*b.separator).as_bytes() };
+        let (first, last) = (key(&group[1]), key(&group[group.len() - 1]));
+        let skip = inner.set_prefix(first, common_prefix_len(first, last));
+        inner.children[0].store(group[0].node, Ordering::Relaxed);
+        for (j, child) in group[1..].iter().enumerate() {
+            inner.set_slice(j, slice_of(key(child), skip));
+            inner.slots[j].store(child.separator.cast(), Ordering::Relaxed);
+            inner.children[j + 1].store(child.node, Ordering::Relaxed);
+        }
+        inner.count.store(group.len() as u32 - 1, Ordering::Relaxed);
+        inner.last_insert.store(group.len() as u32 - 2, Ordering::Relaxed);
+        built.push(Built { separator: group[0].separator, node: Box::into_raw(inner) });
+    }
+    built
+}
+
 impl OrderedIndex for OlcTree {
     fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
         let guard = crossbeam_epoch::pin();
@@ -1002,6 +1124,12 @@ impl OrderedIndex for OlcTree {
     fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
     }
+
+    fn load_sorted(&self, count: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) {
+        if !self.build_from_sorted(count, entries) {
+            super::insert_sorted(self, count, entries);
+        }
+    }
 }
 
 impl Drop for OlcTree {
@@ -1090,6 +1218,7 @@ impl OlcTree {
 mod tests {
     use super::*;
     use crate::storage::index::contract_tests;
+    use std::collections::BTreeMap;
 
     #[test]
     fn keeps_the_contract() {
@@ -1149,23 +1278,85 @@ mod tests {
     /// `BTreeMap`, with the structure checked as it grows and shrinks.
     #[test]
     fn matches_a_btreemap() {
-        matches_a_btreemap_with(OlcTree::default());
+        matches_a_btreemap_with(OlcTree::default(), BTreeMap::new(), 80_000);
     }
 
     #[test]
     fn matches_a_btreemap_keyed_by_records() {
-        matches_a_btreemap_with(OlcTree::keyed_by_records());
+        matches_a_btreemap_with(OlcTree::keyed_by_records(), BTreeMap::new(), 80_000);
     }
 
-    fn matches_a_btreemap_with(tree: OlcTree) {
+    /// A tree built from sorted entries ([`OrderedIndex::load_sorted`]) of every size around a
+    /// node's and a level's capacity keeps every invariant, holds exactly the entries, and then
+    /// takes inserts, removals and scans as a tree built by inserts does.
+    #[test]
+    fn a_tree_built_from_sorted_entries_matches_a_btreemap() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let sizes = [0, 1, 2, FANOUT - 1, FANOUT, FANOUT + 1, 2 * FANOUT + 1, FANOUT * (FANOUT + 1) + 1, 2_000];
+        for (i, &size) in sizes.iter().enumerate() {
+            let mut model = BTreeMap::new();
+            while model.len() < size {
+                let key = random_key(&mut rng);
+                model.insert(key.clone(), rec(&key));
+            }
+            let mut entries = model.iter().map(|(k, r)| (Key::from(k.clone()), Arc::clone(r)));
+            let tree = if i % 2 == 0 { OlcTree::keyed_by_records() } else { OlcTree::default() };
+            tree.load_sorted(size, &mut entries);
+            let (leaves, held) = tree.check_invariants();
+            assert_eq!(held, size, "size {size}");
+            assert_eq!(leaves, size.div_ceil(FANOUT).max(1), "size {size}: leaves not packed full");
+            for (key, record) in &model {
+                assert!(tree.get(key).is_some_and(|r| Arc::ptr_eq(&r, record)), "size {size}: {key:?}");
+            }
+            matches_a_btreemap_with(tree, model, 4_000);
+        }
+    }
+
+    /// Loading into a tree that holds entries already inserts them one by one.
+    #[test]
+    fn loading_sorted_entries_into_a_tree_in_use_inserts_them() {
+        let tree = OlcTree::keyed_by_records();
+        let key = |i: u64| i.to_be_bytes().to_vec();
+        tree.insert_if_absent(Key::from(key(500)), rec(&key(500))).expect("empty tree");
+        let mut entries = (0..1_000).filter(|&i| i != 500).map(|i| (Key::from(key(i)), rec(&key(i))));
+        tree.load_sorted(999, &mut entries);
+        assert_eq!(tree.check_invariants().1, 1_000);
+        let keys = scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX);
+        assert_eq!(keys, (0..1_000).map(key).collect::<Vec<_>>());
+    }
+
+    /// Keys out of order within a leaf, across two leaves, or into a tree in use; and fewer
+    /// entries than said.
+    #[test]
+    fn loading_unsorted_entries_or_a_wrong_count_is_refused() {
+        let key = |i: u64| Key::from(i.to_be_bytes().to_vec());
+        let entries = |keys: Vec<u64>| keys.into_iter().map(move |i| (key(i), rec(key(i).as_bytes())));
+        let load = |tree: OlcTree, count: usize, keys: Vec<u64>| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tree.load_sorted(count, &mut entries(keys))))
+                .expect_err("loaded a bad sequence")
+        };
+        let message = |e: Box<dyn std::any::Any + Send>| match e.downcast_ref::<&str>() {
+            Some(s) => s.to_string(),
+            None => e.downcast_ref::<String>().cloned().unwrap_or_default(),
+        };
+        assert!(message(load(OlcTree::default(), 2, vec![2, 1])).contains("strictly increasing"));
+        let across: Vec<u64> = (0..FANOUT as u64).chain([0]).collect();
+        assert!(message(load(OlcTree::keyed_by_records(), FANOUT + 1, across)).contains("strictly increasing"));
+        let in_use = OlcTree::default();
+        in_use.insert_if_absent(key(9), rec(key(9).as_bytes())).expect("empty");
+        assert!(message(load(in_use, 2, vec![5, 3])).contains("strictly increasing"));
+        assert!(message(load(OlcTree::default(), 3, vec![1, 2])).contains("differ from their count"));
+    }
+
+    /// Random operations on `tree`, which holds `model`'s entries, checked against `model`.
+    fn matches_a_btreemap_with(tree: OlcTree, mut model: BTreeMap<Vec<u8>, Arc<Record>>, steps: u32) {
         use rand::{Rng, SeedableRng};
-        use std::collections::BTreeMap;
-        let mut model: BTreeMap<Vec<u8>, Arc<Record>> = BTreeMap::new();
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        for step in 0..80_000u32 {
+        for step in 0..steps {
             let key = random_key(&mut rng);
             // Insert-heavy first, remove-heavy later, so the tree grows and then empties.
-            let insert_share = if step < 40_000 { 0.7 } else { 0.3 };
+            let insert_share = if step < steps / 2 { 0.7 } else { 0.3 };
             if rng.random_bool(insert_share) {
                 let record = rec(&key);
                 match (tree.insert_if_absent(Key::from(key.clone()), Arc::clone(&record)), model.get(&key)) {
@@ -1185,7 +1376,7 @@ mod tests {
             }
             let probe = random_key(&mut rng);
             assert_eq!(tree.get(&probe).is_some(), model.contains_key(&probe), "step {step}: get");
-            if step % 500 == 0 {
+            if step % 500 == 0 || step == steps - 1 {
                 tree.check_invariants();
                 let a = random_key(&mut rng);
                 let b = random_key(&mut rng);
