@@ -160,6 +160,39 @@ impl PartialOrd for Key {
     }
 }
 
+/// Bytes of a key [`sort_by_key_bytes`] copies beside it.
+const SORT_HEAD_WORDS: usize = 4;
+
+/// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order).
+///
+/// A key longer than a [`Key`] holds inline lives behind a pointer, and a comparison sort of
+/// many such keys follows two pointers per comparison, a cache miss each (building a secondary
+/// index of TPC-C's `orders` after recovery spent a microsecond per entry). So the 32 bytes of
+/// each key after the prefix all of them share are first copied beside it as big-endian words,
+/// zero-padded, and the sort compares those, and the whole keys only where they tie. Zero padding
+/// keeps the words' order the bytes' order wherever the words differ: a key that ends inside the
+/// window is then a prefix of the other, so the smaller (as in the OLC tree's slices).
+pub fn sort_by_key_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
+    let Some(first) = items.first() else { return };
+    let first = key(first).to_vec();
+    let skip = items.iter().fold(first.len(), |shared, item| {
+        let k = key(item);
+        shared.min(first.iter().zip(k).take_while(|(a, b)| a == b).count())
+    });
+    let head = |k: &[u8]| -> [u64; SORT_HEAD_WORDS] {
+        std::array::from_fn(|w| {
+            let mut word = [0u8; 8];
+            let start = (skip + w * 8).min(k.len());
+            let bytes = &k[start..(start + 8).min(k.len())];
+            word[..bytes.len()].copy_from_slice(bytes);
+            u64::from_be_bytes(word)
+        })
+    };
+    let mut headed: Vec<([u64; SORT_HEAD_WORDS], T)> = items.drain(..).map(|item| (head(key(&item)), item)).collect();
+    headed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| key(&a.1).cmp(key(&b.1))));
+    items.extend(headed.into_iter().map(|(_, item)| item));
+}
+
 impl Ord for Key {
     #[inline]
     fn cmp(&self, other: &Key) -> std::cmp::Ordering {
@@ -472,6 +505,24 @@ mod tests {
             let (ka, kb) = (Key::from(&a[..]), Key::from(&b[..]));
             proptest::prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
             proptest::prop_assert_eq!(ka == kb, a == b);
+        }
+
+        /// `sort_by_key_bytes` orders keys as their bytes do: keys sharing a long prefix, keys
+        /// longer than the copied window, keys that are prefixes of others, zero bytes that meet
+        /// the padding, and duplicates.
+        #[test]
+        fn sorting_by_key_bytes_is_byte_order(
+            prefix in proptest::collection::vec(0u8..3, 0..40),
+            tails in proptest::collection::vec(
+                proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), 0u8..3, proptest::num::u8::ANY], 0..70),
+                0..60,
+            ),
+        ) {
+            let mut keys: Vec<Vec<u8>> = tails.iter().map(|t| [&prefix[..], t].concat()).collect();
+            let mut want = keys.clone();
+            want.sort();
+            super::sort_by_key_bytes(&mut keys, |k| k.as_slice());
+            proptest::prop_assert_eq!(keys, want);
         }
     }
 

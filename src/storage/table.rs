@@ -220,9 +220,10 @@ impl Table {
         true
     }
 
-    /// Links `record` under primary key `key` in both primary indexes, unless the key has a
-    /// record; returns that record if so. The point index decides, then the ordered index
-    /// follows, so the ordered index never holds a record the point index lacks.
+    /// Links `record` under primary key `key` in both primary indexes (the point index alone while
+    /// the ordered one is deferred: [`Table::defer_ordered_index`]), unless the key has a record;
+    /// returns that record if so. The point index decides, then the ordered index follows, so the
+    /// ordered index never holds a record the point index lacks.
     pub fn link(&self, key: &Key, record: &Arc<Record>) -> Result<(), Arc<Record>> {
         debug_assert_eq!(record.key(), key, "a record is linked under its own key");
         self.point.insert_if_absent(Arc::clone(record))?;
@@ -363,11 +364,7 @@ impl Table {
         if parts == 1 {
             return vec![KeyRange::all()];
         }
-        let mut sample = self.point.sample_keys(256 * parts);
-        sample.sort_unstable();
-        sample.dedup();
-        let mut bounds: Vec<Key> = (1..parts).filter_map(|i| sample.get(i * sample.len() / parts).cloned()).collect();
-        bounds.dedup();
+        let bounds = self.split_keys(parts);
         let mut ranges = Vec::with_capacity(parts);
         let mut start = Bound::Unbounded;
         for bound in bounds {
@@ -380,6 +377,20 @@ impl Table {
             ranges.push(KeyRange::empty());
         }
         ranges
+    }
+
+    /// Up to `parts - 1` distinct keys, increasing, that split the table's keys into `parts`
+    /// ranges of roughly equal size, from a sample of its keys ([`Table::split_key_space`]).
+    fn split_keys(&self, parts: usize) -> Vec<Key> {
+        if parts <= 1 {
+            return Vec::new();
+        }
+        let mut sample = self.point.sample_keys(256 * parts);
+        sample.sort_unstable();
+        sample.dedup();
+        let mut bounds: Vec<Key> = (1..parts).filter_map(|i| sample.get(i * sample.len() / parts).cloned()).collect();
+        bounds.dedup();
+        bounds
     }
 
     /// Recovery: removes tombstones and builds every secondary index from the primary index, and
@@ -401,41 +412,59 @@ impl Table {
     /// [`Table::finish_recovery`] of a table whose ordered index was deferred: every record the
     /// point index holds, tombstones unlinked, the rest sorted by key and loaded into the ordered
     /// index at once, and the secondary indexes built from them as
-    /// [`Table::finish_recovery_range`] builds them. A large table's records are gathered and
-    /// sorted in parts, one per thread (each part a range of the point index's shards), and
-    /// loaded by merging the parts.
+    /// [`Table::finish_recovery_range`] builds them, but loaded too. A large table's work is split
+    /// over threads twice: each gathers the records of a range of the point index's shards into
+    /// one bucket per key range (ranges from a sample of the keys), then each sorts one key range's
+    /// buckets, and the tree builds each range's leaves on a thread of its own.
     fn finish_deferred_recovery(&self, threads: usize) {
         let rows = self.point.len();
         let parts = if rows >= DEFERRED_SPLIT_MIN_ROWS { threads.clamp(1, super::point::SHARDS) } else { 1 };
-        let gather = |part: usize| {
-            let shards = part * super::point::SHARDS / parts..(part + 1) * super::point::SHARDS / parts;
-            let (mut live, mut dead) = (Vec::with_capacity(rows / parts + rows / 16), Vec::new());
-            self.point.for_each_record_in(shards, |record| {
-                if record.word().is_absent() {
-                    dead.push(Arc::clone(record));
-                } else {
-                    live.push((record.key().clone(), Arc::clone(record)));
-                }
-            });
-            for record in dead {
-                self.point.remove(record.key().as_bytes(), &record);
+        let bounds = self.split_keys(parts);
+        let gathered = on_threads((0..parts).collect(), |part| self.gather_live_records(part, parts, &bounds));
+        // Range `r`'s buckets, from every gathering thread.
+        let mut per_range: Vec<Vec<Vec<Entry>>> = (0..=bounds.len()).map(|_| Vec::new()).collect();
+        for buckets in gathered {
+            for (r, bucket) in buckets.into_iter().enumerate() {
+                per_range[r].push(bucket);
             }
-            live.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            live
-        };
-        let sorted: Vec<Vec<Entry>> = if parts == 1 {
-            vec![gather(0)]
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..parts).map(|part| scope.spawn(move || gather(part))).collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-            })
-        };
+        }
+        let runs: Vec<Vec<Entry>> = on_threads(per_range, |buckets| {
+            let mut run = Vec::with_capacity(buckets.iter().map(Vec::len).sum());
+            for bucket in buckets {
+                run.extend(bucket);
+            }
+            run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            run
+        });
         // This task is the only one to touch the table's indexes: they may be loaded, not inserted.
-        self.build_secondary_indexes(sorted.iter().flatten().map(|(k, r)| (k, r)), true);
-        let count = sorted.iter().map(Vec::len).sum();
-        self.primary.load_sorted(count, &mut MergeSorted::new(sorted));
+        self.build_secondary_indexes(runs.iter().flatten().map(|(k, r)| (k, r)), true);
+        self.primary.load_sorted(runs);
         self.ordered_deferred.store(false, Ordering::SeqCst);
+    }
+
+    /// Part `part` of `parts` of [`Table::finish_deferred_recovery`]'s gathering: the live records
+    /// of that part of the point index's shards, in one bucket per key range that `bounds` (sorted)
+    /// delimit; its tombstones are unlinked from the point index (the ordered one never had them).
+    fn gather_live_records(&self, part: usize, parts: usize, bounds: &[Key]) -> Vec<Vec<Entry>> {
+        let shards = part * super::point::SHARDS / parts..(part + 1) * super::point::SHARDS / parts;
+        let rows = self.point.len();
+        // A part's share of each range, and slack for an uneven split (a bucket that outgrows
+        // it is copied once, onto fresh pages).
+        let capacity = rows / parts / (bounds.len() + 1) + rows / 16;
+        let mut buckets: Vec<Vec<Entry>> = (0..=bounds.len()).map(|_| Vec::with_capacity(capacity)).collect();
+        let mut dead = Vec::new();
+        self.point.for_each_record_in(shards, |record| {
+            if record.word().is_absent() {
+                dead.push(Arc::clone(record));
+            } else {
+                let key = record.key();
+                buckets[bounds.partition_point(|b| b <= key)].push((key.clone(), Arc::clone(record)));
+            }
+        });
+        for record in dead {
+            self.point.remove(record.key().as_bytes(), &record);
+        }
+        buckets
     }
 
     /// [`Table::finish_recovery`] for the keys of `range` only; ranges that do not overlap can be
@@ -470,18 +499,27 @@ impl Table {
         // Entries go into each index in key order: every insert then lands next to the previous
         // one, in cache, instead of at a random leaf (the rows arrive in primary-key order, which
         // is a random order for a secondary key).
-        let mut entries = Vec::new();
+        let live: Vec<(&Key, &Arc<Record>)> = live.collect();
+        let mut entries = Vec::with_capacity(live.len());
         for (i, index) in self.secondary.iter().enumerate() {
             entries.clear();
-            for (key, record) in live.clone() {
+            let columns = &self.schema.indexes[i].columns;
+            for (j, &(key, record)) in live.iter().enumerate() {
+                // Each entry reads its record and then its row, a miss each: both are prefetched
+                // some entries ahead, the record first, so that the misses overlap.
+                if let Some((_, ahead)) = live.get(j + 2 * SECONDARY_PREFETCH_AHEAD) {
+                    super::prefetch::prefetch_line(Arc::as_ptr(ahead));
+                }
+                if let Some((_, ahead)) = live.get(j + SECONDARY_PREFETCH_AHEAD) {
+                    ahead.prefetch_row_columns(columns.iter().copied());
+                }
                 if let Ok(entry) = self.schema.secondary_key_of(i, &record.row_unchecked(), key) {
                     entries.push((entry, record));
                 }
             }
-            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            super::key::sort_by_key_bytes(&mut entries, |(entry, _)| entry.as_bytes());
             if alone {
-                let count = entries.len();
-                index.load_sorted(count, &mut entries.drain(..).map(|(entry, record)| (entry, Arc::clone(record))));
+                index.load_sorted(vec![entries.drain(..).map(|(entry, record)| (entry, Arc::clone(record))).collect()]);
             } else {
                 for (entry, record) in entries.drain(..) {
                     let _ = index.insert_if_absent(entry, Arc::clone(record));
@@ -501,41 +539,28 @@ impl Table {
     }
 }
 
+/// How many entries ahead a secondary index's build prefetches a row (and twice that, its
+/// record): a handful of the core's line fill buffers, as the point index's rebuild does.
+const SECONDARY_PREFETCH_AHEAD: usize = 8;
+
 /// Tables with fewer rows than this build a deferred ordered index on one thread
 /// ([`Table::finish_recovery_on`]): below it, starting threads costs more than it saves.
 const DEFERRED_SPLIT_MIN_ROWS: usize = 100_000;
 
-/// A key and its record, as the ordered indexes take them.
-type Entry = (Key, Arc<Record>);
+use super::index::Entry;
 
-/// The entries of several vectors, each sorted by key, in key order (the parts of
-/// [`Table::finish_recovery_on`]; their keys are distinct, each key being in one part).
-struct MergeSorted {
-    parts: Vec<std::iter::Peekable<std::vec::IntoIter<Entry>>>,
-}
-
-impl MergeSorted {
-    fn new(parts: Vec<Vec<Entry>>) -> MergeSorted {
-        MergeSorted { parts: parts.into_iter().map(|p| p.into_iter().peekable()).collect() }
-    }
-}
-
-impl Iterator for MergeSorted {
-    type Item = Entry;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        // Few parts (one per thread): a linear look at their heads beats a heap.
-        let mut smallest: Option<(usize, &Key)> = None;
-        for (i, part) in self.parts.iter_mut().enumerate() {
-            if let Some((key, _)) = part.peek()
-                && smallest.is_none_or(|(_, s)| key < s)
-            {
-                smallest = Some((i, key));
-            }
-        }
-        let (i, _) = smallest?;
-        self.parts[i].next()
-    }
+/// Runs `work` on each of `inputs`, each on a thread of its own (the first on the caller's), and
+/// returns the results in order.
+fn on_threads<I: Send, T: Send>(inputs: Vec<I>, work: impl Fn(I) -> T + Sync) -> Vec<T> {
+    let mut inputs = inputs.into_iter();
+    let Some(first) = inputs.next() else { return Vec::new() };
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = inputs.map(|input| scope.spawn(move || work(input))).collect();
+        let mut results = vec![work(first)];
+        results.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
+        results
+    })
 }
 
 /// An error while loading rows outside a transaction.
@@ -675,7 +700,7 @@ mod tests {
     #[test]
     fn a_deferred_ordered_index_is_built_at_the_finish_as_linking_builds_it() {
         use rand::{Rng, SeedableRng};
-        for (rows, threads) in [(2_000, 1), (DEFERRED_SPLIT_MIN_ROWS + 5_000, 3)] {
+        for (rows, threads) in [(2_000, 1), (2 * DEFERRED_SPLIT_MIN_ROWS + 5_000, 3)] {
             let (deferred, linked) = (indexed_table(), indexed_table());
             deferred.defer_ordered_index();
             let mut rng = rand::rngs::StdRng::seed_from_u64(rows as u64);

@@ -117,8 +117,10 @@ pub fn recover(
 ) -> Result<RecoveryReport, DurabilityError> {
     let fs = options.fs.as_ref();
     let (mut report, pepoch) = begin(options, db, modules)?;
-    // Nothing reads the tables until `rebuild_indexes`: the checkpoint and the log only install.
-    defer_ordered_indexes(db);
+    // The ordered indexes are not deferred here, unlike the stream data logs' recovery: a
+    // checkpoint's records arrive in key order (appends to the tree), a value log mostly
+    // overwrites keys the checkpoint linked, and building each table's index from its records
+    // afterwards measured slower (`docs/PERFORMANCE.md`, "Taurus", "Session 26").
     let manifest = load_checkpoint(options, db, &pepoch, &mut report)?;
     let e_l = manifest.as_ref().map_or(0, |m| m.e_l);
     let (replay, mut discard, next_seq) = plan(fs, options, &pepoch)?;
@@ -373,7 +375,8 @@ fn replay_files(
 
 /// Makes every table of `db` link recovered records into its point index alone until
 /// [`rebuild_indexes`] builds its ordered index from them ([`Table::defer_ordered_index`]): for
-/// recovery that installs rows and reads none before it rebuilds the indexes.
+/// recovery that installs rows and reads none before it rebuilds the indexes (the stream data
+/// logs', `durability::taurus::recovery`).
 pub(crate) fn defer_ordered_indexes(db: &Database) {
     for table in db.catalog().tables() {
         table.defer_ordered_index();

@@ -149,12 +149,13 @@ pub trait OrderedIndex: Send + Sync {
     /// Number of entries (may be approximate while writers run).
     fn len(&self) -> usize;
 
-    /// Adds the `count` entries of `entries`, given in strictly increasing key order (asserted),
-    /// none of whose keys is in the index yet: recovery builds a table's primary index in one go
-    /// once its rows are in memory. No other thread may use the index meanwhile. This default
-    /// inserts them one by one; a backend may build itself from them directly when it is empty.
-    fn load_sorted(&self, count: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) {
-        insert_sorted(self, count, entries);
+    /// Adds the entries of `runs`, none of whose keys is in the index yet: each run in strictly
+    /// increasing key order, and every key of a run below every key of the next (both asserted).
+    /// Recovery builds a table's indexes this way once its rows are in memory. No other thread may
+    /// use the index meanwhile. This default inserts the entries one by one; a backend may build
+    /// itself from them directly when it is empty (the runs, one per thread, in parallel).
+    fn load_sorted(&self, runs: Vec<Vec<Entry>>) {
+        insert_sorted(self, runs);
     }
 
     /// Whether the index has no entries.
@@ -163,21 +164,25 @@ pub trait OrderedIndex: Send + Sync {
     }
 }
 
-/// [`OrderedIndex::load_sorted`] by one insert per entry.
-pub fn insert_sorted<I: OrderedIndex + ?Sized>(
-    index: &I,
-    count: usize,
-    entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>,
-) {
-    let mut previous: Option<Key> = None;
-    let mut inserted = 0;
-    for (key, record) in entries {
-        assert!(previous.as_ref().is_none_or(|p| *p < key), "entries to load are not in strictly increasing order");
-        previous = Some(key.clone());
-        let _ = index.insert_if_absent(key, record);
-        inserted += 1;
+/// A key and its record, as [`OrderedIndex::load_sorted`] takes them.
+pub type Entry = (Key, Arc<Record>);
+
+/// Asserts what [`OrderedIndex::load_sorted`] requires of its runs.
+pub fn check_sorted_runs(runs: &[Vec<Entry>]) {
+    let mut runs = runs.iter().filter(|run| !run.is_empty()).peekable();
+    while let Some(run) = runs.next() {
+        let increasing =
+            run.windows(2).all(|w| w[0].0 < w[1].0) && runs.peek().is_none_or(|next| run[run.len() - 1].0 < next[0].0);
+        assert!(increasing, "entries to load are not in strictly increasing order");
     }
-    assert_eq!(inserted, count, "entries to load differ from their count");
+}
+
+/// [`OrderedIndex::load_sorted`] by one insert per entry.
+pub fn insert_sorted<I: OrderedIndex + ?Sized>(index: &I, runs: Vec<Vec<Entry>>) {
+    check_sorted_runs(&runs);
+    for (key, record) in runs.into_iter().flatten() {
+        let _ = index.insert_if_absent(key, record);
+    }
 }
 
 /// Which backend to build indexes with. See the module docs, `docs/storage.md` and

@@ -60,7 +60,7 @@
 //! an inner node's the separator of its first child, moved up. The root it replaced, empty and
 //! locked by the build, is retired when the new one is published.
 
-use super::{Direction, KeyRange, OrderedIndex, RangeWalk, ScanVisitor};
+use super::{Direction, Entry as Loaded, KeyRange, OrderedIndex, RangeWalk, ScanVisitor};
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use crossbeam_epoch::Guard;
@@ -917,22 +917,51 @@ struct Built {
     node: *mut Node,
 }
 
+// SAFETY: a `Built` owns the node and separator it points to, both fresh and reachable from no
+// tree yet; it only moves from the thread that built a run's leaves to the one that links them.
+unsafe impl Send for Built {}
+
+/// Runs of at least this many entries get a thread of their own in [`OlcTree::build_from_sorted`].
+const PARALLEL_RUN_MIN: usize = 50_000;
+
 impl OlcTree {
-    /// [`OrderedIndex::load_sorted`] into an empty tree: packs the entries into leaves from left
-    /// to right, then builds each level of inner nodes over the one below, instead of a
-    /// root-to-leaf search and a shift of slots per entry. The new root is published once the
-    /// tree is whole, and the empty root it replaces is retired (a reader that met it restarts).
-    /// Hands the entries back if the tree is not empty or its root is in use.
-    /// Returns whether it built the tree (else it took no entry).
-    fn build_from_sorted(&self, count: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) -> bool {
+    /// [`OrderedIndex::load_sorted`] into an empty tree: packs each run's entries into leaves from
+    /// left to right (large runs on threads of their own), then builds each level of inner nodes
+    /// over the one below, instead of a root-to-leaf search and a shift of slots per entry. The
+    /// new root is published once the tree is whole, and the empty root it replaces is retired (a
+    /// reader that met it restarts). Hands the runs back if the tree is not empty or its root is
+    /// in use. The caller has checked the runs ([`super::check_sorted_runs`]).
+    fn build_from_sorted(&self, runs: Vec<Vec<Loaded>>) -> Result<(), Vec<Vec<Loaded>>> {
+        let runs: Vec<Vec<Loaded>> = runs.into_iter().filter(|run| !run.is_empty()).collect();
+        let count: usize = runs.iter().map(Vec::len).sum();
         let guard = crossbeam_epoch::pin();
         let old_root = self.root.load(Ordering::Acquire);
         let old = node(old_root, &guard);
-        let Some(version) = old.read_lock() else { return false };
+        let Some(version) = old.read_lock() else { return Err(runs) };
         if count == 0 || !old.leaf || old.count() != 0 || !old.upgrade(version) {
-            return false;
+            return Err(runs);
         }
-        let mut level = self.build_leaves(count, entries);
+        let mut level: Vec<Built> = std::thread::scope(|scope| {
+            let handles: Vec<_> = runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, run)| {
+                    if i > 0 && run.len() >= PARALLEL_RUN_MIN {
+                        Ok(scope.spawn(move || self.build_leaves(run, i > 0)))
+                    } else {
+                        Err(run)
+                    }
+                })
+                .collect();
+            let mut leaves = Vec::with_capacity(count.div_ceil(FANOUT));
+            for (i, handle) in handles.into_iter().enumerate() {
+                leaves.extend(match handle {
+                    Ok(thread) => thread.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                    Err(run) => self.build_leaves(run, i > 0),
+                });
+            }
+            leaves
+        });
         while level.len() > 1 {
             level = build_inner_level(&level);
         }
@@ -943,30 +972,25 @@ impl OlcTree {
         // SAFETY: unlinked above (the root pointer moved, and the node is obsolete), empty, and
         // freed only once every reader pinned now has let go.
         unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_root))) };
-        true
+        Ok(())
     }
 
-    /// The leaves of [`OlcTree::build_from_sorted`]: the entries split evenly over as few leaves
-    /// as hold them, each but the first with a separator, a copy of its first key.
-    /// The keys are checked to increase strictly (a leaf's against each other and its first
-    /// against the previous leaf's separator), and the count to be right.
-    fn build_leaves(&self, total: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) -> Vec<Built> {
+    /// The leaves of one run of [`OlcTree::build_from_sorted`]: its entries split evenly over as
+    /// few leaves as hold them, each with a separator, a copy of its first key, except the first
+    /// leaf of the first run (`separated` false).
+    fn build_leaves(&self, run: Vec<Loaded>, separated: bool) -> Vec<Built> {
+        let total = run.len();
         let leaves = total.div_ceil(FANOUT);
         let mut built: Vec<Built> = Vec::with_capacity(leaves);
-        let mut chunk: Vec<(Key, Arc<Record>)> = Vec::with_capacity(FANOUT);
-        let mut last_key: Option<Key> = None;
+        let mut entries = run.into_iter();
+        let mut chunk: Vec<Loaded> = Vec::with_capacity(FANOUT);
         for i in 0..leaves {
-            let take = (i + 1) * total / leaves - i * total / leaves;
-            chunk.extend((&mut *entries).take(take));
-            assert_eq!(chunk.len(), take, "entries to load differ from their count");
-            let increasing =
-                chunk.windows(2).all(|w| w[0].0 < w[1].0) && last_key.as_ref().is_none_or(|last| *last < chunk[0].0);
-            assert!(increasing, "entries to load are not in strictly increasing order");
-            last_key = Some(chunk[take - 1].0.clone());
+            chunk.extend((&mut entries).take((i + 1) * total / leaves - i * total / leaves));
             let leaf = Node::new(true, self.holds_records);
             let (first, last) = (chunk[0].0.as_bytes(), chunk[chunk.len() - 1].0.as_bytes());
             let skip = leaf.set_prefix(first, common_prefix_len(first, last));
-            let separator = if i == 0 { ptr::null_mut() } else { Box::into_raw(Box::new(chunk[0].0.clone())) };
+            let separator =
+                if i == 0 && !separated { ptr::null_mut() } else { Box::into_raw(Box::new(chunk[0].0.clone())) };
             for (j, (key, record)) in chunk.drain(..).enumerate() {
                 leaf.set_slice(j, slice_of(key.as_bytes(), skip));
                 let slot: *mut () = if self.holds_records {
@@ -1125,9 +1149,10 @@ impl OrderedIndex for OlcTree {
         self.len.load(Ordering::Relaxed)
     }
 
-    fn load_sorted(&self, count: usize, entries: &mut dyn Iterator<Item = (Key, Arc<Record>)>) {
-        if !self.build_from_sorted(count, entries) {
-            super::insert_sorted(self, count, entries);
+    fn load_sorted(&self, runs: Vec<Vec<Loaded>>) {
+        super::check_sorted_runs(&runs);
+        if let Err(runs) = self.build_from_sorted(runs) {
+            super::insert_sorted(self, runs);
         }
     }
 }
@@ -1291,7 +1316,7 @@ mod tests {
     /// takes inserts, removals and scans as a tree built by inserts does.
     #[test]
     fn a_tree_built_from_sorted_entries_matches_a_btreemap() {
-        use rand::SeedableRng;
+        use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
         let sizes = [0, 1, 2, FANOUT - 1, FANOUT, FANOUT + 1, 2 * FANOUT + 1, FANOUT * (FANOUT + 1) + 1, 2_000];
         for (i, &size) in sizes.iter().enumerate() {
@@ -1300,17 +1325,51 @@ mod tests {
                 let key = random_key(&mut rng);
                 model.insert(key.clone(), rec(&key));
             }
-            let mut entries = model.iter().map(|(k, r)| (Key::from(k.clone()), Arc::clone(r)));
+            let entries: Vec<Loaded> = model.iter().map(|(k, r)| (Key::from(k.clone()), Arc::clone(r))).collect();
+            // One run, or up to four, some of them empty, split at random places.
+            let mut cuts: Vec<usize> = (0..i % 4).map(|_| rng.random_range(0..=size)).collect();
+            cuts.sort_unstable();
+            let mut runs = Vec::new();
+            let mut rest = entries;
+            for cut in cuts.iter().rev() {
+                runs.push(rest.split_off(*cut));
+            }
+            runs.push(rest);
+            runs.reverse();
             let tree = if i % 2 == 0 { OlcTree::keyed_by_records() } else { OlcTree::default() };
-            tree.load_sorted(size, &mut entries);
+            tree.load_sorted(runs);
             let (leaves, held) = tree.check_invariants();
             assert_eq!(held, size, "size {size}");
-            assert_eq!(leaves, size.div_ceil(FANOUT).max(1), "size {size}: leaves not packed full");
+            let packed: usize = cuts_to_runs(&cuts, size).map(|n| n.div_ceil(FANOUT)).sum();
+            assert_eq!(leaves, packed.max(1), "size {size}: leaves not packed full");
             for (key, record) in &model {
                 assert!(tree.get(key).is_some_and(|r| Arc::ptr_eq(&r, record)), "size {size}: {key:?}");
             }
             matches_a_btreemap_with(tree, model, 4_000);
         }
+    }
+
+    /// The sizes of the runs that `cuts` (sorted) make of `size` entries.
+    fn cuts_to_runs(cuts: &[usize], size: usize) -> impl Iterator<Item = usize> {
+        let ends: Vec<usize> = cuts.iter().copied().chain([size]).collect();
+        let starts: Vec<usize> = [0].into_iter().chain(cuts.iter().copied()).collect();
+        starts.into_iter().zip(ends).map(|(a, b)| b - a)
+    }
+
+    /// Runs large enough to get threads of their own give the same tree as one run.
+    #[test]
+    fn runs_built_on_threads_make_one_tree() {
+        let key = |i: u64| Key::from(i.to_be_bytes().to_vec());
+        let runs: Vec<Vec<Loaded>> = (0..3u64)
+            .map(|r| (r * 100_000..r * 100_000 + 60_000).map(|i| (key(i), rec(key(i).as_bytes()))).collect())
+            .collect();
+        let tree = OlcTree::keyed_by_records();
+        tree.load_sorted(runs);
+        assert_eq!(tree.check_invariants(), (3 * 60_000usize.div_ceil(FANOUT), 180_000));
+        let keys = scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX);
+        let want: Vec<Vec<u8>> =
+            (0..3u64).flat_map(|r| r * 100_000..r * 100_000 + 60_000).map(|i| i.to_be_bytes().to_vec()).collect();
+        assert_eq!(keys, want);
     }
 
     /// Loading into a tree that holds entries already inserts them one by one.
@@ -1319,34 +1378,36 @@ mod tests {
         let tree = OlcTree::keyed_by_records();
         let key = |i: u64| i.to_be_bytes().to_vec();
         tree.insert_if_absent(Key::from(key(500)), rec(&key(500))).expect("empty tree");
-        let mut entries = (0..1_000).filter(|&i| i != 500).map(|i| (Key::from(key(i)), rec(&key(i))));
-        tree.load_sorted(999, &mut entries);
+        let entries = (0..1_000).filter(|&i| i != 500).map(|i| (Key::from(key(i)), rec(&key(i))));
+        tree.load_sorted(vec![entries.collect()]);
         assert_eq!(tree.check_invariants().1, 1_000);
         let keys = scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX);
         assert_eq!(keys, (0..1_000).map(key).collect::<Vec<_>>());
     }
 
-    /// Keys out of order within a leaf, across two leaves, or into a tree in use; and fewer
-    /// entries than said.
+    /// Keys out of order within a run, across two leaves of a run, across two runs, or into a
+    /// tree in use.
     #[test]
-    fn loading_unsorted_entries_or_a_wrong_count_is_refused() {
+    fn loading_unsorted_entries_is_refused() {
         let key = |i: u64| Key::from(i.to_be_bytes().to_vec());
-        let entries = |keys: Vec<u64>| keys.into_iter().map(move |i| (key(i), rec(key(i).as_bytes())));
-        let load = |tree: OlcTree, count: usize, keys: Vec<u64>| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tree.load_sorted(count, &mut entries(keys))))
+        let run = |keys: Vec<u64>| keys.into_iter().map(|i| (key(i), rec(key(i).as_bytes()))).collect::<Vec<_>>();
+        let load = |tree: OlcTree, runs: Vec<Vec<u64>>| {
+            let runs = runs.into_iter().map(run).collect();
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tree.load_sorted(runs)))
                 .expect_err("loaded a bad sequence")
         };
         let message = |e: Box<dyn std::any::Any + Send>| match e.downcast_ref::<&str>() {
             Some(s) => s.to_string(),
             None => e.downcast_ref::<String>().cloned().unwrap_or_default(),
         };
-        assert!(message(load(OlcTree::default(), 2, vec![2, 1])).contains("strictly increasing"));
+        let refused = |tree, runs| message(load(tree, runs)).contains("strictly increasing");
+        assert!(refused(OlcTree::default(), vec![vec![2, 1]]));
         let across: Vec<u64> = (0..FANOUT as u64).chain([0]).collect();
-        assert!(message(load(OlcTree::keyed_by_records(), FANOUT + 1, across)).contains("strictly increasing"));
+        assert!(refused(OlcTree::keyed_by_records(), vec![across]));
+        assert!(refused(OlcTree::default(), vec![vec![1, 5], vec![], vec![5, 7]]));
         let in_use = OlcTree::default();
         in_use.insert_if_absent(key(9), rec(key(9).as_bytes())).expect("empty");
-        assert!(message(load(in_use, 2, vec![5, 3])).contains("strictly increasing"));
-        assert!(message(load(OlcTree::default(), 3, vec![1, 2])).contains("differ from their count"));
+        assert!(refused(in_use, vec![vec![5, 3]]));
     }
 
     /// Random operations on `tree`, which holds `model`'s entries, checked against `model`.

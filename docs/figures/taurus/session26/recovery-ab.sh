@@ -12,7 +12,7 @@ for r in $(seq "$R"); do
           --threads "$T" --cold 2>&1)
     g0=$(echo "$out" | grep "  generation 0 " | sed -E 's/.*replay ([0-9.]+) ms.*/\1/')
     g1=$(echo "$out" | grep "  generation 1 " | sed -E 's/.*graph ([0-9.]+) ms, replay ([0-9.]+) ms.*/\1 \2/')
-    rb=$(echo "$out" | grep "index rebuild" | awk '{print $3}')
+    rb=$(echo "$out" | grep "^index rebuild" | awk '{print $3}')
     echo "round $r bin $(basename "$b") threads $T replay0_ms $g0 graph1_ms_replay1_ms $g1 rebuild_ms $rb" \
       "sum_ms $(python3 -c "print(round($g0 + $(echo $g1 | cut -d' ' -f2) + $rb, 1))") $(echo "$out" | grep TIME | cut -d' ' -f2-)"
   done
