@@ -469,16 +469,11 @@ impl PointIndex {
         fresh
     }
 
-    /// Calls `visit` with every record in the index, in no particular order: for recovery, which
-    /// builds the ordered index from them once replay has linked them here
-    /// ([`crate::storage::Table::finish_recovery`]). Records linked or removed meanwhile may or
-    /// may not be visited.
-    pub fn for_each_record(&self, visit: impl FnMut(&Arc<Record>)) {
-        self.for_each_record_in(0..SHARDS, visit);
-    }
-
-    /// [`PointIndex::for_each_record`] over the records of shards `shards` (of [`SHARDS`]): each
-    /// record is in one shard, so threads that take disjoint ranges visit disjoint records.
+    /// Calls `visit` with every record in shards `shards` (of [`SHARDS`]), in no particular order:
+    /// for recovery, which builds the ordered index from them once replay has linked them here
+    /// ([`crate::storage::Table::finish_recovery`]). Each record is in one shard, so threads that
+    /// take disjoint ranges visit disjoint records. Records linked or removed meanwhile may or may
+    /// not be visited.
     pub fn for_each_record_in(&self, shards: std::ops::Range<usize>, mut visit: impl FnMut(&Arc<Record>)) {
         let guard = crossbeam_epoch::pin();
         for shard in &self.shards[shards] {

@@ -492,7 +492,7 @@ impl Table {
     /// Inserts into every secondary index the entries of `live`, the table's present rows, or,
     /// if `alone` (no other thread uses the table's indexes meanwhile), loads them in one go
     /// ([`OrderedIndex::load_sorted`]).
-    fn build_secondary_indexes<'a>(&self, live: impl Iterator<Item = (&'a Key, &'a Arc<Record>)> + Clone, alone: bool) {
+    fn build_secondary_indexes<'a>(&self, live: impl Iterator<Item = (&'a Key, &'a Arc<Record>)>, alone: bool) {
         if self.secondary.is_empty() {
             return;
         }

@@ -53,12 +53,13 @@
 //!
 //! # Building from sorted entries
 //!
-//! Recovery loads an empty tree from entries in key order ([`OrderedIndex::load_sorted`]): the
-//! entries are split evenly over as few leaves as hold them (so every leaf but a lone root is at
-//! least half full), each leaf's prefix and slices computed once; then each level of inner nodes
-//! is built over the one below the same way, a leaf's separator being a copy of its first key and
-//! an inner node's the separator of its first child, moved up. The root it replaced, empty and
-//! locked by the build, is retired when the new one is published.
+//! Recovery loads an empty tree from runs of entries in key order ([`OrderedIndex::load_sorted`]):
+//! each run's entries are split evenly over as few leaves as hold them (so a run's leaves are at
+//! least half full, unless the run has fewer than half a leaf's entries), each leaf's prefix and
+//! slices computed once, a large run's leaves on a thread of its own; then each level of inner
+//! nodes is built over the one below the same way, a leaf's separator being a copy of its first
+//! key and an inner node's the separator of its first child, moved up. The root it replaced,
+//! empty and locked by the build, is retired when the new one is published.
 
 use super::{Direction, Entry as Loaded, KeyRange, OrderedIndex, RangeWalk, ScanVisitor};
 use crate::storage::key::Key;
