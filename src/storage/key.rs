@@ -166,9 +166,9 @@ const SORT_HEAD_WORDS: usize = 4;
 /// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order).
 ///
 /// A key longer than a [`Key`] holds inline lives behind a pointer, and a comparison sort of
-/// many such keys follows two pointers per comparison, a cache miss each (building a secondary
-/// index of TPC-C's `orders` after recovery spent a microsecond per entry). So the 32 bytes of
-/// each key after the prefix all of them share are first copied beside it as big-endian words,
+/// many such keys follows two pointers per comparison, a cache miss each once they outgrow the
+/// cache (a secondary index's keys, built after recovery). So the 32 bytes of each key after the
+/// prefix all of them share are first copied beside it as big-endian words,
 /// zero-padded, and the sort compares those, and the whole keys only where they tie. Zero padding
 /// keeps the words' order the bytes' order wherever the words differ: a key that ends inside the
 /// window is then a prefix of the other, so the smaller (as in the OLC tree's slices).

@@ -10,7 +10,7 @@
 //! (`ArcSwap`), so running transactions keep the catalog they started with and never take a lock
 //! to find a table. Each catalog has a version, which caches of compiled plans compare.
 
-use super::index::{IndexBackend, KeyRange, OrderedIndex};
+use super::index::{Entry, IndexBackend, KeyRange, OrderedIndex};
 use super::key::Key;
 use super::point::PointIndex;
 use super::record::Record;
@@ -547,8 +547,6 @@ const SECONDARY_PREFETCH_AHEAD: usize = 8;
 /// ([`Table::finish_recovery_on`]): below it, starting threads costs more than it saves.
 const DEFERRED_SPLIT_MIN_ROWS: usize = 100_000;
 
-use super::index::Entry;
-
 /// Runs `work` on each of `inputs`, each on a thread of its own (the first on the caller's), and
 /// returns the results in order.
 fn on_threads<I: Send, T: Send>(inputs: Vec<I>, work: impl Fn(I) -> T + Sync) -> Vec<T> {
@@ -685,10 +683,11 @@ mod tests {
         Table::new(0, t.schema, IndexBackend::default()).unwrap()
     }
 
-    fn scan_all(index: &dyn OrderedIndex) -> Vec<(Key, *const Record)> {
+    /// Every entry of `index`, in order, with its record's row.
+    fn scan_all(index: &dyn OrderedIndex) -> Vec<(Key, Row)> {
         let mut out = Vec::new();
         index.scan(&KeyRange::all(), super::super::index::Direction::Forward, usize::MAX, &mut |k, r| {
-            out.push((k.clone(), Arc::as_ptr(r)));
+            out.push((k.clone(), r.stable_read().1));
             true
         });
         out
@@ -718,22 +717,10 @@ mod tests {
             linked.finish_recovery();
             assert!(!deferred.is_ordered_index_deferred());
             assert_eq!(deferred.len(), linked.len(), "{rows} rows: tombstones not swept alike");
-            let rows_of = |t: &Table, index: &dyn OrderedIndex| -> Vec<(Key, Row)> {
-                scan_all(index).into_iter().map(|(k, r)| (k, t.get(r_key(r)).unwrap().stable_read().1)).collect()
-            };
-            assert_eq!(rows_of(&deferred, deferred.primary.as_ref()), rows_of(&linked, linked.primary.as_ref()));
-            assert_eq!(
-                rows_of(&deferred, deferred.secondary[0].as_ref()),
-                rows_of(&linked, linked.secondary[0].as_ref())
-            );
+            assert_eq!(scan_all(deferred.primary.as_ref()), scan_all(linked.primary.as_ref()));
+            assert_eq!(scan_all(deferred.secondary[0].as_ref()), scan_all(linked.secondary[0].as_ref()));
             assert_eq!(scan_all(deferred.primary.as_ref()).len(), deferred.len());
         }
-    }
-
-    /// The key of a record an index scan returned (the test holds its table, so it is alive).
-    fn r_key<'a>(record: *const Record) -> &'a [u8] {
-        // SAFETY: see the function docs.
-        unsafe { (*record).key().as_bytes() }
     }
 
     fn set_v(v: i64) -> impl Fn(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str> {
