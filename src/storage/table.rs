@@ -420,7 +420,7 @@ impl Table {
         let rows = self.point.len();
         let parts = if rows >= DEFERRED_SPLIT_MIN_ROWS { threads.clamp(1, super::point::SHARDS) } else { 1 };
         let bounds = self.split_keys(parts);
-        let gathered = on_threads((0..parts).collect(), |part| self.gather_live_records(part, parts, &bounds));
+        let gathered = on_threads((0..parts).collect(), |part| self.gather_live_records(part, parts, rows, &bounds));
         // Range `r`'s buckets, from every gathering thread.
         let mut per_range: Vec<Vec<Vec<Entry>>> = (0..=bounds.len()).map(|_| Vec::new()).collect();
         for buckets in gathered {
@@ -442,12 +442,12 @@ impl Table {
         self.ordered_deferred.store(false, Ordering::SeqCst);
     }
 
-    /// Part `part` of `parts` of [`Table::finish_deferred_recovery`]'s gathering: the live records
-    /// of that part of the point index's shards, in one bucket per key range that `bounds` (sorted)
-    /// delimit; its tombstones are unlinked from the point index (the ordered one never had them).
-    fn gather_live_records(&self, part: usize, parts: usize, bounds: &[Key]) -> Vec<Vec<Entry>> {
+    /// Part `part` of `parts` of [`Table::finish_deferred_recovery`]'s gathering of the table's
+    /// `rows` records: the live records of that part of the point index's shards, in one bucket
+    /// per key range that `bounds` (sorted) delimit; its tombstones are unlinked from the point
+    /// index (the ordered one never had them).
+    fn gather_live_records(&self, part: usize, parts: usize, rows: usize, bounds: &[Key]) -> Vec<Vec<Entry>> {
         let shards = part * super::point::SHARDS / parts..(part + 1) * super::point::SHARDS / parts;
-        let rows = self.point.len();
         // A part's share of each range, and slack for an uneven split (a bucket that outgrows
         // it is copied once, onto fresh pages).
         let capacity = rows / parts / (bounds.len() + 1) + rows / 16;

@@ -155,7 +155,8 @@ pub trait OrderedIndex: Send + Sync {
     /// use the index meanwhile. This default inserts the entries one by one; a backend may build
     /// itself from them directly when it is empty (the runs, one per thread, in parallel).
     fn load_sorted(&self, runs: Vec<Vec<Entry>>) {
-        insert_sorted(self, runs);
+        check_sorted_runs(&runs);
+        insert_runs(self, runs);
     }
 
     /// Whether the index has no entries.
@@ -177,9 +178,9 @@ pub fn check_sorted_runs(runs: &[Vec<Entry>]) {
     }
 }
 
-/// [`OrderedIndex::load_sorted`] by one insert per entry.
-pub fn insert_sorted<I: OrderedIndex + ?Sized>(index: &I, runs: Vec<Vec<Entry>>) {
-    check_sorted_runs(&runs);
+/// [`OrderedIndex::load_sorted`] by one insert per entry, of runs the caller has checked
+/// ([`check_sorted_runs`]).
+pub fn insert_runs<I: OrderedIndex + ?Sized>(index: &I, runs: Vec<Vec<Entry>>) {
     for (key, record) in runs.into_iter().flatten() {
         let _ = index.insert_if_absent(key, record);
     }

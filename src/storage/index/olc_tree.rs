@@ -986,7 +986,8 @@ impl OlcTree {
         let mut entries = run.into_iter();
         let mut chunk: Vec<Loaded> = Vec::with_capacity(FANOUT);
         for i in 0..leaves {
-            chunk.extend((&mut entries).take((i + 1) * total / leaves - i * total / leaves));
+            let count = (i + 1) * total / leaves - i * total / leaves;
+            chunk.extend((&mut entries).take(count));
             let leaf = Node::new(true, self.holds_records);
             let (first, last) = (chunk[0].0.as_bytes(), chunk[chunk.len() - 1].0.as_bytes());
             let skip = leaf.set_prefix(first, common_prefix_len(first, last));
@@ -1003,10 +1004,10 @@ impl OlcTree {
                     Box::into_raw(Box::new(Entry { key, record })).cast()
                 };
                 leaf.slots[j].store(slot, Ordering::Relaxed);
-                leaf.count.store(j as u32 + 1, Ordering::Relaxed);
             }
+            leaf.count.store(count as u32, Ordering::Relaxed);
             // An insert just past the last key counts as sequential, as after an append.
-            leaf.last_insert.store(leaf.count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+            leaf.last_insert.store(count as u32 - 1, Ordering::Relaxed);
             built.push(Built { separator, node: Box::into_raw(leaf) });
         }
         built
@@ -1153,7 +1154,7 @@ impl OrderedIndex for OlcTree {
     fn load_sorted(&self, runs: Vec<Vec<Loaded>>) {
         super::check_sorted_runs(&runs);
         if let Err(runs) = self.build_from_sorted(runs) {
-            super::insert_sorted(self, runs);
+            super::insert_runs(self, runs);
         }
     }
 }
