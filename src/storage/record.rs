@@ -158,6 +158,38 @@ impl Record {
         }
     }
 
+    /// [`Record::stable_read_pinned`] without taking a count of the row: `read` sees the word and
+    /// the row's values where they lie, and its result is returned once the word is seen
+    /// unchanged around it. After a writer's change `read` runs again, so whatever a discarded run
+    /// did, its caller must be able to undo (the checkpointer rewinds its block).
+    ///
+    /// For the checkpointer: a walk over every row that took counts would write two lines per
+    /// record that the workers read (the record's count, the row's count), taking each line from
+    /// the worker's cache, and pay four atomic operations. Borrowing is safe for the reason
+    /// [`Record::load_row`]'s clone is: the row is freed only through the collector, and the
+    /// caller is pinned. Rows do not change in place while transactions run (writers swap in a
+    /// new row); the in-place edits of [`Record::edit_unshared_row`] are recovery's, which ends
+    /// before the first checkpoint starts.
+    pub fn stable_read_with<R>(&self, _pinned: &Guard, mut read: impl FnMut(TidWord, &[Value]) -> R) -> R {
+        let mut spins = 0u32;
+        loop {
+            let before = self.word();
+            if before.is_locked() {
+                backoff(&mut spins);
+                continue;
+            }
+            let raw = self.row.load(Ordering::Acquire);
+            // SAFETY: as in `load_row`; `ManuallyDrop` leaves the record's count untouched and
+            // no count of our own is taken: the borrow ends before `_pinned` does.
+            let row = ManuallyDrop::new(unsafe { ThinArc::<(), Value>::from_raw(raw) });
+            let result = read(before, &row.slice);
+            if self.word() == before {
+                return result;
+            }
+            backoff(&mut spins);
+        }
+    }
+
     /// Tries once to take the lock. Returns the word as it was (unlocked) on success.
     pub fn try_lock(&self) -> Option<TidWord> {
         let current = self.word.load(Ordering::Relaxed);

@@ -153,6 +153,13 @@ pub fn decode_data_header(bytes: &[u8]) -> Result<(DataHeader, usize), Checkpoin
     Ok((header, size))
 }
 
+/// A position in a [`BlockBuilder`] ([`BlockBuilder::mark`]).
+#[derive(Clone, Copy, Debug)]
+pub struct BlockMark {
+    len_bytes: usize,
+    records: u32,
+}
+
 /// Builds the payload of one data block: records of one table, in key order.
 pub struct BlockBuilder {
     payload: Vec<u8>,
@@ -178,6 +185,19 @@ impl BlockBuilder {
         self.payload.extend_from_slice(&tid.to_u64().to_le_bytes());
         encode_row(row, &mut self.payload);
         self.records += 1;
+    }
+
+    /// Where the block ends now, for [`BlockBuilder::rewind`].
+    pub fn mark(&self) -> BlockMark {
+        BlockMark { len_bytes: self.payload.len(), records: self.records }
+    }
+
+    /// Drops every record pushed after `mark` was taken (a record read again because a writer
+    /// changed it while it was being pushed).
+    pub fn rewind(&mut self, mark: BlockMark) {
+        assert!(mark.len_bytes >= 8 && mark.len_bytes <= self.payload.len() && mark.records <= self.records);
+        self.payload.truncate(mark.len_bytes);
+        self.records = mark.records;
     }
 
     /// Payload bytes so far.
@@ -338,6 +358,28 @@ mod tests {
         assert_eq!((first.key.as_bytes(), first.tid), (&b"k1"[..], Tid::new(3, 1)));
         let second = decode_record(&mut r).unwrap();
         assert_eq!(&second.row[..], &row[..]);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_rewound_block_holds_only_the_records_before_the_mark() {
+        let mut b = BlockBuilder::new(5, 1024);
+        let row = vec![Value::Int(1), Value::text("x")];
+        b.push(b"k1", Tid::new(3, 1), &row);
+        let mark = b.mark();
+        let size_bytes = b.size_bytes();
+        b.push(b"k2", Tid::new(4, 2), &row);
+        b.push(b"k3", Tid::new(4, 3), &row);
+        b.rewind(mark);
+        assert_eq!((b.records(), b.size_bytes()), (1, size_bytes));
+        b.push(b"k4", Tid::new(5, 4), &row);
+        let mut out = Vec::new();
+        b.finish_into(&mut out);
+        let (payload, _) = frame::decode_block(&out).unwrap();
+        let (_, count, mut r) = decode_block_head(payload).unwrap();
+        assert_eq!(count, 2);
+        let keys: Vec<Vec<u8>> = (0..2).map(|_| decode_record(&mut r).unwrap().key.as_bytes().to_vec()).collect();
+        assert_eq!(keys, [b"k1".to_vec(), b"k4".to_vec()]);
         assert!(r.is_empty());
     }
 
