@@ -270,17 +270,14 @@ impl Database {
             return Err(DbError::TooManyWorkers);
         }
         let log = self.inner.ctx.scheme.worker(id);
-        Ok(Worker { inner: Arc::clone(&self.inner), state: WorkerState { id, last_tid: crate::txn::Tid::ZERO, log } })
+        Ok(Worker { inner: Arc::clone(&self.inner), state: WorkerState::new(id, log) })
     }
 
     /// A worker whose commits are not logged: recovery re-executes logged transactions through
     /// it (command replay), and they are in the log already.
     pub fn replay_worker(&self) -> Worker {
         let log = NoLogging.worker(usize::MAX);
-        Worker {
-            inner: Arc::clone(&self.inner),
-            state: WorkerState { id: usize::MAX, last_tid: crate::txn::Tid::ZERO, log },
-        }
+        Worker { inner: Arc::clone(&self.inner), state: WorkerState::new(usize::MAX, log) }
     }
 
     /// Stops the epoch thread and shuts the durability scheme down.

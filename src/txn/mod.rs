@@ -86,6 +86,17 @@ pub struct WorkerState {
     pub last_tid: Tid,
     /// The durability scheme's per-worker state.
     pub log: Box<dyn WorkerLog>,
+    /// The catalog of the worker's current transaction (or, between transactions, its last
+    /// one's). The transaction borrows its tables from it rather than cloning an `Arc<Table>`
+    /// per operation ([`Transaction::table_ref`]).
+    pub(crate) catalog: Option<Arc<Catalog>>,
+}
+
+impl WorkerState {
+    /// A worker's state before its first transaction.
+    pub fn new(id: usize, log: Box<dyn WorkerLog>) -> WorkerState {
+        WorkerState { id, last_tid: Tid::ZERO, log, catalog: None }
+    }
 }
 
 impl TxnContext {
