@@ -141,21 +141,7 @@ impl Record {
     /// [`Record::stable_read`] under a pin the caller holds: a transaction pins once for all its
     /// reads (each pin of its own cost a thread-local lookup, and every 128th a collection).
     pub fn stable_read_pinned(&self, guard: &Guard) -> (TidWord, Row) {
-        let mut spins = 0u32;
-        loop {
-            let before = self.word();
-            if before.is_locked() {
-                backoff(&mut spins);
-                continue;
-            }
-            // An acquire load, so the re-read of the word below cannot move above it.
-            let row = self.load_row(guard);
-            let after = self.word();
-            if before == after {
-                return (before, row);
-            }
-            backoff(&mut spins);
-        }
+        self.stable_read_lent(guard, |word, row| (word, Row::from_thin(ThinArc::clone(row))))
     }
 
     /// [`Record::stable_read_pinned`] without taking a count of the row: `read` sees the word and
@@ -170,7 +156,15 @@ impl Record {
     /// caller is pinned. Rows do not change in place while transactions run (writers swap in a
     /// new row); the in-place edits of [`Record::edit_unshared_row`] are recovery's, which ends
     /// before the first checkpoint starts.
-    pub fn stable_read_with<R>(&self, _pinned: &Guard, mut read: impl FnMut(TidWord, &[Value]) -> R) -> R {
+    pub fn stable_read_with<R>(&self, guard: &Guard, mut read: impl FnMut(TidWord, &[Value]) -> R) -> R {
+        self.stable_read_lent(guard, |word, row| read(word, &row.slice))
+    }
+
+    /// The read both of those make: wait while the record is locked, read the word, lend `read`
+    /// the current row (the record's own reference, no count taken), read the word again, and
+    /// run again if it changed.
+    #[inline(always)]
+    fn stable_read_lent<R>(&self, _pinned: &Guard, mut read: impl FnMut(TidWord, &ThinArc<(), Value>) -> R) -> R {
         let mut spins = 0u32;
         loop {
             let before = self.word();
@@ -178,11 +172,13 @@ impl Record {
                 backoff(&mut spins);
                 continue;
             }
+            // An acquire load, so the re-read of the word below cannot move above it.
             let raw = self.row.load(Ordering::Acquire);
-            // SAFETY: as in `load_row`; `ManuallyDrop` leaves the record's count untouched and
-            // no count of our own is taken: the borrow ends before `_pinned` does.
+            // SAFETY: as in `load_row`: the row is freed only through the collector and the
+            // caller is pinned; `ManuallyDrop` leaves the record's count untouched, and the lent
+            // reference ends before `_pinned` does.
             let row = ManuallyDrop::new(unsafe { ThinArc::<(), Value>::from_raw(raw) });
-            let result = read(before, &row.slice);
+            let result = read(before, &row);
             if self.word() == before {
                 return result;
             }
