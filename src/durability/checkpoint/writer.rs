@@ -26,10 +26,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// the scan was made under, so the records are borrowed, not counted ([`walk_share`]).
 const SCAN_BATCH: usize = 512;
 
-/// How many records ahead of the one being read the walk prefetches the record's line, then its
-/// row's: records and rows lie where they were allocated, not in key order, so each is a cache
-/// miss that the walk would wait for, and the row's address is in the record's line.
+/// How many records ahead of the one being read the walk prefetches the record's line: records
+/// and rows lie where they were allocated, not in key order, so each is a cache miss that the
+/// walk would otherwise wait for.
 const RECORD_PREFETCH_AHEAD: usize = 8;
+/// How many records ahead the walk prefetches the row's first line, whose address it reads in
+/// the record's line, prefetched [`RECORD_PREFETCH_AHEAD`] records ahead.
 const ROW_PREFETCH_AHEAD: usize = 4;
 
 /// What one checkpointer writes.
