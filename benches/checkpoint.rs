@@ -8,6 +8,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lazarus::bench::Workload;
+use lazarus::durability::checkpoint::CheckpointOptions;
 use lazarus::durability::checkpoint::writer::{CheckpointerPlan, run_checkpointer};
 use lazarus::io::FileSystem;
 use lazarus::io::sim::SimDisk;
@@ -32,6 +33,8 @@ fn bench_checkpoint(c: &mut Criterion) {
     tpcc.load(&db, warehouses).expect("load");
     let shares: Vec<_> = db.catalog().tables().iter().map(|t| (Arc::clone(t), KeyRange::all())).collect();
     let stop = AtomicBool::new(false);
+    // The block size and sync distance a checkpoint runs with by default (SiloR's 32 MB).
+    let options = CheckpointOptions::new(1);
     let mut group = c.benchmark_group("checkpoint");
     group.sample_size(10).measurement_time(Duration::from_secs(20));
     group.bench_function(format!("tpcc, {warehouses} warehouses, 1 checkpointer, 1 file"), |b| {
@@ -48,8 +51,8 @@ fn bench_checkpoint(c: &mut Criterion) {
                     files: 1,
                     skip_from_epoch: u64::MAX,
                     shares: shares.clone(),
-                    block_size_bytes: 1 << 20,
-                    sync_every_bytes: 32 << 20,
+                    block_size_bytes: options.block_size_bytes,
+                    sync_every_bytes: options.sync_every_bytes,
                 };
                 let started = Instant::now();
                 let report = run_checkpointer(&disk, &plan, &stop).expect("write").expect("not stopped");
