@@ -23,7 +23,8 @@ pub unsafe fn keep_freed_memory() {
 }
 
 /// Size of the blocks [`prefault`] allocates: large enough that mimalloc gives each its own
-/// pages straight from an arena (and takes them back whole when it is freed).
+/// pages straight from an arena (and takes them back whole when it is freed), and a multiple of
+/// every page size Linux uses (4 KiB to 64 KiB).
 const PREFAULT_BLOCK_BYTES: usize = 8 << 20;
 
 /// Why memory could not be faulted in ahead.
@@ -33,21 +34,26 @@ pub enum PrefaultError {
     Allocate { size_bytes: usize },
     #[error("cannot fault in {size_bytes} bytes: the machine has {physical_bytes} bytes of memory")]
     MoreThanMemory { size_bytes: usize, physical_bytes: usize },
+    #[error("the kernel does not say its page size or its memory size")]
+    NoSystemSizes,
     #[error("the kernel would not fault in the memory (madvise MADV_POPULATE_WRITE): {0}")]
     Populate(std::io::Error),
 }
 
-/// Faults in `size_bytes` of heap now and hands it back to the allocator, which (with
-/// [`keep_freed_memory`]) keeps it: the database's later growth reuses pages the kernel has
-/// already zeroed and (on a VM) the host has already backed, instead of paying both at first
-/// touch while serving. Returns the bytes faulted in.
+/// Faults in `size_bytes` of heap now (rounded up to 8 MiB blocks) and hands it back to the
+/// allocator. With mimalloc told to keep freed memory ([`keep_freed_memory`], as the `lazarus`
+/// binary does) the database's later growth reuses these pages, which the kernel has already
+/// zeroed and (on a VM) the host has already backed, instead of paying both at first touch while
+/// serving; under an allocator that returns freed blocks to the kernel it is only a cost.
+/// Returns the bytes faulted in.
 pub fn prefault(size_bytes: usize) -> Result<usize, PrefaultError> {
-    let physical_bytes = physical_memory_bytes();
+    let (page_bytes, physical_bytes) = system_sizes().ok_or(PrefaultError::NoSystemSizes)?;
     if size_bytes > physical_bytes {
         return Err(PrefaultError::MoreThanMemory { size_bytes, physical_bytes });
     }
-    let layout = std::alloc::Layout::from_size_align(PREFAULT_BLOCK_BYTES, 4096)
-        .map_err(|_| PrefaultError::Allocate { size_bytes })?;
+    // Page-aligned, so that madvise takes the block whole.
+    let layout = std::alloc::Layout::from_size_align(PREFAULT_BLOCK_BYTES, page_bytes)
+        .map_err(|_| PrefaultError::NoSystemSizes)?;
     let blocks = size_bytes.div_ceil(PREFAULT_BLOCK_BYTES);
     let mut held = Vec::with_capacity(blocks);
     let mut result = Ok(blocks * PREFAULT_BLOCK_BYTES);
@@ -59,11 +65,8 @@ pub fn prefault(size_bytes: usize) -> Result<usize, PrefaultError> {
             break;
         }
         held.push(block);
-        // SAFETY: `block` is a live allocation of `PREFAULT_BLOCK_BYTES`, page-aligned; populating
-        // it writes no byte the program reads.
-        let rc = unsafe { libc::madvise(block.cast(), PREFAULT_BLOCK_BYTES, libc::MADV_POPULATE_WRITE) };
-        if rc != 0 {
-            result = Err(PrefaultError::Populate(std::io::Error::last_os_error()));
+        if let Err(e) = populate(block, page_bytes) {
+            result = Err(PrefaultError::Populate(e));
             break;
         }
     }
@@ -74,31 +77,69 @@ pub fn prefault(size_bytes: usize) -> Result<usize, PrefaultError> {
     result
 }
 
-/// The machine's physical memory (`usize::MAX` when the kernel does not say).
-fn physical_memory_bytes() -> usize {
-    // SAFETY: `sysconf` reads a system constant and takes no pointer.
-    let (pages, page_bytes) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-    match (usize::try_from(pages), usize::try_from(page_bytes)) {
-        (Ok(pages), Ok(page_bytes)) if pages > 0 && page_bytes > 0 => pages.saturating_mul(page_bytes),
-        _ => usize::MAX,
+/// Faults in the `PREFAULT_BLOCK_BYTES` at `block` (page-aligned): `MADV_POPULATE_WRITE`, or on a
+/// kernel older than 5.14, which does not know it, a write to each page.
+fn populate(block: *mut u8, page_bytes: usize) -> std::io::Result<()> {
+    // SAFETY: `block` is a live, page-aligned allocation of `PREFAULT_BLOCK_BYTES`, a multiple of
+    // the page size; populating it changes no byte.
+    let rc = unsafe { libc::madvise(block.cast(), PREFAULT_BLOCK_BYTES, libc::MADV_POPULATE_WRITE) };
+    if rc == 0 {
+        return Ok(());
     }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EINVAL) {
+        return Err(e);
+    }
+    for offset in (0..PREFAULT_BLOCK_BYTES).step_by(page_bytes) {
+        // SAFETY: `offset` lies inside the block, which this function may write (its bytes are
+        // not read before the caller frees it).
+        unsafe { block.add(offset).write_volatile(0) };
+    }
+    Ok(())
 }
 
+/// The kernel's page size and the machine's physical memory, in bytes.
+fn system_sizes() -> Option<(usize, usize)> {
+    // SAFETY: `sysconf` reads a system constant and takes no pointer.
+    let (pages, page_bytes) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let (pages, page_bytes) = (usize::try_from(pages).ok()?, usize::try_from(page_bytes).ok()?);
+    (pages > 0 && page_bytes.is_power_of_two() && PREFAULT_BLOCK_BYTES.is_multiple_of(page_bytes))
+        .then(|| (page_bytes, pages.saturating_mul(page_bytes)))
+}
+
+/// This process's minor page faults so far (`getrusage`).
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// This process's minor page faults so far (`getrusage`).
+    fn minor_faults() -> i64 {
+        // SAFETY: all-zero bytes are a valid `rusage` (integers and timevals).
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid out pointer for the duration of the call.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0, "getrusage");
+        usage.ru_minflt
+    }
+
     #[test]
     fn prefault_faults_in_at_least_what_was_asked() {
         let asked_bytes = 3 * PREFAULT_BLOCK_BYTES + 1;
+        let (page_bytes, _) = system_sizes().expect("the kernel's sizes");
+        let faults_before = minor_faults();
         let faulted_bytes = prefault(asked_bytes).expect("prefault of 25 MiB");
+        let faults = minor_faults() - faults_before;
         assert!(faulted_bytes >= asked_bytes, "faulted {faulted_bytes} < asked {asked_bytes}");
+        // Fresh blocks of the test's (system) allocator come straight from mmap: every page of
+        // them is faulted in by the prefault, one fault per page (or per huge page, 2 MiB).
+        let huge_pages = (4 * PREFAULT_BLOCK_BYTES / (2 << 20)) as i64;
+        assert!(faults >= huge_pages, "{faults} page faults for {faulted_bytes} bytes of {page_bytes}-byte pages");
         assert_eq!(prefault(0).expect("prefault of nothing"), 0);
     }
 
     #[test]
     fn prefault_of_more_than_the_machine_has_is_refused() {
-        let too_much = physical_memory_bytes().saturating_add(1);
+        let (_, physical_bytes) = system_sizes().expect("the kernel's sizes");
+        let too_much = physical_bytes.saturating_add(1);
         match prefault(too_much) {
             Err(PrefaultError::MoreThanMemory { size_bytes, .. }) => assert_eq!(size_bytes, too_much),
             other => panic!("expected MoreThanMemory, got {other:?}"),

@@ -15,7 +15,7 @@ fn bench(extra: &[&str]) -> (bool, String) {
 
 #[test]
 fn prefault_faults_in_the_heap_it_was_asked_for_before_the_run() {
-    let (ok, text) = bench(&["--prefault-mb", "16"]);
+    let (ok, text) = bench(&["--prefault-mib", "16"]);
     assert!(ok, "{text}");
     assert!(text.contains("prefaulted 16 MiB of heap in"), "{text}");
     assert!(text.contains("throughput"), "{text}");
@@ -24,7 +24,7 @@ fn prefault_faults_in_the_heap_it_was_asked_for_before_the_run() {
 #[test]
 fn prefault_of_more_than_the_machine_has_is_a_clear_error() {
     // 2^40 MiB: more than any machine's memory.
-    let (ok, text) = bench(&["--prefault-mb", "1099511627776"]);
+    let (ok, text) = bench(&["--prefault-mib", "1099511627776"]);
     assert!(!ok, "a prefault of 1 EiB succeeded:\n{text}");
     assert!(text.contains("the machine has"), "{text}");
 }

@@ -296,7 +296,7 @@ struct BenchArgs {
     /// database's growth during the run does not pay the kernel's (and a VM host's) first touch
     /// of fresh pages; the time it takes is printed and not part of the run.
     #[arg(long, default_value_t = 0)]
-    prefault_mb: usize,
+    prefault_mib: usize,
     /// Write the timeline (0.5 s windows) to this CSV file.
     #[arg(long)]
     timeline: Option<std::path::PathBuf>,
@@ -360,13 +360,13 @@ fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--prefault-mb`: faults in that much heap and says how long it took.
-fn prefault_heap(size_mb: usize) -> anyhow::Result<()> {
-    if size_mb == 0 {
+/// `--prefault-mib`: faults in that much heap and says how long it took.
+fn prefault_heap(size_mib: usize) -> anyhow::Result<()> {
+    if size_mib == 0 {
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let size_bytes = size_mb.checked_mul(1 << 20).context("--prefault-mb is too large")?;
+    let size_bytes = size_mib.checked_mul(1 << 20).context("--prefault-mib is too large")?;
     let faulted_bytes = lazarus::allocator::prefault(size_bytes)?;
     eprintln!("prefaulted {} MiB of heap in {} ms", faulted_bytes >> 20, started.elapsed().as_millis());
     Ok(())
@@ -377,7 +377,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
     if !(args.duration_s.is_finite() && args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
         bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
-    prefault_heap(args.prefault_mb)?;
+    prefault_heap(args.prefault_mib)?;
     let (scheme, stream) = build_scheme(args)?;
     let options = WorkloadOptions {
         warehouses: args.warehouses,
