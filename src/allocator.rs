@@ -107,7 +107,6 @@ fn system_sizes() -> Option<(usize, usize)> {
         .then(|| (page_bytes, pages.saturating_mul(page_bytes)))
 }
 
-/// This process's minor page faults so far (`getrusage`).
 #[cfg(test)]
 mod tests {
     use super::*;
