@@ -278,7 +278,7 @@ impl<'w> Transaction<'w> {
     /// procedure's loop reaches a few iterations later (`proc::compile::prefetch`): it reads
     /// nothing, records no read and takes no lock, so it changes nothing the transaction sees.
     pub fn prefetch_key(&self, table: TableId, pk: &[Value]) -> Option<KeyHash> {
-        let t = table_in(self.catalog, table).ok()?;
+        let t = self.table_ref(table).ok()?;
         let key = t.schema.encode_primary_key(pk).ok()?;
         let hash = t.point.hash_of(key.as_bytes());
         t.point.prefetch_pinned(hash, Prefetch::Slot, &self.pin);
@@ -287,7 +287,7 @@ impl<'w> Transaction<'w> {
 
     /// The next stage of [`Transaction::prefetch_key`]'s hint: the key's record, then its row.
     pub fn prefetch_stage(&self, table: TableId, hash: KeyHash, stage: Prefetch) {
-        if let Ok(t) = table_in(self.catalog, table) {
+        if let Ok(t) = self.table_ref(table) {
             t.point.prefetch_pinned(hash, stage, &self.pin);
         }
     }
@@ -692,7 +692,7 @@ impl<'w> Transaction<'w> {
         let order: Vec<usize> = (0..self.writes.len()).filter(|&i| self.writes[i].op != WriteOp::Nothing).collect();
         let mut undo = Undo::default();
         for &i in &order {
-            let t = table_in(self.catalog, self.writes[i].table)?;
+            let t = self.table_ref(self.writes[i].table)?;
             let w = &mut self.writes[i];
             let record = match (w.op, &w.record) {
                 (WriteOp::Update | WriteOp::Delete, Some(record)) => Arc::clone(record),
@@ -735,7 +735,7 @@ impl<'w> Transaction<'w> {
         for &i in order {
             // Borrowed from the transaction's catalog, not cloned: an `Arc<Table>` clone writes the
             // table's shared refcount, a line every worker writes on every operation.
-            let t = table_in(self.catalog, self.writes[i].table)?;
+            let t = self.table_ref(self.writes[i].table)?;
             let w = &mut self.writes[i];
             // Updates and deletes of a row read during execution lock that record; everything else
             // (inserts, upserts, a delete after an upsert) finds or creates the record now.
@@ -786,7 +786,7 @@ impl<'w> Transaction<'w> {
                 Some(false) => return Err(TxnError::Conflict(ConflictReason::PhantomKey)),
                 None => {}
             }
-            let t = table_in(self.catalog, a.table)?;
+            let t = self.table_ref(a.table)?;
             if let Some(record) = t.get(&a.key)
                 && !self.locked_by_me(&record, &mine)
             {
@@ -821,7 +821,7 @@ impl<'w> Transaction<'w> {
     /// Re-scans the covered range: an entry not seen before whose record is locked by another
     /// transaction, or present and matching the entry, is a phantom.
     fn validate_scan(&self, s: &ScanCheck, mine: &[usize]) -> Result<(), TxnError> {
-        let t = table_in(self.catalog, s.table)?;
+        let t = self.table_ref(s.table)?;
         let index: &dyn OrderedIndex = match s.index {
             None => t.primary.as_ref(),
             Some(i) => t.secondary[i].as_ref(),
@@ -929,7 +929,7 @@ impl<'w> Transaction<'w> {
         };
         for &i in order {
             let w = &self.writes[i];
-            let (Some(record), Ok(t)) = (&w.record, table_in(self.catalog, w.table)) else {
+            let (Some(record), Ok(t)) = (&w.record, self.table_ref(w.table)) else {
                 unreachable!("lock phase resolved every record of a known table");
             };
             let old = record.row_unchecked();
