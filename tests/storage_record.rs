@@ -1,11 +1,21 @@
 //! Records' rows under epoch-based reclamation (`src/storage/record.rs`, "Memory reclamation"),
 //! in a process of their own: the epoch collector is global to the process, and another test
-//! holding a pin for long would keep it from freeing anything.
+//! holding a pin for long would keep it from freeing anything. For the same reason the tests of
+//! this file run one at a time ([`one_at_a_time`]): run in parallel, one test's pins held back
+//! another's frees, and one test's collection freed another's retired rows while it counted
+//! their references.
 
 use lazarus::storage::{Key, Record, Row, Value};
 use lazarus::txn::tid::{Tid, TidWord};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Held for the whole of each test of this file: they share the process's epoch collector.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it poisons it; the next test still runs alone.
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// How long the collector may take to free what is retired once nothing is pinned.
 const FREE_WAIT: Duration = Duration::from_secs(10);
@@ -25,6 +35,7 @@ fn collect_until(done: impl Fn() -> bool) -> bool {
 
 #[test]
 fn replaced_rows_and_the_last_row_are_freed() {
+    let _alone = one_at_a_time();
     let payload: Arc<[u8]> = Arc::from(&b"payload"[..]);
     let with_payload = || Row::new(vec![Value::Bytes(Arc::clone(&payload))]);
     let record = Record::present(Key::from(&b"k"[..]), with_payload(), Tid::new(1, 1), 0);
@@ -41,6 +52,7 @@ fn replaced_rows_and_the_last_row_are_freed() {
 
 #[test]
 fn rows_read_while_writers_replace_them_stay_whole() {
+    let _alone = one_at_a_time();
     let record = Arc::new(Record::present(
         Key::from(&b"k"[..]),
         Row::new(vec![Value::Int(0), Value::Int(0)]),
@@ -74,6 +86,7 @@ fn rows_read_while_writers_replace_them_stay_whole() {
 /// rows' only).
 #[test]
 fn borrowed_reads_while_writers_replace_rows_see_whole_rows_and_take_no_count() {
+    let _alone = one_at_a_time();
     const WRITES: i64 = 20_000;
     let payload: Arc<[u8]> = Arc::from(&b"payload"[..]);
     let row_of =
@@ -117,6 +130,7 @@ fn borrowed_reads_while_writers_replace_rows_see_whole_rows_and_take_no_count() 
 /// first run, so the race happens every time.
 #[test]
 fn a_borrowed_read_that_a_write_overtakes_runs_again() {
+    let _alone = one_at_a_time();
     let row = |i: i64| Row::new(vec![Value::Int(i)]);
     let record = Record::present(Key::from(&b"k"[..]), row(1), Tid::new(1, 1), 0);
     let guard = crossbeam_epoch::pin();
@@ -140,6 +154,7 @@ fn a_borrowed_read_that_a_write_overtakes_runs_again() {
 /// count is the number of rows not yet freed.
 #[test]
 fn rows_retired_by_many_writing_transactions_are_freed_as_they_go() {
+    let _alone = one_at_a_time();
     use lazarus::storage::{Column, ColumnType, TableSchema};
     use lazarus::{Database, DatabaseConfig};
     const ROWS: i64 = 10;
