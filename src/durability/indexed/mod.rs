@@ -134,6 +134,9 @@ struct Shared {
     resume_seqs: Mutex<Vec<u64>>,
     /// The global epoch, once the scheme runs (SILIR's module loads advance it).
     epochs: OnceLock<Arc<crate::txn::epoch::EpochManager>>,
+    /// The restore of this open: the asynchronous Indexer waits while it walks. Weak: the
+    /// restorer holds the indexed log open, and [`IndexedLogging`] alone decides when it goes.
+    walk: Mutex<std::sync::Weak<Restorer>>,
 }
 
 impl Shared {
@@ -210,7 +213,7 @@ impl Shared {
         let mut seen = 0;
         while !self.stop.load(Ordering::SeqCst) {
             let pepoch = self.inner.pepoch();
-            if pepoch > seen {
+            if pepoch > seen && !self.yields_to_walk() {
                 // A failed round has recorded the failure (`index_round`).
                 if self.index_round().is_err() {
                     return;
@@ -223,6 +226,17 @@ impl Shared {
             }
             *woken = false;
         }
+    }
+
+    /// Whether this round is skipped because a restore walks: on two cores the Indexer's rounds
+    /// (B-tree writes of the clients' new records) take CPU from the walk and the requests, and
+    /// an asynchronous Indexer's position is no one's durability (SILIR's commits wait for it,
+    /// so it never yields).
+    fn yields_to_walk(&self) -> bool {
+        if self.options.mode != IndexMode::Async {
+            return false;
+        }
+        self.walk.lock().upgrade().is_some_and(|r| r.walking())
     }
 
     fn stop_indexer(&self) {
@@ -270,6 +284,7 @@ impl IndexedLogging {
             failed: OnceLock::new(),
             resume_seqs: Mutex::new(vec![0; count]),
             epochs: OnceLock::new(),
+            walk: Mutex::new(std::sync::Weak::new()),
         };
         Ok(IndexedLogging {
             shared: Arc::new(shared),
@@ -448,6 +463,7 @@ impl IndexedLogging {
             for table in db.catalog().tables() {
                 table.begin_restore(restorer.clone());
             }
+            *self.shared.walk.lock() = Arc::downgrade(&restorer);
             *self.restorer.lock() = Some(restorer);
         }
         let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &resume, report.holes.clone());

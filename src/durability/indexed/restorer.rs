@@ -19,8 +19,9 @@
 //! restored, whether or not the B-tree held it (a key the walk passed without finding never
 //! existed). A batch covers `[position, successor of its last key)` (or up to the shard's end
 //! when it came back short), and a request that misses fetches the [`DEMAND_CHUNK_KEYS`] images
-//! from its key on and restores them all: `[key, successor of the last)`. So the clients' misses
-//! restore the database too, and the walk skips what they restored. When its walker finishes a
+//! from its key on (one: its own, or the next when the key never existed) and restores them:
+//! `[key, successor of the last)`. So the clients' misses restore the database too, and the walk
+//! skips what they restored. When its walker finishes a
 //! shard, the shard is *done* and its intervals are dropped.
 //!
 //! # The contract, and why it holds
@@ -67,8 +68,14 @@ use std::time::{Duration, Instant};
 /// Images a walker reads per batch and links under its shard's lock (the longest a request to
 /// that shard waits for the walk).
 pub const WALK_BATCH_KEYS: usize = 32;
-/// Images a request that misses fetches and installs, from its key on.
-pub const DEMAND_CHUNK_KEYS: usize = 32;
+/// Images a request that misses fetches and installs, from its key on: its own image (or, for a
+/// key the indexed log lacks, the next one, whose interval covers the absent key too). One, as
+/// the paper's Scheduler restores the record a transaction needs: a walker installs keys in
+/// order, appending to the trees, while a request's images land at random places in them; with
+/// 32 (before session 29) the 32 fetching threads took a quarter of the CPU during a restore
+/// under load, mostly to install neighbours no request was waiting for (`docs/PERFORMANCE.md`,
+/// "Instant recovery", "Session 29").
+pub const DEMAND_CHUNK_KEYS: usize = 1;
 /// Shards each table of the indexed log is cut into.
 pub const SHARDS_PER_TABLE: usize = 4096;
 /// Most shards in all.
@@ -309,6 +316,11 @@ impl Restorer {
         self.stop.store(true, Ordering::SeqCst);
         self.set_paused(false);
         self.walked.notify_all();
+    }
+
+    /// Whether the walk is still running (neither ended nor stopped).
+    pub fn walking(&self) -> bool {
+        !self.done.load(Ordering::SeqCst) && !self.stop.load(Ordering::SeqCst)
     }
 
     /// Blocks until the walk has ended or was stopped.
