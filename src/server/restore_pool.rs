@@ -26,6 +26,12 @@ use std::thread::JoinHandle;
 
 /// Fetching threads: enough for many B-tree reads to overlap on a disk.
 pub const RESTORE_THREADS: usize = 32;
+/// Queued requests per running thread before a sleeping one is woken. A fetch from the page
+/// cache takes microseconds, so a few awake threads keep up with a burst of misses, and waking a
+/// thread per request cost more than the fetches (the loops' wake-ups and the threads' context
+/// switches were most of the pool's CPU, session 29); a queue that outgrows the running threads,
+/// as fetches that wait for the disk let it, wakes more of them.
+pub const QUEUED_PER_RUNNER: usize = 8;
 
 /// What a request must wait for before it runs, during an instant restore.
 #[derive(Debug)]
@@ -51,6 +57,23 @@ pub struct RestoreRequest {
 struct Queue {
     requests: VecDeque<RestoreRequest>,
     stopping: bool,
+    /// Threads taking requests: neither asleep on `ready` nor waiting for a whole table.
+    runners: usize,
+    /// Threads woken by a submit that have not run yet (counted as runners ahead of time, so a
+    /// burst of submits does not wake one thread each).
+    woken: usize,
+}
+
+impl Queue {
+    fn wants_another_runner(&self) -> bool {
+        wants_another_runner(self.requests.len(), self.runners, self.woken)
+    }
+}
+
+/// Whether `queued` requests have outgrown the threads that will take from them: `runners`
+/// running and `woken` woken but not yet running.
+fn wants_another_runner(queued: usize, runners: usize, woken: usize) -> bool {
+    queued > (runners + woken) * QUEUED_PER_RUNNER
 }
 
 /// The fetching threads and their queue.
@@ -65,7 +88,7 @@ impl RestorePool {
     /// Starts the threads.
     pub fn start(shared: &Arc<Shared>) -> std::io::Result<(Arc<RestorePool>, Vec<JoinHandle<()>>)> {
         let pool = Arc::new(RestorePool {
-            queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false }),
+            queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false, runners: RESTORE_THREADS, woken: 0 }),
             ready: Condvar::new(),
             over: AtomicBool::new(false),
         });
@@ -99,10 +122,17 @@ impl RestorePool {
         restoring
     }
 
-    /// Queues a fetch.
+    /// Queues a fetch, waking a thread only if the running ones have enough queued already.
     pub fn submit(&self, request: RestoreRequest) {
-        self.queue.lock().requests.push_back(request);
-        self.ready.notify_one();
+        let mut queue = self.queue.lock();
+        queue.requests.push_back(request);
+        self.wake_if_needed(&mut queue);
+    }
+
+    fn wake_if_needed(&self, queue: &mut Queue) {
+        if queue.wants_another_runner() && self.ready.notify_one() {
+            queue.woken += 1;
+        }
     }
 
     /// Lets the threads end once the queue is empty.
@@ -115,10 +145,22 @@ impl RestorePool {
         while let Some(request) = self.next() {
             match &request.need {
                 RestoreNeed::Keys(keys) => shared.keyspace.restore_ahead(&shared.db, keys.iter().map(Vec::as_slice)),
-                RestoreNeed::Table => shared.keyspace.wait_restored(&shared.db),
+                RestoreNeed::Table => {
+                    // Possibly the rest of the restore: not a runner meanwhile, so that the
+                    // requests queued behind it wake another thread.
+                    self.leave_runners();
+                    shared.keyspace.wait_restored(&shared.db);
+                    self.queue.lock().runners += 1;
+                }
             }
             request.inbox.resume(&request.waker, request.resume);
         }
+    }
+
+    fn leave_runners(&self) {
+        let mut queue = self.queue.lock();
+        queue.runners -= 1;
+        self.wake_if_needed(&mut queue);
     }
 
     fn next(&self) -> Option<RestoreRequest> {
@@ -128,9 +170,30 @@ impl RestorePool {
                 return Some(request);
             }
             if queue.stopping {
+                queue.runners -= 1;
                 return None;
             }
+            queue.runners -= 1;
             self.ready.wait(&mut queue);
+            queue.runners += 1;
+            // A thread that woke without a submit's notice takes a woken count over: either way
+            // one more thread runs.
+            queue.woken = queue.woken.saturating_sub(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_is_woken_only_when_the_queue_outgrows_the_running_ones() {
+        assert!(wants_another_runner(1, 0, 0), "nothing runs: the first request wakes one");
+        assert!(!wants_another_runner(QUEUED_PER_RUNNER, 1, 0));
+        assert!(wants_another_runner(QUEUED_PER_RUNNER + 1, 1, 0));
+        // A thread already woken counts as running before it runs.
+        assert!(!wants_another_runner(QUEUED_PER_RUNNER + 1, 1, 1));
+        assert!(!wants_another_runner(0, 0, 0));
     }
 }
