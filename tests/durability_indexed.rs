@@ -598,6 +598,35 @@ fn the_asynchronous_indexer_waits_for_the_walk_and_catches_up_after_it() {
 }
 
 #[test]
+fn the_indexer_defers_its_rounds_during_the_walk_only_so_long() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, _) = crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    o.index_interval_ms = 5;
+    o.walk_defer_max_ms = 300;
+    let (db, scheme) = open(o);
+    let mut w = db.worker();
+    let out = w.call("put", &[int(1000), int(1)]).unwrap();
+    w.wait_durable(&out.committed.durability).unwrap();
+    let DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("epoch ticket") };
+    // The walk stays paused throughout: the write is indexed once the deferral's bound passes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while scheme.indexed_epoch() < e && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(scheme.indexed_epoch() >= e, "epoch {e} not indexed 3 s into a paused walk");
+    assert!(scheme.restore_progress().is_some_and(|p| !p.done), "the walk ended");
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
+    db.close().unwrap();
+    let mut o = options(&root.path().join("other"), IndexMode::Async);
+    o.walk_defer_max_ms = 600_001;
+    let Err(e) = IndexedLogging::new(o) else { panic!("a deferral of 600,001 ms was accepted") };
+    assert!(e.to_string().contains("must be 0..=600000 ms, not 600001"), "{e}");
+}
+
+#[test]
 fn silir_indexes_and_acknowledges_during_the_walk() {
     let root = tempfile::tempdir().unwrap();
     let (image, _) = crash_image(root.path());

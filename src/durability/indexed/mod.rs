@@ -47,6 +47,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use store::{IndexStore, LogPosition, Progress};
 
+/// The default of [`IndexedOptions::walk_defer_max_ms`].
+pub const WALK_DEFER_MAX_MS: u64 = 10_000;
+/// Most [`IndexedOptions::walk_defer_max_ms`] accepted.
+const WALK_DEFER_LIMIT_MS: u64 = 600_000;
+
 /// AILIR or SILIR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexMode {
@@ -78,6 +83,11 @@ pub struct IndexedOptions {
     /// 2). Fewer walkers leave more of a small machine to the requests served during the
     /// restore and make the restore itself slower under load (`docs/indexed.md`, "Walkers").
     pub restore_walkers: Option<usize>,
+    /// Longest the asynchronous Indexer defers its rounds while a restore walks, in
+    /// milliseconds (0: it never defers; at most 600,000). A crash during the restore leaves at
+    /// most this long of the clients' writes, beside what was unindexed before, for the next
+    /// start to index before it opens (`docs/indexed.md`, "The Indexer waits for the walk").
+    pub walk_defer_max_ms: u64,
 }
 
 impl IndexedOptions {
@@ -90,6 +100,7 @@ impl IndexedOptions {
             restore_paused: false,
             verify_on_open: false,
             restore_walkers: None,
+            walk_defer_max_ms: WALK_DEFER_MAX_MS,
         }
     }
 }
@@ -211,14 +222,16 @@ impl Shared {
             IndexMode::Sync => Duration::from_millis(1),
         };
         let mut seen = 0;
+        let mut last_round = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
             let pepoch = self.inner.pepoch();
-            if pepoch > seen && !self.yields_to_walk() {
+            if pepoch > seen && !self.yields_to_walk(last_round.elapsed()) {
                 // A failed round has recorded the failure (`index_round`).
                 if self.index_round().is_err() {
                     return;
                 }
                 seen = pepoch;
+                last_round = Instant::now();
             }
             let mut woken = self.wake.lock();
             if !*woken {
@@ -231,9 +244,11 @@ impl Shared {
     /// Whether this round is skipped because a restore walks: on two cores the Indexer's rounds
     /// (B-tree writes of the clients' new records) take CPU from the walk and the requests, and
     /// an asynchronous Indexer's position is no one's durability (SILIR's commits wait for it,
-    /// so it never yields).
-    fn yields_to_walk(&self) -> bool {
-        if self.options.mode != IndexMode::Async {
+    /// so it never yields). At most [`IndexedOptions::walk_defer_max_ms`] since the last round,
+    /// which bounds the tail a crash during a long restore leaves to index before the next start.
+    fn yields_to_walk(&self, since_last_round: Duration) -> bool {
+        let defer_max = Duration::from_millis(self.options.walk_defer_max_ms);
+        if self.options.mode != IndexMode::Async || since_last_round >= defer_max {
             return false;
         }
         self.walk.lock().upgrade().is_some_and(|r| r.walking())
@@ -263,6 +278,12 @@ impl IndexedLogging {
     pub fn new(options: IndexedOptions) -> Result<IndexedLogging, DurabilityError> {
         if !(1..=10_000).contains(&options.index_interval_ms) {
             return Err(DurabilityError::Failed("index interval must be 1..=10000 ms".into()));
+        }
+        if options.walk_defer_max_ms > WALK_DEFER_LIMIT_MS {
+            return Err(DurabilityError::Failed(format!(
+                "the Indexer's deferral during a restore must be 0..={WALK_DEFER_LIMIT_MS} ms, not {}",
+                options.walk_defer_max_ms
+            )));
         }
         // The value scheme must not truncate its log on its own: this scheme's checkpoints
         // remove only files the Indexer is done with.
@@ -449,6 +470,9 @@ impl IndexedLogging {
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
         store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
+        // The walk's reads would otherwise each pay for the write buffer this commit's
+        // epilogue leaves behind (`IndexStore::clear_write_buffer`).
+        store.clear_write_buffer()?;
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
         self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
         report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);

@@ -356,6 +356,22 @@ impl IndexStore {
         Ok(stats)
     }
 
+    /// Commits an empty write transaction, which empties redb's write buffer: run before a
+    /// restore reads the whole B-tree. In redb 4.5 a durable commit that frees pages ends with a
+    /// non-durable "epilogue" commit (`process_data_freed_pages_after_commit`) whose pages stay
+    /// in the write buffer and set `committed_pages_buffered`; until the next durable commit,
+    /// every read that misses redb's page cache first tries the lock of each of the 131
+    /// write-buffer stripes (`flush_buffered_pages`), and the flag stays set after the buffer is
+    /// empty. That was 5-6 % of all CPU during a 5 M-key restore under load (`perf annotate`,
+    /// the caller found with gdb), and the walk reads nothing but misses. The empty commit
+    /// flushes the buffer, and its own epilogue frees nothing: after it, a whole restore under
+    /// gdb never entered the loop (`docs/PERFORMANCE.md`, "Instant recovery", "Session 29").
+    pub fn clear_write_buffer(&self) -> Result<(), DurabilityError> {
+        let mut txn = self.db.begin_write().map_err(|e| self.err(e.into()))?;
+        txn.set_quick_repair(true);
+        txn.commit().map_err(|e| self.err(e.into()))
+    }
+
     /// The image of one full key, if the B-tree holds one (a tombstone or no entry: `None`).
     pub fn fetch(&self, full: &[u8]) -> Result<Option<Vec<u8>>, DurabilityError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e.into()))?;
