@@ -470,15 +470,15 @@ impl IndexedLogging {
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
         store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
-        // The walk's reads would otherwise each pay for the write buffer this commit's
-        // epilogue leaves behind (`IndexStore::clear_write_buffer`).
-        store.clear_write_buffer()?;
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
         self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
         report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);
         let store = Arc::new(store);
         let keys = store.image_count()?;
         if keys > 0 {
+            // The walk's reads would otherwise each pay for the write buffer the last commit's
+            // epilogue left behind (`IndexStore::clear_write_buffer`).
+            store.clear_write_buffer()?;
             let paused = self.shared.options.restore_paused;
             let restorer = Arc::new(match self.shared.options.restore_walkers {
                 Some(walkers) => Restorer::with_walkers(Arc::clone(&store), started, paused, walkers)?,
