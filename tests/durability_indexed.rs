@@ -572,6 +572,8 @@ fn the_asynchronous_indexer_waits_for_the_walk_and_catches_up_after_it() {
     let mut o = options(&image, IndexMode::Async);
     o.restore_paused = true;
     o.index_interval_ms = 5;
+    // The longest deferral, so that a slow machine cannot reach the bound inside the test.
+    o.walk_defer_max_ms = 600_000;
     let (db, scheme) = open(o);
     let at_open = scheme.indexed_epoch();
     let mut w = db.worker();
