@@ -553,9 +553,9 @@ fn silir_acknowledges_only_what_is_indexed() {
     db.close().unwrap();
 }
 
-/// Waits up to 10 s for `ready`, polling.
-fn eventually(mut ready: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+/// Waits up to `timeout` for `ready`, polling.
+fn eventually(timeout: std::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
     while std::time::Instant::now() < deadline {
         if ready() {
             return true;
@@ -592,7 +592,7 @@ fn the_asynchronous_indexer_waits_for_the_walk_and_catches_up_after_it() {
     scheme.set_restore_paused(false);
     scheme.wait_restored();
     assert!(
-        eventually(|| scheme.indexed_epoch() >= last),
+        eventually(std::time::Duration::from_secs(10), || scheme.indexed_epoch() >= last),
         "indexed {} after the walk, want {last}",
         scheme.indexed_epoch()
     );
@@ -613,11 +613,10 @@ fn the_indexer_defers_its_rounds_during_the_walk_only_so_long() {
     w.wait_durable(&out.committed.durability).unwrap();
     let DurabilityTicket::Epoch(e) = out.committed.durability else { panic!("epoch ticket") };
     // The walk stays paused throughout: the write is indexed once the deferral's bound passes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    while scheme.indexed_epoch() < e && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    assert!(scheme.indexed_epoch() >= e, "epoch {e} not indexed 3 s into a paused walk");
+    assert!(
+        eventually(std::time::Duration::from_secs(3), || scheme.indexed_epoch() >= e),
+        "epoch {e} not indexed 3 s into a paused walk"
+    );
     assert!(scheme.restore_progress().is_some_and(|p| !p.done), "the walk ended");
     scheme.set_restore_paused(false);
     scheme.wait_restored();

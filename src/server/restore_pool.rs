@@ -64,12 +64,6 @@ struct Queue {
     woken: usize,
 }
 
-impl Queue {
-    fn wants_another_runner(&self) -> bool {
-        wants_another_runner(self.requests.len(), self.runners, self.woken)
-    }
-}
-
 /// Whether `queued` requests have outgrown the threads that will take from them: `runners`
 /// running and `woken` woken but not yet running.
 fn wants_another_runner(queued: usize, runners: usize, woken: usize) -> bool {
@@ -130,7 +124,7 @@ impl RestorePool {
     }
 
     fn wake_if_needed(&self, queue: &mut Queue) {
-        if queue.wants_another_runner() && self.ready.notify_one() {
+        if wants_another_runner(queue.requests.len(), queue.runners, queue.woken) && self.ready.notify_one() {
             queue.woken += 1;
         }
     }

@@ -145,9 +145,10 @@ struct Shared {
     resume_seqs: Mutex<Vec<u64>>,
     /// The global epoch, once the scheme runs (SILIR's module loads advance it).
     epochs: OnceLock<Arc<crate::txn::epoch::EpochManager>>,
-    /// The restore of this open: the asynchronous Indexer waits while it walks. Weak: the
-    /// restorer holds the indexed log open, and [`IndexedLogging`] alone decides when it goes.
-    walk: Mutex<std::sync::Weak<Restorer>>,
+    /// The restore of this open, while it is wanted (progress, pausing, waiting; the
+    /// asynchronous Indexer waits while it walks). It holds the indexed log open: shutdown
+    /// drops it once the walk has ended.
+    restorer: Mutex<Option<Arc<Restorer>>>,
 }
 
 impl Shared {
@@ -251,7 +252,7 @@ impl Shared {
         if self.options.mode != IndexMode::Async || since_last_round >= defer_max {
             return false;
         }
-        self.walk.lock().upgrade().is_some_and(|r| r.walking())
+        self.restorer.lock().as_ref().is_some_and(|r| r.walking())
     }
 
     fn stop_indexer(&self) {
@@ -265,7 +266,6 @@ impl Shared {
 pub struct IndexedLogging {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    restorer: Mutex<Option<Arc<Restorer>>>,
     checkpoint_status: Arc<checkpoint::CheckpointStatus>,
     next_checkpoint_id: AtomicU64,
     /// What the last open did.
@@ -305,12 +305,11 @@ impl IndexedLogging {
             failed: OnceLock::new(),
             resume_seqs: Mutex::new(vec![0; count]),
             epochs: OnceLock::new(),
-            walk: Mutex::new(std::sync::Weak::new()),
+            restorer: Mutex::new(None),
         };
         Ok(IndexedLogging {
             shared: Arc::new(shared),
             threads: Mutex::new(Vec::new()),
-            restorer: Mutex::new(None),
             checkpoint_status: Arc::new(checkpoint::CheckpointStatus::default()),
             next_checkpoint_id: AtomicU64::new(1),
             report: Mutex::new(IndexedRecoveryReport::default()),
@@ -349,19 +348,19 @@ impl IndexedLogging {
 
     /// The restore's progress; `None` when this open restored nothing in the background.
     pub fn restore_progress(&self) -> Option<RestoreProgress> {
-        self.restorer.lock().as_ref().map(|r| r.progress())
+        self.shared.restorer.lock().as_ref().map(|r| r.progress())
     }
 
     /// Holds or releases the Restorer's walk.
     pub fn set_restore_paused(&self, paused: bool) {
-        if let Some(r) = self.restorer.lock().as_ref() {
+        if let Some(r) = self.shared.restorer.lock().as_ref() {
             r.set_paused(paused);
         }
     }
 
     /// Blocks until the restore has ended (at once if there is none).
     pub fn wait_restored(&self) {
-        let restorer = self.restorer.lock().clone();
+        let restorer = self.shared.restorer.lock().clone();
         if let Some(r) = restorer {
             r.wait_done();
         }
@@ -487,8 +486,7 @@ impl IndexedLogging {
             for table in db.catalog().tables() {
                 table.begin_restore(restorer.clone());
             }
-            *self.shared.walk.lock() = Arc::downgrade(&restorer);
-            *self.restorer.lock() = Some(restorer);
+            *self.shared.restorer.lock() = Some(restorer);
         }
         let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &resume, report.holes.clone());
         indexer.set_indexed_epoch(pepoch.epoch);
@@ -645,7 +643,7 @@ impl LogScheme for IndexedLogging {
             return self.shared.check_failed();
         }
         self.checkpoint_status.request_stop();
-        if let Some(r) = self.restorer.lock().as_ref() {
+        if let Some(r) = self.shared.restorer.lock().as_ref() {
             r.stop();
         }
         let sequential = self.shared.inner.shutdown();
@@ -658,8 +656,8 @@ impl LogScheme for IndexedLogging {
             (Ok(()), None) => self.shared.index_round(),
             _ => Ok(()),
         };
-        if self.restorer.lock().as_ref().is_some_and(|r| r.progress().done) {
-            *self.restorer.lock() = None;
+        if self.shared.restorer.lock().as_ref().is_some_and(|r| r.progress().done) {
+            *self.shared.restorer.lock() = None;
         }
         // Closing redb writes (it marks the file shut down cleanly): its error is reported, not
         // dropped. A restore still running holds the store; it closes when the restore ends.
@@ -699,7 +697,7 @@ impl LogScheme for IndexedLogging {
         self.shared.inner.start(start.clone())?;
         let shared = Arc::clone(&self.shared);
         self.spawn("lazarus-indexer", move || shared.run_indexer())?;
-        let restorer = self.restorer.lock().clone();
+        let restorer = self.shared.restorer.lock().clone();
         let options = self.shared.options.value.checkpoint.clone();
         let host: Arc<dyn CheckpointHost> = Arc::new(IndexedHost { shared: Arc::clone(&self.shared) });
         let status = Arc::clone(&self.checkpoint_status);
