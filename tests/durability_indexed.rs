@@ -8,6 +8,7 @@
 //! transaction acknowledged) and its Indexer idle: the copy is what a kill at that moment leaves,
 //! with a tail of the sequential log not yet indexed.
 
+use lazarus::durability::indexed::restorer::{RESTORED_KEY_FIXED_BYTES, WALKERS_MAX};
 use lazarus::durability::indexed::store::INDEX_FILE;
 use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use lazarus::durability::{DurabilityTicket, LogScheme};
@@ -405,6 +406,71 @@ fn one_walker_restores_everything() {
     scheme.wait_restored();
     assert_eq!(rows_of(&db), state);
     db.close().unwrap();
+}
+
+/// Asked to, the restore faults in the memory it will fill before the walk needs it (at least a
+/// fixed cost per image, at most the images' sizes on top, in whole blocks); not asked, it faults
+/// in nothing. Either way it restores the same state.
+#[test]
+fn the_restore_faults_in_its_memory_ahead_only_when_asked() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, state) = big_crash_image(root.path());
+    for prefault in [true, false] {
+        let copy = root.path().join(format!("prefault-{prefault}"));
+        copy_tree(&image, &copy);
+        let mut o = options(&copy, IndexMode::Async);
+        o.restore_prefault = prefault;
+        // The prefault runs while the walk waits (it stops early once the walk has ended).
+        o.restore_paused = true;
+        let (db, scheme) = open(o);
+        let images = scheme.restore_progress().expect("a restore is running").total_keys;
+        let least_bytes = images * RESTORED_KEY_FIXED_BYTES;
+        let faulted = || scheme.restore_progress().map_or(0, |p| p.prefaulted_bytes);
+        if prefault {
+            assert!(
+                eventually(std::time::Duration::from_secs(10), || faulted() >= least_bytes),
+                "{} bytes faulted in for {images} images",
+                faulted()
+            );
+        }
+        scheme.set_restore_paused(false);
+        scheme.wait_restored();
+        if prefault {
+            let most_bytes = least_bytes + images * 1024 + (8 << 20);
+            assert!(faulted() <= most_bytes, "{} bytes faulted in for {images} images", faulted());
+        } else {
+            assert_eq!(faulted(), 0);
+        }
+        assert_eq!(rows_of(&db), state);
+        db.close().unwrap();
+    }
+}
+
+/// The restore's settings out of range are refused with what was wrong.
+#[test]
+fn restore_settings_out_of_range_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    for share in [0.0, -0.5, 1.5, f64::NAN] {
+        let mut o = options(root.path(), IndexMode::Async);
+        o.restore_cpu_share = share;
+        let Err(e) = IndexedLogging::new(o) else { panic!("a CPU share of {share} was accepted") };
+        assert!(e.to_string().contains("share of the CPU must be in (0, 1]"), "{e}");
+    }
+    for walkers in [0, WALKERS_MAX + 1] {
+        let mut o = options(root.path(), IndexMode::Async);
+        o.restore_walkers = Some(walkers);
+        let Err(e) = IndexedLogging::new(o) else { panic!("{walkers} walkers were accepted") };
+        assert!(e.to_string().contains(&format!("restore walkers must be 1..={WALKERS_MAX}, not {walkers}")), "{e}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["serve", "--durability", "indexed", "--restore-cpu-share", "0"])
+        .arg("--dir")
+        .arg(root.path().join("serve"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "--restore-cpu-share 0 was accepted");
+    assert!(stderr.contains("share of the CPU must be in (0, 1], not 0"), "{stderr}");
 }
 
 #[test]

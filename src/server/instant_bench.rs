@@ -127,6 +127,10 @@ pub struct InstantBenchOptions {
     pub settle_s: f64,
     /// `lazarus serve --restore-walkers` for the Lazarus targets (`None`: its default).
     pub restore_walkers: Option<u16>,
+    /// `lazarus serve --restore-cpu-share` for the Lazarus targets (`None`: its default).
+    pub restore_cpu_share: Option<f64>,
+    /// `false`: `lazarus serve --no-restore-prefault` for the Lazarus targets.
+    pub restore_prefault: bool,
 }
 
 /// What one restart under load measured.
@@ -204,6 +208,12 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
             c.args(["--max-clients", &(options.clients + 64).to_string()]);
             if let Some(walkers) = options.restore_walkers {
                 c.args(["--restore-walkers", &walkers.to_string()]);
+            }
+            if let Some(share) = options.restore_cpu_share {
+                c.args(["--restore-cpu-share", &share.to_string()]);
+            }
+            if !options.restore_prefault {
+                c.arg("--no-restore-prefault");
             }
             c
         }

@@ -27,6 +27,7 @@
 //!   the B-tree is written from memory. The restart is then no longer instant, but correct.
 
 pub mod backend;
+pub mod governor;
 pub mod indexer;
 pub mod restorer;
 pub mod store;
@@ -38,7 +39,7 @@ use super::{DurabilityError, DurabilityTicket, LogScheme, SchemeStart, WorkerLog
 use crate::io::FileSystem;
 use indexer::Indexer;
 use parking_lot::{Condvar, Mutex};
-use restorer::{RestoreProgress, Restorer};
+use restorer::{RestoreProgress, RestoreSettings, Restorer};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -88,6 +89,15 @@ pub struct IndexedOptions {
     /// most this long of the clients' writes, beside what was unindexed before, for the next
     /// start to index before it opens (`docs/indexed.md`, "The Indexer waits for the walk").
     pub walk_defer_max_ms: u64,
+    /// The most of the machine's CPU the restore's walk takes while the database serves
+    /// requests, in (0, 1] (1: as much as the kernel gives it). Unloaded, the walk runs at full
+    /// speed whatever this says (`docs/indexed.md`, "The walk's share of the CPU").
+    pub restore_cpu_share: f64,
+    /// Fault in the memory the restore will fill at its start (`docs/indexed.md`, "Memory faulted
+    /// in ahead"). On by default when the process's allocator keeps freed memory
+    /// ([`crate::allocator::keep_freed_memory`], as the `lazarus` binary's does): under another
+    /// allocator the faulted blocks go back to the kernel when freed and it only costs.
+    pub restore_prefault: bool,
 }
 
 impl IndexedOptions {
@@ -101,6 +111,8 @@ impl IndexedOptions {
             verify_on_open: false,
             restore_walkers: None,
             walk_defer_max_ms: WALK_DEFER_MAX_MS,
+            restore_cpu_share: restorer::RESTORE_CPU_SHARE,
+            restore_prefault: crate::allocator::keeps_freed_memory(),
         }
     }
 }
@@ -283,6 +295,19 @@ impl IndexedLogging {
             return Err(DurabilityError::Failed(format!(
                 "the Indexer's deferral during a restore must be 0..={WALK_DEFER_LIMIT_MS} ms, not {}",
                 options.walk_defer_max_ms
+            )));
+        }
+        if !(options.restore_cpu_share > 0.0 && options.restore_cpu_share <= 1.0) {
+            return Err(DurabilityError::Failed(format!(
+                "the restore's share of the CPU must be in (0, 1], not {}",
+                options.restore_cpu_share
+            )));
+        }
+        if options.restore_walkers.is_some_and(|w| !(1..=restorer::WALKERS_MAX).contains(&w)) {
+            return Err(DurabilityError::Failed(format!(
+                "restore walkers must be 1..={}, not {}",
+                restorer::WALKERS_MAX,
+                options.restore_walkers.unwrap_or_default()
             )));
         }
         // The value scheme must not truncate its log on its own: this scheme's checkpoints
@@ -478,11 +503,15 @@ impl IndexedLogging {
             // The walk's reads would otherwise each pay for the write buffer the last commit's
             // epilogue left behind (`IndexStore::clear_write_buffer`).
             store.clear_write_buffer()?;
-            let paused = self.shared.options.restore_paused;
-            let restorer = Arc::new(match self.shared.options.restore_walkers {
-                Some(walkers) => Restorer::with_walkers(Arc::clone(&store), started, paused, walkers)?,
-                None => Restorer::new(Arc::clone(&store), started, paused)?,
-            });
+            let o = &self.shared.options;
+            let defaults = RestoreSettings::new();
+            let settings = RestoreSettings {
+                paused: o.restore_paused,
+                walkers: o.restore_walkers.unwrap_or(defaults.walkers),
+                cpu_share: o.restore_cpu_share,
+                prefault: o.restore_prefault,
+            };
+            let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings)?);
             for table in db.catalog().tables() {
                 table.begin_restore(restorer.clone());
             }

@@ -52,6 +52,7 @@
 //! ([`IndexStore::set_aside`]) and the process stops; the next start rebuilds the indexed log from
 //! the sequential log and the checkpoint.
 
+use super::governor::{Governor, ThreadClock};
 use super::store::{self, ImageReader, IndexStore};
 use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
@@ -89,6 +90,17 @@ pub const WALKERS_MAX: usize = 16;
 pub const READER_RENEW_MS: u64 = 100;
 /// Read transactions kept for on-demand fetches (a thread uses the slot its id picks).
 const READER_SLOTS: usize = 256;
+/// The default of [`RestoreSettings::cpu_share`].
+pub const RESTORE_CPU_SHARE: f64 = 0.4;
+/// Bytes a restored key takes in memory beside its image and its key: the record, the row's
+/// values, its slot in the point index and its entry in the ordered index. Measured on the
+/// server's table (two columns): 5 M keys of 15-byte keys and 60-byte images grew the process by
+/// 1.72 GB, 344 bytes a key. Wider rows take more (a value in memory is wider than encoded), so
+/// the estimate built on it is low for them, which only leaves part of their restore to fault
+/// its own pages.
+pub const RESTORED_KEY_FIXED_BYTES: u64 = 256;
+/// Images read at the start of the restore to estimate the memory it will fill.
+const PREFAULT_SAMPLE_KEYS: usize = 256;
 
 /// The end of a half-open key range.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -206,6 +218,11 @@ pub struct RestoreProgress {
     pub walkers: usize,
     /// Shards the key space was cut into.
     pub shards: usize,
+    /// Bytes of memory faulted in for the restore at its start.
+    pub prefaulted_bytes: u64,
+    /// Milliseconds walkers slept to keep the walk to its share of the CPU while the database
+    /// served (summed over walkers).
+    pub held_ms: f64,
 }
 
 impl RestoreProgress {
@@ -219,12 +236,53 @@ impl RestoreProgress {
     }
 }
 
+/// How a restore runs (from [`super::IndexedOptions`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RestoreSettings {
+    /// Start with the walk paused (tests hold it to observe the database half restored).
+    pub paused: bool,
+    /// Walker threads, 1..=[`WALKERS_MAX`].
+    pub walkers: usize,
+    /// The most of the machine's CPU the walk takes while the database serves requests, in
+    /// (0, 1]; 1 holds nothing back ([`super::governor`]).
+    pub cpu_share: f64,
+    /// Fault in the memory the restore will fill, at its start ([`Restorer::prefault_memory`]).
+    pub prefault: bool,
+}
+
+impl RestoreSettings {
+    /// The defaults: twice the cores as walkers (a restore shares the machine with the serving
+    /// threads, and the kernel shares it per thread), at least 2, at most [`WALKERS_MAX`];
+    /// [`RESTORE_CPU_SHARE`]; prefault when the allocator keeps freed memory.
+    pub fn new() -> RestoreSettings {
+        RestoreSettings {
+            paused: false,
+            walkers: (cores() * 2).clamp(2, WALKERS_MAX),
+            cpu_share: RESTORE_CPU_SHARE,
+            prefault: crate::allocator::keeps_freed_memory(),
+        }
+    }
+}
+
+impl Default for RestoreSettings {
+    fn default() -> RestoreSettings {
+        RestoreSettings::new()
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 /// A restore in progress: the tables' gate, and the walk's state.
 pub struct Restorer {
     store: Arc<IndexStore>,
     shards: Vec<Shard>,
     next_shard: AtomicUsize,
     walkers: usize,
+    prefault: bool,
+    governor: Governor,
+    prefaulted_bytes: AtomicU64,
     readers: Vec<Mutex<Option<(ImageReader, Instant)>>>,
     done: AtomicBool,
     walked_lock: Mutex<()>,
@@ -241,26 +299,13 @@ pub struct Restorer {
 }
 
 impl Restorer {
-    /// A restore from `store`, begun (recovery included) at `started`; the walk waits while
-    /// `paused` (tests hold it to observe the database half restored). Walkers: twice the cores
-    /// (a restore shares the machine with every connection's thread, and the scheduler shares it
-    /// per thread), at least 2, at most [`WALKERS_MAX`].
+    /// A restore from `store`, begun (recovery included) at `started`, run as `settings` say.
     pub fn new(
         store: Arc<IndexStore>,
         started: Instant,
-        paused: bool,
+        settings: RestoreSettings,
     ) -> Result<Restorer, crate::durability::DurabilityError> {
-        let walkers = std::thread::available_parallelism().map_or(2, |n| n.get() * 2).clamp(2, WALKERS_MAX);
-        Restorer::with_walkers(store, started, paused, walkers)
-    }
-
-    /// [`Restorer::new`] with `walkers` walker threads (1..=[`WALKERS_MAX`]).
-    pub fn with_walkers(
-        store: Arc<IndexStore>,
-        started: Instant,
-        paused: bool,
-        walkers: usize,
-    ) -> Result<Restorer, crate::durability::DurabilityError> {
+        assert!((1..=WALKERS_MAX).contains(&settings.walkers), "walkers must be 1..={WALKERS_MAX}");
         let total_keys = store.image_count()?;
         let shards = layout(&store.reader()?)?;
         assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
@@ -268,7 +313,10 @@ impl Restorer {
             store,
             shards,
             next_shard: AtomicUsize::new(0),
-            walkers: walkers.clamp(1, WALKERS_MAX),
+            walkers: settings.walkers,
+            prefault: settings.prefault,
+            governor: Governor::new(settings.cpu_share, cores()),
+            prefaulted_bytes: AtomicU64::new(0),
             readers: (0..READER_SLOTS).map(|_| Mutex::new(None)).collect(),
             done: AtomicBool::new(false),
             walked_lock: Mutex::new(()),
@@ -278,8 +326,8 @@ impl Restorer {
             on_demand_keys: AtomicU64::new(0),
             started,
             finished_ms: Mutex::new(None),
-            paused: Mutex::new(paused),
-            paused_now: AtomicBool::new(paused),
+            paused: Mutex::new(settings.paused),
+            paused_now: AtomicBool::new(settings.paused),
             paused_cv: Condvar::new(),
             stop: AtomicBool::new(false),
         })
@@ -301,6 +349,8 @@ impl Restorer {
             elapsed_ms: finished.unwrap_or_else(|| self.started.elapsed().as_secs_f64() * 1e3),
             walkers: self.walkers,
             shards: self.shards.len(),
+            prefaulted_bytes: self.prefaulted_bytes.load(Ordering::Relaxed),
+            held_ms: self.governor.held().as_secs_f64() * 1e3,
         }
     }
 
@@ -334,17 +384,32 @@ impl Restorer {
     /// The walk: runs [`Restorer::walkers`] walkers (this thread is one) until every shard is
     /// done, then ungates every table of `catalog`.
     pub fn run(&self, catalog: &ArcSwap<Catalog>) {
+        let walk_ended = AtomicBool::new(false);
         std::thread::scope(|scope| {
+            if self.prefault {
+                // No prefault is slower, not wrong.
+                let _ = std::thread::Builder::new()
+                    .name("lazarus-prefault".into())
+                    .spawn_scoped(scope, || self.prefault_memory(&walk_ended));
+            }
+            let mut walkers = Vec::new();
             for i in 1..self.walkers {
                 let spawned = std::thread::Builder::new()
                     .name(format!("lazarus-restorer-{i}"))
                     .spawn_scoped(scope, || self.walk(catalog));
-                if spawned.is_err() {
+                match spawned {
+                    Ok(walker) => walkers.push(walker),
                     // Fewer walkers: slower, not wrong.
-                    break;
+                    Err(_) => break,
                 }
             }
             self.walk(catalog);
+            for walker in walkers {
+                if walker.join().is_err() {
+                    fatal_with(&self.store, "a walker of the restore panicked");
+                }
+            }
+            walk_ended.store(true, Ordering::SeqCst);
         });
         if self.stop.load(Ordering::SeqCst) {
             return;
@@ -369,10 +434,11 @@ impl Restorer {
     fn walk(&self, catalog: &ArcSwap<Catalog>) {
         let mut reader = None;
         let mut batch = Vec::with_capacity(WALK_BATCH_KEYS);
+        let mut clock = ThreadClock::start();
         loop {
             let i = self.next_shard.fetch_add(1, Ordering::Relaxed);
             let Some(shard) = self.shards.get(i) else { return };
-            if !self.walk_shard(shard, catalog, &mut reader, &mut batch) {
+            if !self.walk_shard(shard, catalog, &mut reader, &mut batch, &mut clock) {
                 return;
             }
             self.walked.notify_all();
@@ -387,12 +453,14 @@ impl Restorer {
         catalog: &ArcSwap<Catalog>,
         reader: &mut Option<(ImageReader, Instant)>,
         batch: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        clock: &mut ThreadClock,
     ) -> bool {
         let mut position = shard.lo.clone();
         loop {
             if !self.wait_unpaused() {
                 return false;
             }
+            self.governor.charge(clock.lap());
             // Skip what requests restored ahead of the walk.
             if let Some(end) = shard.restored.lock().end_of(&position) {
                 match end {
@@ -441,6 +509,46 @@ impl Restorer {
         restored.intervals = BTreeMap::new();
         shard.done.store(true, Ordering::SeqCst);
         true
+    }
+
+    /// Faults in the memory the restore will fill ([`Restorer::restore_bytes_estimate`], at most
+    /// half the machine's), in blocks, until done or until the walk has ended. The kernel zeroes
+    /// a fresh page at its first touch, and a VM's host may back it only then: on this project's
+    /// VMs (Firecracker with free page reporting) memory a process freed is handed back to the
+    /// host about two seconds later, after which each fresh page costs a host fault too, and the
+    /// walk's first touches took half the walkers' time under load (`docs/indexed.md`, "Memory
+    /// faulted in ahead"). Faulted in at the start, in one call per block, it is the memory the
+    /// crashed process left, still backed; mimalloc, told to keep freed memory
+    /// ([`crate::allocator::keep_freed_memory`]), then serves the walk's allocations from it.
+    /// Its CPU is restore work the governor does not hold back.
+    fn prefault_memory(&self, walk_ended: &AtomicBool) {
+        let mut clock = ThreadClock::start();
+        let limit_bytes = crate::allocator::physical_memory_bytes().map_or(0, |b| b / 2);
+        let size_bytes = self.restore_bytes_estimate().min(limit_bytes as u64);
+        let size_bytes = usize::try_from(size_bytes).unwrap_or(limit_bytes);
+        let faulted = crate::allocator::prefault_while(size_bytes, |faulted_bytes| {
+            self.governor.exempt(clock.lap());
+            self.prefaulted_bytes.store(faulted_bytes as u64, Ordering::Relaxed);
+            !walk_ended.load(Ordering::Relaxed) && !self.stop.load(Ordering::Relaxed)
+        });
+        self.governor.exempt(clock.lap());
+        if let Err(e) = faulted {
+            eprintln!("lazarus: the restore's memory was not faulted in ahead ({e}); the walk faults in its own");
+        }
+    }
+
+    /// The memory the restore will fill, estimated from the first images of the indexed log:
+    /// their mean size plus [`RESTORED_KEY_FIXED_BYTES`], times the images (0 if the indexed log
+    /// cannot be read here; the walk reports that itself).
+    fn restore_bytes_estimate(&self) -> u64 {
+        let mut sample = Vec::with_capacity(PREFAULT_SAMPLE_KEYS);
+        let read = self.store.reader().and_then(|reader| reader.range(&[], None, PREFAULT_SAMPLE_KEYS, &mut sample));
+        if read.is_err() || sample.is_empty() {
+            return 0;
+        }
+        let sampled_bytes: u64 = sample.iter().map(|(key, image)| (key.len() + image.len()) as u64).sum();
+        let per_key_bytes = sampled_bytes / sample.len() as u64 + RESTORED_KEY_FIXED_BYTES;
+        per_key_bytes.saturating_mul(self.total_keys)
     }
 
     /// Waits while the walk is paused; false once it is stopped.

@@ -1,0 +1,274 @@
+//! The walk's share of the CPU while the database serves (`docs/indexed.md`, "The walk's share of
+//! the CPU").
+//!
+//! On a machine whose cores the clients keep busy, every CPU-second the walk takes is one the
+//! requests do not get; the kernel shares the CPU per thread, so the walk's share would depend on
+//! how many walkers there are against how many serving threads. The governor makes it a number:
+//! time is cut into periods of [`PERIOD_MS`]; in a period after one in which the rest of the
+//! process (event loops, fetching threads, loggers) took at least [`SERVING_CPU_PER_MILLE`] of a
+//! core, the walkers together may take at most `share × cores` of the period's CPU time, and a
+//! walker that finds the allowance spent sleeps until the period ends. In a period after an idle
+//! one the walk is not held back: nobody is waiting for the CPU it takes.
+//!
+//! The walkers report the CPU time they spend ([`ThreadClock`], the thread's own CPU clock, so a
+//! walker that was preempted is not charged for the wait); the rest of the process is the
+//! process's CPU clock minus the walk's and minus the CPU of restore work that is not throttled
+//! (the prefault of the restore's memory, [`Governor::exempt`]).
+
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Length of a period.
+pub const PERIOD_MS: u64 = 10;
+/// CPU the rest of the process must take in a period, in thousandths of one core, for the next
+/// period to count as serving: well above what the epoch and logger threads of an idle database
+/// take (a few microseconds every epoch), well below what one busy connection takes.
+pub const SERVING_CPU_PER_MILLE: u64 = 50;
+
+const PERIOD_NS: u64 = PERIOD_MS * 1_000_000;
+
+/// A thread's CPU clock, read in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
+pub struct ThreadClock {
+    last_ns: u64,
+}
+
+impl ThreadClock {
+    /// Starts counting from this thread's CPU time now.
+    pub fn start() -> ThreadClock {
+        ThreadClock { last_ns: cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) }
+    }
+
+    /// CPU nanoseconds this thread spent since the last lap (or the start).
+    pub fn lap(&mut self) -> u64 {
+        let now_ns = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        let spent_ns = now_ns.saturating_sub(self.last_ns);
+        self.last_ns = now_ns;
+        spent_ns
+    }
+}
+
+/// A CPU clock in nanoseconds (0 if the kernel does not answer: the governor then sees no
+/// serving and holds nothing back, which is the behaviour without it).
+fn cpu_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out pointer for the call's duration.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+/// What a period began with.
+struct Period {
+    /// The period's start, from [`Governor::epoch`].
+    start_ns: u64,
+    process_ns: u64,
+    walk_ns: u64,
+    exempt_ns: u64,
+}
+
+/// Holds the walkers to their share of the CPU while the database serves (module docs).
+pub struct Governor {
+    /// CPU nanoseconds the walk may take in a serving period (`u64::MAX`: no limit).
+    allowance_ns: u64,
+    epoch: Instant,
+    period: Mutex<Period>,
+    /// [`Period::start_ns`] and [`Period::walk_ns`] of the current period, read without the lock.
+    period_start_ns: AtomicU64,
+    period_walk_ns: AtomicU64,
+    /// Whether the current period is held to the allowance.
+    serving: AtomicBool,
+    walk_ns: AtomicU64,
+    exempt_ns: AtomicU64,
+    /// Nanoseconds walkers slept for the allowance, for the progress report.
+    held_ns: AtomicU64,
+    /// The process's CPU clock (a fake one in tests).
+    process_ns: fn() -> u64,
+}
+
+/// This process's CPU time in nanoseconds, all threads.
+fn process_cpu_ns() -> u64 {
+    cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+impl Governor {
+    /// A governor giving the walk `share` (0 < share ≤ 1) of `cores` cores while the database
+    /// serves; `share` 1 holds nothing back.
+    pub fn new(share: f64, cores: usize) -> Governor {
+        Governor::with_process_clock(share, cores, process_cpu_ns)
+    }
+
+    /// [`Governor::new`] reading the process's CPU time from `process_ns`.
+    pub fn with_process_clock(share: f64, cores: usize, process_ns: fn() -> u64) -> Governor {
+        assert!(share > 0.0 && share <= 1.0, "a share of the CPU is in (0, 1], not {share}");
+        let allowance_ns = if share >= 1.0 {
+            u64::MAX
+        } else {
+            // Truncating: a fraction of a nanosecond is nothing to hold back.
+            (share * cores.max(1) as f64 * PERIOD_NS as f64) as u64
+        };
+        let epoch = Instant::now();
+        Governor {
+            allowance_ns,
+            epoch,
+            period: Mutex::new(Period { start_ns: 0, process_ns: process_ns(), walk_ns: 0, exempt_ns: 0 }),
+            period_start_ns: AtomicU64::new(0),
+            period_walk_ns: AtomicU64::new(0),
+            serving: AtomicBool::new(false),
+            walk_ns: AtomicU64::new(0),
+            exempt_ns: AtomicU64::new(0),
+            held_ns: AtomicU64::new(0),
+            process_ns,
+        }
+    }
+
+    /// Charges `spent_ns` of a walker's CPU to the walk, and sleeps while the walk has taken its
+    /// allowance of a serving period.
+    pub fn charge(&self, spent_ns: u64) {
+        let walk_ns = self.walk_ns.fetch_add(spent_ns, Ordering::Relaxed) + spent_ns;
+        if self.allowance_ns == u64::MAX {
+            return;
+        }
+        loop {
+            let now_ns = self.now_ns();
+            let start_ns = self.period_start_ns.load(Ordering::Acquire);
+            if now_ns >= start_ns + PERIOD_NS {
+                self.roll(now_ns);
+                if self.period_start_ns.load(Ordering::Acquire) == start_ns {
+                    // Another thread is rolling it: go on, it will have rolled by the next charge.
+                    return;
+                }
+                continue;
+            }
+            let used_ns = walk_ns.saturating_sub(self.period_walk_ns.load(Ordering::Acquire));
+            if !self.serving.load(Ordering::Acquire) || used_ns < self.allowance_ns {
+                return;
+            }
+            let wait_ns = start_ns + PERIOD_NS - now_ns;
+            self.held_ns.fetch_add(wait_ns, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_nanos(wait_ns));
+        }
+    }
+
+    /// Charges `spent_ns` of CPU spent on restore work that is not held back (it does not count as
+    /// the walk's, nor as serving).
+    pub fn exempt(&self, spent_ns: u64) {
+        self.exempt_ns.fetch_add(spent_ns, Ordering::Relaxed);
+    }
+
+    /// How long walkers have slept for the allowance, summed over walkers.
+    pub fn held(&self) -> Duration {
+        Duration::from_nanos(self.held_ns.load(Ordering::Relaxed))
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Starts a new period at `now_ns` (unless another thread is doing so): it is a serving one if
+    /// the rest of the process took [`SERVING_CPU_PER_MILLE`] of a core in the one that ended.
+    fn roll(&self, now_ns: u64) {
+        let Some(mut period) = self.period.try_lock() else { return };
+        if now_ns < period.start_ns + PERIOD_NS {
+            return;
+        }
+        let process_ns = (self.process_ns)();
+        let walk_ns = self.walk_ns.load(Ordering::Relaxed);
+        let exempt_ns = self.exempt_ns.load(Ordering::Relaxed);
+        let others_ns = process_ns
+            .saturating_sub(period.process_ns)
+            .saturating_sub(walk_ns.saturating_sub(period.walk_ns))
+            .saturating_sub(exempt_ns.saturating_sub(period.exempt_ns));
+        let elapsed_ns = now_ns - period.start_ns;
+        let serving = others_ns.saturating_mul(1000) >= elapsed_ns.saturating_mul(SERVING_CPU_PER_MILLE);
+        *period = Period { start_ns: now_ns, process_ns, walk_ns, exempt_ns };
+        self.serving.store(serving, Ordering::Release);
+        self.period_walk_ns.store(walk_ns, Ordering::Release);
+        self.period_start_ns.store(now_ns, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// Charges `charges` walker milliseconds one by one, advancing the fake process clock by each
+    /// and by `others_ms_each` of the rest of the process, after a first period in which the rest
+    /// of the process took `others_first_ms`; returns the governor.
+    fn run(clock: &'static AtomicU64, process: fn() -> u64, share: f64, others: (u64, u64), charges: u64) -> Governor {
+        let governor = Governor::with_process_clock(share, 1, process);
+        let (others_first_ms, others_ms_each) = others;
+        clock.fetch_add(others_first_ms * MS, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(PERIOD_MS + 1));
+        for _ in 0..charges {
+            clock.fetch_add((1 + others_ms_each) * MS, Ordering::Relaxed);
+            governor.charge(MS);
+        }
+        governor
+    }
+
+    #[test]
+    fn a_serving_process_holds_the_walk_to_its_share() {
+        static CLOCK: AtomicU64 = AtomicU64::new(0);
+        let started = Instant::now();
+        // Half of one core: 5 ms of walk per 10 ms period, so 50 ms of walk take 9 periods of
+        // waiting at least (the first 5 charges pass in the first serving period).
+        let governor = run(&CLOCK, || CLOCK.load(Ordering::Relaxed), 0.5, (PERIOD_MS, 1), 50);
+        let held = governor.held();
+        assert!(held >= Duration::from_millis(9 * PERIOD_MS / 2), "held only {held:?}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(9 * PERIOD_MS),
+            "50 ms of walk passed in {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn an_idle_process_does_not_hold_the_walk() {
+        static CLOCK: AtomicU64 = AtomicU64::new(0);
+        let governor = run(&CLOCK, || CLOCK.load(Ordering::Relaxed), 0.5, (0, 0), 200);
+        assert_eq!(governor.held(), Duration::ZERO, "the walk was held with nobody served");
+    }
+
+    #[test]
+    fn a_share_of_one_never_holds_the_walk() {
+        static CLOCK: AtomicU64 = AtomicU64::new(0);
+        let governor = run(&CLOCK, || CLOCK.load(Ordering::Relaxed), 1.0, (PERIOD_MS, 1), 200);
+        assert_eq!(governor.held(), Duration::ZERO);
+    }
+
+    #[test]
+    fn exempt_work_is_not_serving() {
+        static CLOCK: AtomicU64 = AtomicU64::new(0);
+        let governor = Governor::with_process_clock(0.5, 1, || CLOCK.load(Ordering::Relaxed));
+        // The first period: only exempt work (a prefault) ran.
+        CLOCK.fetch_add(PERIOD_MS * MS, Ordering::Relaxed);
+        governor.exempt(PERIOD_MS * MS);
+        std::thread::sleep(Duration::from_millis(PERIOD_MS + 1));
+        for _ in 0..50 {
+            CLOCK.fetch_add(MS, Ordering::Relaxed);
+            governor.charge(MS);
+        }
+        assert_eq!(governor.held(), Duration::ZERO, "a prefault counted as serving");
+    }
+
+    #[test]
+    fn the_thread_clock_counts_this_threads_work() {
+        let mut clock = ThreadClock::start();
+        let mut x = 0u64;
+        let spin = Instant::now();
+        while spin.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let spent = clock.lap();
+        assert!(spent >= 5 * MS, "20 ms of spinning counted {spent} ns");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(clock.lap() < 5 * MS, "a sleep counted as CPU");
+    }
+}
