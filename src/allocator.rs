@@ -1,8 +1,6 @@
 //! How the allocator the `lazarus` binary links (mimalloc) is tuned, shared with the benchmarks
 //! that link it too, so that they measure the allocation costs the product has.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 /// `mi_option_purge_delay` in mimalloc v3's `mi_option_e` (include/mimalloc.h); the Rust bindings
 /// do not name it.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
@@ -22,22 +20,6 @@ pub unsafe fn keep_freed_memory() {
     // SAFETY: `mi_option_set` stores an integer in mimalloc's option table and takes no pointer;
     // the caller guarantees no other thread exists to read it meanwhile.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-    KEEPS_FREED_MEMORY.store(true, Ordering::Relaxed);
-}
-
-/// Set by [`keep_freed_memory`]: this process's allocator keeps what is freed, so memory faulted
-/// in ahead ([`prefault`]) is there for later allocations.
-static KEEPS_FREED_MEMORY: AtomicBool = AtomicBool::new(false);
-
-/// Whether [`keep_freed_memory`] was called: only then is faulting memory in ahead of use worth
-/// its cost (under another allocator the blocks go back to the kernel when freed).
-pub fn keeps_freed_memory() -> bool {
-    KEEPS_FREED_MEMORY.load(Ordering::Relaxed)
-}
-
-/// The machine's physical memory in bytes, if the kernel says.
-pub fn physical_memory_bytes() -> Option<usize> {
-    system_sizes().map(|(_, physical_bytes)| physical_bytes)
 }
 
 /// Size of the blocks [`prefault`] allocates: large enough that mimalloc gives each its own
@@ -65,12 +47,6 @@ pub enum PrefaultError {
 /// serving; under an allocator that returns freed blocks to the kernel it is only a cost.
 /// Returns the bytes faulted in.
 pub fn prefault(size_bytes: usize) -> Result<usize, PrefaultError> {
-    prefault_while(size_bytes, |_| true)
-}
-
-/// [`prefault`], asking `keep_going` with the bytes faulted in so far after each block whether to
-/// go on: it stops early (and returns the bytes faulted in) when the answer is `false`.
-pub fn prefault_while(size_bytes: usize, mut keep_going: impl FnMut(usize) -> bool) -> Result<usize, PrefaultError> {
     let (page_bytes, physical_bytes) = system_sizes().ok_or(PrefaultError::NoSystemSizes)?;
     if size_bytes > physical_bytes {
         return Err(PrefaultError::MoreThanMemory { size_bytes, physical_bytes });
@@ -91,10 +67,6 @@ pub fn prefault_while(size_bytes: usize, mut keep_going: impl FnMut(usize) -> bo
         held.push(block);
         if let Err(e) = populate(block, page_bytes) {
             result = Err(PrefaultError::Populate(e));
-            break;
-        }
-        if !keep_going(held.len() * PREFAULT_BLOCK_BYTES) {
-            result = Ok(held.len() * PREFAULT_BLOCK_BYTES);
             break;
         }
     }
@@ -161,18 +133,6 @@ mod tests {
         let huge_pages = (4 * PREFAULT_BLOCK_BYTES / (2 << 20)) as i64;
         assert!(faults >= huge_pages, "{faults} page faults for {faulted_bytes} bytes of {page_bytes}-byte pages");
         assert_eq!(prefault(0).expect("prefault of nothing"), 0);
-    }
-
-    #[test]
-    fn prefault_stops_when_told() {
-        let mut asked = Vec::new();
-        let faulted_bytes = prefault_while(3 * PREFAULT_BLOCK_BYTES, |so_far| {
-            asked.push(so_far);
-            so_far < 2 * PREFAULT_BLOCK_BYTES
-        })
-        .expect("prefault of 24 MiB");
-        assert_eq!(faulted_bytes, 2 * PREFAULT_BLOCK_BYTES, "asked {asked:?}");
-        assert_eq!(asked, [PREFAULT_BLOCK_BYTES, 2 * PREFAULT_BLOCK_BYTES]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! transaction acknowledged) and its Indexer idle: the copy is what a kill at that moment leaves,
 //! with a tail of the sequential log not yet indexed.
 
-use lazarus::durability::indexed::restorer::{RESTORED_KEY_FIXED_BYTES, WALKERS_MAX};
+use lazarus::durability::indexed::restorer::WALKERS_MAX;
 use lazarus::durability::indexed::store::INDEX_FILE;
 use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use lazarus::durability::{DurabilityTicket, LogScheme};
@@ -408,42 +408,36 @@ fn one_walker_restores_everything() {
     db.close().unwrap();
 }
 
-/// Asked to, the restore faults in the memory it will fill before the walk needs it (at least a
-/// fixed cost per image, at most the images' sizes on top, in whole blocks); not asked, it faults
-/// in nothing. Either way it restores the same state.
+/// With a small share of the CPU, a restore while the process is busy (a thread spinning here
+/// stands for the serving threads) is held back at times, and still restores everything.
 #[test]
-fn the_restore_faults_in_its_memory_ahead_only_when_asked() {
+fn a_restore_while_serving_keeps_to_its_share_of_the_cpu() {
     let root = tempfile::tempdir().unwrap();
     let (image, state) = big_crash_image(root.path());
-    for prefault in [true, false] {
-        let copy = root.path().join(format!("prefault-{prefault}"));
-        copy_tree(&image, &copy);
-        let mut o = options(&copy, IndexMode::Async);
-        o.restore_prefault = prefault;
-        // The prefault runs while the walk waits (it stops early once the walk has ended).
-        o.restore_paused = true;
-        let (db, scheme) = open(o);
-        let images = scheme.restore_progress().expect("a restore is running").total_keys;
-        let least_bytes = images * RESTORED_KEY_FIXED_BYTES;
-        let faulted = || scheme.restore_progress().map_or(0, |p| p.prefaulted_bytes);
-        if prefault {
-            assert!(
-                eventually(std::time::Duration::from_secs(10), || faulted() >= least_bytes),
-                "{} bytes faulted in for {images} images",
-                faulted()
-            );
-        }
-        scheme.set_restore_paused(false);
-        scheme.wait_restored();
-        if prefault {
-            let most_bytes = least_bytes + images * 1024 + (8 << 20);
-            assert!(faulted() <= most_bytes, "{} bytes faulted in for {images} images", faulted());
-        } else {
-            assert_eq!(faulted(), 0);
-        }
-        assert_eq!(rows_of(&db), state);
-        db.close().unwrap();
-    }
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_cpu_share = 0.05;
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    let spinning = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spinner = {
+        let spinning = Arc::clone(&spinning);
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        })
+    };
+    // A first period of the governor with the spinner busy, so the walk starts in a serving one.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
+    spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    let progress = scheme.restore_progress().expect("a restore ran");
+    assert!(progress.held_ms > 0.0, "the walk was never held: {progress:?}");
+    assert_eq!(rows_of(&db), state);
+    db.close().unwrap();
 }
 
 /// The restore's settings out of range are refused with what was wrong.

@@ -1295,14 +1295,11 @@ struct ServeArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     restore_walkers: Option<u16>,
     /// `indexed`, `indexed-sync`: the most of the machine's CPU the restore's walk takes while
-    /// clients are served, in (0, 1]; 1 leaves it to the kernel. Unloaded, the walk runs at full
-    /// speed (docs/indexed.md, "The walk's share of the CPU") [default: 0.4].
+    /// clients are served, in (0, 1]; 1 leaves it to the kernel. Smaller serves more requests
+    /// during a restore under load and makes it slower; unloaded, the walk runs at full speed
+    /// whatever this says (docs/indexed.md, "The walk's share of the CPU") [default: 1].
     #[arg(long)]
     restore_cpu_share: Option<f64>,
-    /// `indexed`, `indexed-sync`: do not fault in the memory the restore will fill at its start
-    /// (docs/indexed.md, "Memory faulted in ahead").
-    #[arg(long)]
-    no_restore_prefault: bool,
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -1324,7 +1321,6 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             if let Some(share) = args.restore_cpu_share {
                 options.restore_cpu_share = share;
             }
-            options.restore_prefault = !args.no_restore_prefault;
             let scheme = Arc::new(IndexedLogging::new(options)?);
             indexed = Some(Arc::clone(&scheme));
             scheme
@@ -1422,9 +1418,6 @@ struct InstantBenchArgs {
     /// `lazarus serve --restore-cpu-share` for the Lazarus targets [default: the server's].
     #[arg(long)]
     restore_cpu_share: Option<f64>,
-    /// `lazarus serve --no-restore-prefault` for the Lazarus targets.
-    #[arg(long)]
-    no_restore_prefault: bool,
     /// The `lazarus` executable to run as the server (default: this one), e.g. an older build
     /// compared under the same driver.
     #[arg(long)]
@@ -1460,7 +1453,6 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         settle_s: args.settle_s,
         restore_walkers: args.restore_walkers,
         restore_cpu_share: args.restore_cpu_share,
-        restore_prefault: !args.no_restore_prefault,
     };
     let results = instant_bench::run(&options)?;
     let mut summary = String::from(

@@ -129,8 +129,6 @@ pub struct InstantBenchOptions {
     pub restore_walkers: Option<u16>,
     /// `lazarus serve --restore-cpu-share` for the Lazarus targets (`None`: its default).
     pub restore_cpu_share: Option<f64>,
-    /// `false`: `lazarus serve --no-restore-prefault` for the Lazarus targets.
-    pub restore_prefault: bool,
 }
 
 /// What one restart under load measured.
@@ -211,9 +209,6 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
             }
             if let Some(share) = options.restore_cpu_share {
                 c.args(["--restore-cpu-share", &share.to_string()]);
-            }
-            if !options.restore_prefault {
-                c.arg("--no-restore-prefault");
             }
             c
         }

@@ -12,8 +12,7 @@
 //!
 //! The walkers report the CPU time they spend ([`ThreadClock`], the thread's own CPU clock, so a
 //! walker that was preempted is not charged for the wait); the rest of the process is the
-//! process's CPU clock minus the walk's and minus the CPU of restore work that is not throttled
-//! (the prefault of the restore's memory, [`Governor::exempt`]).
+//! process's CPU clock minus the walk's.
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -68,7 +67,6 @@ struct Period {
     start_ns: u64,
     process_ns: u64,
     walk_ns: u64,
-    exempt_ns: u64,
 }
 
 /// Holds the walkers to their share of the CPU while the database serves (module docs).
@@ -83,7 +81,6 @@ pub struct Governor {
     /// Whether the current period is held to the allowance.
     serving: AtomicBool,
     walk_ns: AtomicU64,
-    exempt_ns: AtomicU64,
     /// Nanoseconds walkers slept for the allowance, for the progress report.
     held_ns: AtomicU64,
     /// The process's CPU clock (a fake one in tests).
@@ -115,12 +112,11 @@ impl Governor {
         Governor {
             allowance_ns,
             epoch,
-            period: Mutex::new(Period { start_ns: 0, process_ns: process_ns(), walk_ns: 0, exempt_ns: 0 }),
+            period: Mutex::new(Period { start_ns: 0, process_ns: process_ns(), walk_ns: 0 }),
             period_start_ns: AtomicU64::new(0),
             period_walk_ns: AtomicU64::new(0),
             serving: AtomicBool::new(false),
             walk_ns: AtomicU64::new(0),
-            exempt_ns: AtomicU64::new(0),
             held_ns: AtomicU64::new(0),
             process_ns,
         }
@@ -154,12 +150,6 @@ impl Governor {
         }
     }
 
-    /// Charges `spent_ns` of CPU spent on restore work that is not held back (it does not count as
-    /// the walk's, nor as serving).
-    pub fn exempt(&self, spent_ns: u64) {
-        self.exempt_ns.fetch_add(spent_ns, Ordering::Relaxed);
-    }
-
     /// How long walkers have slept for the allowance, summed over walkers.
     pub fn held(&self) -> Duration {
         Duration::from_nanos(self.held_ns.load(Ordering::Relaxed))
@@ -178,14 +168,11 @@ impl Governor {
         }
         let process_ns = (self.process_ns)();
         let walk_ns = self.walk_ns.load(Ordering::Relaxed);
-        let exempt_ns = self.exempt_ns.load(Ordering::Relaxed);
-        let others_ns = process_ns
-            .saturating_sub(period.process_ns)
-            .saturating_sub(walk_ns.saturating_sub(period.walk_ns))
-            .saturating_sub(exempt_ns.saturating_sub(period.exempt_ns));
+        let others_ns =
+            process_ns.saturating_sub(period.process_ns).saturating_sub(walk_ns.saturating_sub(period.walk_ns));
         let elapsed_ns = now_ns - period.start_ns;
         let serving = others_ns.saturating_mul(1000) >= elapsed_ns.saturating_mul(SERVING_CPU_PER_MILLE);
-        *period = Period { start_ns: now_ns, process_ns, walk_ns, exempt_ns };
+        *period = Period { start_ns: now_ns, process_ns, walk_ns };
         self.serving.store(serving, Ordering::Release);
         self.period_walk_ns.store(walk_ns, Ordering::Release);
         self.period_start_ns.store(now_ns, Ordering::Release);
@@ -241,21 +228,6 @@ mod tests {
         static CLOCK: AtomicU64 = AtomicU64::new(0);
         let governor = run(&CLOCK, || CLOCK.load(Ordering::Relaxed), 1.0, (PERIOD_MS, 1), 200);
         assert_eq!(governor.held(), Duration::ZERO);
-    }
-
-    #[test]
-    fn exempt_work_is_not_serving() {
-        static CLOCK: AtomicU64 = AtomicU64::new(0);
-        let governor = Governor::with_process_clock(0.5, 1, || CLOCK.load(Ordering::Relaxed));
-        // The first period: only exempt work (a prefault) ran.
-        CLOCK.fetch_add(PERIOD_MS * MS, Ordering::Relaxed);
-        governor.exempt(PERIOD_MS * MS);
-        std::thread::sleep(Duration::from_millis(PERIOD_MS + 1));
-        for _ in 0..50 {
-            CLOCK.fetch_add(MS, Ordering::Relaxed);
-            governor.charge(MS);
-        }
-        assert_eq!(governor.held(), Duration::ZERO, "a prefault counted as serving");
     }
 
     #[test]

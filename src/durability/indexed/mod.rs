@@ -93,11 +93,6 @@ pub struct IndexedOptions {
     /// requests, in (0, 1] (1: as much as the kernel gives it). Unloaded, the walk runs at full
     /// speed whatever this says (`docs/indexed.md`, "The walk's share of the CPU").
     pub restore_cpu_share: f64,
-    /// Fault in the memory the restore will fill at its start (`docs/indexed.md`, "Memory faulted
-    /// in ahead"). On by default when the process's allocator keeps freed memory
-    /// ([`crate::allocator::keep_freed_memory`], as the `lazarus` binary's does): under another
-    /// allocator the faulted blocks go back to the kernel when freed and it only costs.
-    pub restore_prefault: bool,
 }
 
 impl IndexedOptions {
@@ -112,7 +107,6 @@ impl IndexedOptions {
             restore_walkers: None,
             walk_defer_max_ms: WALK_DEFER_MAX_MS,
             restore_cpu_share: restorer::RESTORE_CPU_SHARE,
-            restore_prefault: crate::allocator::keeps_freed_memory(),
         }
     }
 }
@@ -509,7 +503,6 @@ impl IndexedLogging {
                 paused: o.restore_paused,
                 walkers: o.restore_walkers.unwrap_or(defaults.walkers),
                 cpu_share: o.restore_cpu_share,
-                prefault: o.restore_prefault,
             };
             let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings)?);
             for table in db.catalog().tables() {

@@ -90,17 +90,10 @@ pub const WALKERS_MAX: usize = 16;
 pub const READER_RENEW_MS: u64 = 100;
 /// Read transactions kept for on-demand fetches (a thread uses the slot its id picks).
 const READER_SLOTS: usize = 256;
-/// The default of [`RestoreSettings::cpu_share`].
-pub const RESTORE_CPU_SHARE: f64 = 0.4;
-/// Bytes a restored key takes in memory beside its image and its key: the record, the row's
-/// values, its slot in the point index and its entry in the ordered index. Measured on the
-/// server's table (two columns): 5 M keys of 15-byte keys and 60-byte images grew the process by
-/// 1.72 GB, 344 bytes a key. Wider rows take more (a value in memory is wider than encoded), so
-/// the estimate built on it is low for them, which only leaves part of their restore to fault
-/// its own pages.
-pub const RESTORED_KEY_FIXED_BYTES: u64 = 256;
-/// Images read at the start of the restore to estimate the memory it will fill.
-const PREFAULT_SAMPLE_KEYS: usize = 256;
+/// The default of [`RestoreSettings::cpu_share`]: the kernel shares the CPU between the walkers
+/// and the serving threads. A smaller share serves more requests during a restore under load and
+/// makes that restore slower, about one for one (`docs/indexed.md`, "The walk's share of the CPU").
+pub const RESTORE_CPU_SHARE: f64 = 1.0;
 
 /// The end of a half-open key range.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -218,8 +211,6 @@ pub struct RestoreProgress {
     pub walkers: usize,
     /// Shards the key space was cut into.
     pub shards: usize,
-    /// Bytes of memory faulted in for the restore at its start.
-    pub prefaulted_bytes: u64,
     /// Milliseconds walkers slept to keep the walk to its share of the CPU while the database
     /// served (summed over walkers).
     pub held_ms: f64,
@@ -246,21 +237,14 @@ pub struct RestoreSettings {
     /// The most of the machine's CPU the walk takes while the database serves requests, in
     /// (0, 1]; 1 holds nothing back ([`super::governor`]).
     pub cpu_share: f64,
-    /// Fault in the memory the restore will fill, at its start ([`Restorer::prefault_memory`]).
-    pub prefault: bool,
 }
 
 impl RestoreSettings {
     /// The defaults: twice the cores as walkers (a restore shares the machine with the serving
     /// threads, and the kernel shares it per thread), at least 2, at most [`WALKERS_MAX`];
-    /// [`RESTORE_CPU_SHARE`]; prefault when the allocator keeps freed memory.
+    /// [`RESTORE_CPU_SHARE`].
     pub fn new() -> RestoreSettings {
-        RestoreSettings {
-            paused: false,
-            walkers: (cores() * 2).clamp(2, WALKERS_MAX),
-            cpu_share: RESTORE_CPU_SHARE,
-            prefault: crate::allocator::keeps_freed_memory(),
-        }
+        RestoreSettings { paused: false, walkers: (cores() * 2).clamp(2, WALKERS_MAX), cpu_share: RESTORE_CPU_SHARE }
     }
 }
 
@@ -280,9 +264,8 @@ pub struct Restorer {
     shards: Vec<Shard>,
     next_shard: AtomicUsize,
     walkers: usize,
-    prefault: bool,
-    governor: Governor,
-    prefaulted_bytes: AtomicU64,
+    /// `None` with a share of 1: nothing to hold back, and no CPU clock to read per batch.
+    governor: Option<Governor>,
     readers: Vec<Mutex<Option<(ImageReader, Instant)>>>,
     done: AtomicBool,
     walked_lock: Mutex<()>,
@@ -314,9 +297,7 @@ impl Restorer {
             shards,
             next_shard: AtomicUsize::new(0),
             walkers: settings.walkers,
-            prefault: settings.prefault,
-            governor: Governor::new(settings.cpu_share, cores()),
-            prefaulted_bytes: AtomicU64::new(0),
+            governor: (settings.cpu_share < 1.0).then(|| Governor::new(settings.cpu_share, cores())),
             readers: (0..READER_SLOTS).map(|_| Mutex::new(None)).collect(),
             done: AtomicBool::new(false),
             walked_lock: Mutex::new(()),
@@ -349,8 +330,7 @@ impl Restorer {
             elapsed_ms: finished.unwrap_or_else(|| self.started.elapsed().as_secs_f64() * 1e3),
             walkers: self.walkers,
             shards: self.shards.len(),
-            prefaulted_bytes: self.prefaulted_bytes.load(Ordering::Relaxed),
-            held_ms: self.governor.held().as_secs_f64() * 1e3,
+            held_ms: self.governor.as_ref().map_or(0.0, |g| g.held().as_secs_f64() * 1e3),
         }
     }
 
@@ -384,32 +364,17 @@ impl Restorer {
     /// The walk: runs [`Restorer::walkers`] walkers (this thread is one) until every shard is
     /// done, then ungates every table of `catalog`.
     pub fn run(&self, catalog: &ArcSwap<Catalog>) {
-        let walk_ended = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            if self.prefault {
-                // No prefault is slower, not wrong.
-                let _ = std::thread::Builder::new()
-                    .name("lazarus-prefault".into())
-                    .spawn_scoped(scope, || self.prefault_memory(&walk_ended));
-            }
-            let mut walkers = Vec::new();
             for i in 1..self.walkers {
                 let spawned = std::thread::Builder::new()
                     .name(format!("lazarus-restorer-{i}"))
                     .spawn_scoped(scope, || self.walk(catalog));
-                match spawned {
-                    Ok(walker) => walkers.push(walker),
+                if spawned.is_err() {
                     // Fewer walkers: slower, not wrong.
-                    Err(_) => break,
+                    break;
                 }
             }
             self.walk(catalog);
-            for walker in walkers {
-                if walker.join().is_err() {
-                    fatal_with(&self.store, "a walker of the restore panicked");
-                }
-            }
-            walk_ended.store(true, Ordering::SeqCst);
         });
         if self.stop.load(Ordering::SeqCst) {
             return;
@@ -460,7 +425,9 @@ impl Restorer {
             if !self.wait_unpaused() {
                 return false;
             }
-            self.governor.charge(clock.lap());
+            if let Some(governor) = &self.governor {
+                governor.charge(clock.lap());
+            }
             // Skip what requests restored ahead of the walk.
             if let Some(end) = shard.restored.lock().end_of(&position) {
                 match end {
@@ -509,46 +476,6 @@ impl Restorer {
         restored.intervals = BTreeMap::new();
         shard.done.store(true, Ordering::SeqCst);
         true
-    }
-
-    /// Faults in the memory the restore will fill ([`Restorer::restore_bytes_estimate`], at most
-    /// half the machine's), in blocks, until done or until the walk has ended. The kernel zeroes
-    /// a fresh page at its first touch, and a VM's host may back it only then: on this project's
-    /// VMs (Firecracker with free page reporting) memory a process freed is handed back to the
-    /// host about two seconds later, after which each fresh page costs a host fault too, and the
-    /// walk's first touches took half the walkers' time under load (`docs/indexed.md`, "Memory
-    /// faulted in ahead"). Faulted in at the start, in one call per block, it is the memory the
-    /// crashed process left, still backed; mimalloc, told to keep freed memory
-    /// ([`crate::allocator::keep_freed_memory`]), then serves the walk's allocations from it.
-    /// Its CPU is restore work the governor does not hold back.
-    fn prefault_memory(&self, walk_ended: &AtomicBool) {
-        let mut clock = ThreadClock::start();
-        let limit_bytes = crate::allocator::physical_memory_bytes().map_or(0, |b| b / 2);
-        let size_bytes = self.restore_bytes_estimate().min(limit_bytes as u64);
-        let size_bytes = usize::try_from(size_bytes).unwrap_or(limit_bytes);
-        let faulted = crate::allocator::prefault_while(size_bytes, |faulted_bytes| {
-            self.governor.exempt(clock.lap());
-            self.prefaulted_bytes.store(faulted_bytes as u64, Ordering::Relaxed);
-            !walk_ended.load(Ordering::Relaxed) && !self.stop.load(Ordering::Relaxed)
-        });
-        self.governor.exempt(clock.lap());
-        if let Err(e) = faulted {
-            eprintln!("lazarus: the restore's memory was not faulted in ahead ({e}); the walk faults in its own");
-        }
-    }
-
-    /// The memory the restore will fill, estimated from the first images of the indexed log:
-    /// their mean size plus [`RESTORED_KEY_FIXED_BYTES`], times the images (0 if the indexed log
-    /// cannot be read here; the walk reports that itself).
-    fn restore_bytes_estimate(&self) -> u64 {
-        let mut sample = Vec::with_capacity(PREFAULT_SAMPLE_KEYS);
-        let read = self.store.reader().and_then(|reader| reader.range(&[], None, PREFAULT_SAMPLE_KEYS, &mut sample));
-        if read.is_err() || sample.is_empty() {
-            return 0;
-        }
-        let sampled_bytes: u64 = sample.iter().map(|(key, image)| (key.len() + image.len()) as u64).sum();
-        let per_key_bytes = sampled_bytes / sample.len() as u64 + RESTORED_KEY_FIXED_BYTES;
-        per_key_bytes.saturating_mul(self.total_keys)
     }
 
     /// Waits while the walk is paused; false once it is stopped.
