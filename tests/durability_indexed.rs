@@ -408,6 +408,28 @@ fn one_walker_restores_everything() {
     db.close().unwrap();
 }
 
+/// The restore of an indexed log holding one table makes room in that table's point index for
+/// all its images before the walk (the walk then rebuilds none of its arrays).
+#[test]
+fn a_one_table_restore_sizes_the_point_index_first() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, state) = big_crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    let images = scheme.restore_progress().expect("a restore is running").total_keys as usize;
+    let table = db.catalog().table_by_name("kv").expect("table kv").clone();
+    // The walk is paused; the sizing runs first on the restore's thread.
+    let room = || table.point.slot_count() * 3 / 4;
+    assert!(eventually(std::time::Duration::from_secs(10), || room() >= images), "room for {} of {images}", room());
+    let before = table.point.slot_count();
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
+    assert_eq!(table.point.slot_count(), before, "the walk rebuilt the point index's arrays");
+    assert_eq!(rows_of(&db), state);
+    db.close().unwrap();
+}
+
 /// With a small share of the CPU, a restore while the process is busy (a thread spinning here
 /// stands for the serving threads) is held back at times, and still restores everything.
 #[test]

@@ -550,15 +550,19 @@ impl PointIndex {
     /// is how far apart lookups land (an index sized ahead by [`PointIndex::reserve`] has many
     /// more slots than entries).
     pub fn misses_cache(&self) -> bool {
+        self.slot_count() >= CACHED_SLOTS_MAX
+    }
+
+    /// Slots in the shards' arrays, used or not: how many entries fit before arrays are rebuilt
+    /// is three quarters of it.
+    pub fn slot_count(&self) -> usize {
         let guard = crossbeam_epoch::pin();
         // SAFETY: as in `get`.
-        let slots: usize = self
-            .shards
+        self.shards
             .iter()
             .filter_map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() })
             .map(|s| s.slots.len())
-            .sum();
-        slots >= CACHED_SLOTS_MAX
+            .sum()
     }
 
     /// Whether there are no entries.

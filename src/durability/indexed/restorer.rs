@@ -56,7 +56,7 @@ use super::governor::{Governor, ThreadClock};
 use super::store::{self, ImageReader, IndexStore};
 use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
-use crate::storage::{Catalog, Key, Row};
+use crate::storage::{Catalog, Key, Row, TableId};
 use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -264,6 +264,8 @@ pub struct Restorer {
     shards: Vec<Shard>,
     next_shard: AtomicUsize,
     walkers: usize,
+    /// The tables the indexed log holds images of, in id order (at most [`TABLES_MAX`]).
+    image_tables: Vec<TableId>,
     /// `None` with a share of 1: nothing to hold back, and no CPU clock to read per batch.
     governor: Option<Governor>,
     readers: Vec<Mutex<Option<(ImageReader, Instant)>>>,
@@ -290,13 +292,14 @@ impl Restorer {
     ) -> Result<Restorer, crate::durability::DurabilityError> {
         assert!((1..=WALKERS_MAX).contains(&settings.walkers), "walkers must be 1..={WALKERS_MAX}");
         let total_keys = store.image_count()?;
-        let shards = layout(&store.reader()?)?;
+        let (shards, image_tables) = layout(&store.reader()?)?;
         assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
         Ok(Restorer {
             store,
             shards,
             next_shard: AtomicUsize::new(0),
             walkers: settings.walkers,
+            image_tables,
             governor: (settings.cpu_share < 1.0).then(|| Governor::new(settings.cpu_share, cores())),
             readers: (0..READER_SLOTS).map(|_| Mutex::new(None)).collect(),
             done: AtomicBool::new(false),
@@ -364,6 +367,7 @@ impl Restorer {
     /// The walk: runs [`Restorer::walkers`] walkers (this thread is one) until every shard is
     /// done, then ungates every table of `catalog`.
     pub fn run(&self, catalog: &ArcSwap<Catalog>) {
+        self.size_point_index(&catalog.load());
         std::thread::scope(|scope| {
             for i in 1..self.walkers {
                 let spawned = std::thread::Builder::new()
@@ -393,6 +397,20 @@ impl Restorer {
             *slot.lock() = None;
         }
         self.walked.notify_all();
+    }
+
+    /// Makes room in the point index of the indexed log's table for all its images when there is
+    /// one table (the server's keyspace), so that the walk does not rebuild the index's arrays as
+    /// it grows (each rebuild rehashes every entry and fills a fresh array twice the size). With
+    /// several tables the indexed log says nothing of how its images split between them.
+    /// Here, on the restore's thread, not before the database opens: the arrays are fresh memory,
+    /// slow to fault in on a VM (`docs/indexed.md`, "The walk's share of the CPU").
+    fn size_point_index(&self, catalog: &Catalog) {
+        if let [only] = self.image_tables.as_slice()
+            && let Some(table) = catalog.table(*only)
+        {
+            table.point.reserve(usize::try_from(self.total_keys).unwrap_or(usize::MAX));
+        }
     }
 
     /// One walker: takes shards in key order until none is left (or the walk is stopped).
@@ -530,7 +548,7 @@ impl Restorer {
 /// Cuts the key space into shards (module docs): starts are the empty key, every table's first
 /// possible key, the key after its last possible one, and points interpolated between its first
 /// and last image.
-fn layout(reader: &ImageReader) -> Result<Vec<Shard>, crate::durability::DurabilityError> {
+fn layout(reader: &ImageReader) -> Result<(Vec<Shard>, Vec<TableId>), crate::durability::DurabilityError> {
     let mut tables = Vec::new();
     let mut from = Vec::new();
     while tables.len() < TABLES_MAX {
@@ -556,7 +574,7 @@ fn layout(reader: &ImageReader) -> Result<Vec<Shard>, crate::durability::Durabil
     }
     starts.insert(Vec::new());
     let starts: Vec<Vec<u8>> = starts.into_iter().collect();
-    Ok(starts
+    let shards = starts
         .iter()
         .enumerate()
         .map(|(i, lo)| Shard {
@@ -565,7 +583,8 @@ fn layout(reader: &ImageReader) -> Result<Vec<Shard>, crate::durability::Durabil
             done: AtomicBool::new(false),
             restored: Mutex::new(Restored::default()),
         })
-        .collect())
+        .collect();
+    Ok((shards, tables.into_iter().map(|(table, _, _)| table).collect()))
 }
 
 /// `parts - 1` keys between `first` and `last`, evenly spaced in the 8 bytes after their common
