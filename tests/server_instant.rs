@@ -197,15 +197,32 @@ fn sigkill_under_a_set_load_loses_no_acknowledged_write_silir() {
 
 #[test]
 fn instant_bench_writes_timelines_the_report_reads() {
+    instant_bench_writes_timelines(&[], "read-write", 19100, 2);
+}
+
+/// `--in-place`: each workload crashes its own server (a preload each) and restarts it on the
+/// same directory.
+#[test]
+fn instant_bench_in_place_writes_timelines_the_report_reads() {
+    instant_bench_writes_timelines(&["--in-place"], "read-write,read-only", 19200, 4);
+}
+
+/// Runs instant-bench over SLR and AILIR with `workloads` (read-write among them), checks the
+/// read-write timelines and summary, and that the servers were preloaded `preloads` times.
+fn instant_bench_writes_timelines(extra: &[&str], workloads: &str, first_port: u16, preloads: usize) {
     let out = tempfile::tempdir().unwrap();
-    let status = Command::new(env!("CARGO_BIN_EXE_lazarus"))
-        .args(["instant-bench", "--keys", "300", "--targets", "slr,ailir", "--workloads", "read-write"])
-        .args(["--clients", "4", "--duration-s", "1.5", "--settle-s", "0.2", "--first-port", "19100", "--out"])
+    let output = Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["instant-bench", "--keys", "300", "--targets", "slr,ailir", "--workloads", workloads])
+        .args(["--clients", "4", "--duration-s", "1.5", "--settle-s", "0.2", "--first-port"])
+        .arg(first_port.to_string())
+        .args(extra)
+        .arg("--out")
         .arg(out.path())
-        .stdout(Stdio::null())
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("keys preloaded").count(), preloads, "{stderr}");
     for target in ["slr", "ailir"] {
         let path = out.path().join(format!("read-write-{target}.csv"));
         let text = std::fs::read_to_string(&path).unwrap();
@@ -215,8 +232,8 @@ fn instant_bench_writes_timelines_the_report_reads() {
         assert!(served > 0, "{target}: no request served after the restart");
     }
     let summary = std::fs::read_to_string(out.path().join("summary.csv")).unwrap();
-    assert_eq!(summary.lines().count(), 3, "{summary}");
-    assert!(summary.lines().nth(2).unwrap().starts_with("ailir,read-write,300,"), "{summary}");
+    assert_eq!(summary.lines().count(), 1 + 2 * workloads.split(',').count(), "{summary}");
+    assert!(summary.lines().any(|l| l.starts_with("ailir,read-write,300,")), "{summary}");
 }
 
 #[test]

@@ -1418,6 +1418,11 @@ struct InstantBenchArgs {
     /// `lazarus serve --restore-cpu-share` for the Lazarus targets [default: the server's].
     #[arg(long)]
     restore_cpu_share: Option<f64>,
+    /// Restart each crashed server at once on its own directory, as after a real crash, instead
+    /// of on a synced copy of one crash image per workload (each workload then preloads its own;
+    /// docs/indexed.md, "The walk's share of the CPU").
+    #[arg(long)]
+    in_place: bool,
     /// The `lazarus` executable to run as the server (default: this one), e.g. an older build
     /// compared under the same driver.
     #[arg(long)]
@@ -1453,6 +1458,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         settle_s: args.settle_s,
         restore_walkers: args.restore_walkers,
         restore_cpu_share: args.restore_cpu_share,
+        in_place: args.in_place,
     };
     let results = instant_bench::run(&options)?;
     let mut summary = String::from(

@@ -7,8 +7,10 @@
 //!    with pipelined SETs, every one acknowledged;
 //! 2. let it run idle for `settle_s` seconds, SIGKILL it, and keep the directory as the crash
 //!    image;
-//! 3. for each workload (read-only, read-write 50:50, write-only), copy the image, restart the
-//!    server on it and at once drive a memtier-like load: `clients` connections (memtier's
+//! 3. for each workload (read-only, read-write 50:50, write-only), copy the image (synced),
+//!    restart the server on it and at once drive a memtier-like load (with `in_place`, each
+//!    workload crashes a server of its own, steps 1–2, and restarts it at once on the same
+//!    directory, as after a real crash: no copy between the kill and the restart): `clients` connections (memtier's
 //!    default is 4 threads × 50 clients), one request at a time each, uniform random keys;
 //!    record every reply in windows of `window_ms` from the restart, the time the first request
 //!    was served, and when recovery finished (INFO: `recovery_state:done` for Lazarus, `loading:0`
@@ -129,6 +131,11 @@ pub struct InstantBenchOptions {
     pub restore_walkers: Option<u16>,
     /// `lazarus serve --restore-cpu-share` for the Lazarus targets (`None`: its default).
     pub restore_cpu_share: Option<f64>,
+    /// Restart each crashed server at once on its own directory, as after a real crash, instead
+    /// of on a copy of one crash image per workload (each workload then preloads its own). The
+    /// copy and its sync take seconds, in which a VM host may take back the memory the killed
+    /// server freed (`docs/indexed.md`, "The walk's share of the CPU").
+    pub in_place: bool,
 }
 
 /// What one restart under load measured.
@@ -168,34 +175,62 @@ pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBench
     let mut port = options.first_port;
     for target in &options.targets {
         let label = target.label();
+        if options.in_place {
+            for (workload, read_fraction) in &options.workloads {
+                let dir = options.out_dir.join(format!("run-{label}-{workload}"));
+                let preload_s = crash(options, target, &dir, &mut port)?;
+                port = port.wrapping_add(1).max(1024);
+                let result = restart_under_load(options, target, &dir, port, workload, *read_fraction)?;
+                results.push(report(RunResult { preload_s, ..result }));
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            continue;
+        }
         let image = options.out_dir.join(format!("image-{label}"));
-        let _ = std::fs::remove_dir_all(&image);
-        std::fs::create_dir_all(&image).map_err(io("create the image directory"))?;
-        port = port.wrapping_add(1).max(1024);
-        let mut server = start(options, target, &image, port)?;
-        let addr = wait_listening(port, &mut server, Duration::from_secs(600))?.0;
-        let started = Instant::now();
-        preload(addr, options.keys)?;
-        let preload_s = started.elapsed().as_secs_f64();
-        eprintln!("instant-bench: {label}: {} keys preloaded in {preload_s:.1} s", options.keys);
-        std::thread::sleep(Duration::from_secs_f64(options.settle_s));
-        kill(server);
+        let preload_s = crash(options, target, &image, &mut port)?;
         for (workload, read_fraction) in &options.workloads {
             let dir = options.out_dir.join(format!("run-{label}-{workload}"));
             let _ = std::fs::remove_dir_all(&dir);
             copy_dir(&image, &dir)?;
             port = port.wrapping_add(1).max(1024);
-            let mut result = restart_under_load(options, target, &dir, port, workload, *read_fraction)?;
-            result.preload_s = preload_s;
-            eprintln!(
-                "instant-bench: {label} {workload}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after",
-                result.first_reply_ms, result.recovered_ms, result.during_recovery_per_s, result.after_recovery_per_s
-            );
-            results.push(result);
+            let result = restart_under_load(options, target, &dir, port, workload, *read_fraction)?;
+            results.push(report(RunResult { preload_s, ..result }));
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
     Ok(results)
+}
+
+/// Starts `target` on a fresh `dir`, preloads it, lets it settle and kills it: `dir` is then a
+/// crash image. Returns the seconds the preload took.
+fn crash(options: &InstantBenchOptions, target: &Target, dir: &Path, port: &mut u16) -> Result<f64, InstantBenchError> {
+    let label = target.label();
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(io("create the image directory"))?;
+    *port = port.wrapping_add(1).max(1024);
+    let mut server = start(options, target, dir, *port)?;
+    let addr = wait_listening(*port, &mut server, Duration::from_secs(600))?.0;
+    let started = Instant::now();
+    preload(addr, options.keys)?;
+    let preload_s = started.elapsed().as_secs_f64();
+    eprintln!("instant-bench: {label}: {} keys preloaded in {preload_s:.1} s", options.keys);
+    std::thread::sleep(Duration::from_secs_f64(options.settle_s));
+    kill(server);
+    Ok(preload_s)
+}
+
+/// Prints one run's line and hands it back.
+fn report(result: RunResult) -> RunResult {
+    eprintln!(
+        "instant-bench: {} {}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after",
+        result.target,
+        result.workload,
+        result.first_reply_ms,
+        result.recovered_ms,
+        result.during_recovery_per_s,
+        result.after_recovery_per_s
+    );
+    result
 }
 
 fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) -> Result<Child, InstantBenchError> {
