@@ -10,8 +10,9 @@
 //! 3. for each workload (read-only, read-write 50:50, write-only), copy the image (synced),
 //!    restart the server on it and at once drive a memtier-like load (with `in_place`, each
 //!    workload crashes a server of its own, steps 1–2, and restarts it at once on the same
-//!    directory, as after a real crash: no copy between the kill and the restart): `clients` connections (memtier's
-//!    default is 4 threads × 50 clients), one request at a time each, uniform random keys;
+//!    directory, as after a real crash: no copy between the kill and the restart): `clients`
+//!    connections (memtier's default is 4 threads × 50 clients), one request at a time each,
+//!    uniform random keys;
 //!    record every reply in windows of `window_ms` from the restart, the time the first request
 //!    was served, and when recovery finished (INFO: `recovery_state:done` for Lazarus, `loading:0`
 //!    for Redis, polled every 20 ms).
@@ -134,7 +135,8 @@ pub struct InstantBenchOptions {
     /// Restart each crashed server at once on its own directory, as after a real crash, instead
     /// of on a copy of one crash image per workload (each workload then preloads its own). The
     /// copy and its sync take seconds, in which a VM host may take back the memory the killed
-    /// server freed (`docs/indexed.md`, "The walk's share of the CPU").
+    /// server freed; on this project's VM the restores measured the same either way
+    /// (`docs/PERFORMANCE.md`, "Instant recovery", "Session 30").
     pub in_place: bool,
 }
 

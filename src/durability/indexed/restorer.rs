@@ -24,6 +24,10 @@
 //! skips what they restored. When its walker finishes a
 //! shard, the shard is *done* and its intervals are dropped.
 //!
+//! Before the walkers start, the point index of a one-table indexed log is sized for all its
+//! images ([`Restorer::run`]); while the database serves, the walkers can be held to a share of
+//! the CPU ([`super::governor`], [`RestoreSettings::cpu_share`]).
+//!
 //! # The contract, and why it holds
 //!
 //! A request never sees a value older than the indexed image, and the restore never overwrites a
