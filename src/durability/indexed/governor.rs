@@ -61,21 +61,15 @@ fn cpu_ns(clock: libc::clockid_t) -> u64 {
         .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
-/// What a period began with.
-struct Period {
-    /// The period's start, from [`Governor::epoch`].
-    start_ns: u64,
-    process_ns: u64,
-    walk_ns: u64,
-}
-
 /// Holds the walkers to their share of the CPU while the database serves (module docs).
 pub struct Governor {
     /// CPU nanoseconds the walk may take in a serving period (`u64::MAX`: no limit).
     allowance_ns: u64,
     epoch: Instant,
-    period: Mutex<Period>,
-    /// [`Period::start_ns`] and [`Period::walk_ns`] of the current period, read without the lock.
+    /// The process's CPU time when the current period began; its lock is held by the thread
+    /// rolling the period, which alone stores the two fields below.
+    period_process_ns: Mutex<u64>,
+    /// When the current period began, from `epoch`, and the walk's CPU time then.
     period_start_ns: AtomicU64,
     period_walk_ns: AtomicU64,
     /// Whether the current period is held to the allowance.
@@ -112,7 +106,7 @@ impl Governor {
         Governor {
             allowance_ns,
             epoch,
-            period: Mutex::new(Period { start_ns: 0, process_ns: process_ns(), walk_ns: 0 }),
+            period_process_ns: Mutex::new(process_ns()),
             period_start_ns: AtomicU64::new(0),
             period_walk_ns: AtomicU64::new(0),
             serving: AtomicBool::new(false),
@@ -162,17 +156,19 @@ impl Governor {
     /// Starts a new period at `now_ns` (unless another thread is doing so): it is a serving one if
     /// the rest of the process took [`SERVING_CPU_PER_MILLE`] of a core in the one that ended.
     fn roll(&self, now_ns: u64) {
-        let Some(mut period) = self.period.try_lock() else { return };
-        if now_ns < period.start_ns + PERIOD_NS {
+        let Some(mut period_process_ns) = self.period_process_ns.try_lock() else { return };
+        let start_ns = self.period_start_ns.load(Ordering::Acquire);
+        if now_ns < start_ns + PERIOD_NS {
             return;
         }
         let process_ns = (self.process_ns)();
         let walk_ns = self.walk_ns.load(Ordering::Relaxed);
-        let others_ns =
-            process_ns.saturating_sub(period.process_ns).saturating_sub(walk_ns.saturating_sub(period.walk_ns));
-        let elapsed_ns = now_ns - period.start_ns;
+        let others_ns = process_ns
+            .saturating_sub(*period_process_ns)
+            .saturating_sub(walk_ns.saturating_sub(self.period_walk_ns.load(Ordering::Acquire)));
+        let elapsed_ns = now_ns - start_ns;
         let serving = others_ns.saturating_mul(1000) >= elapsed_ns.saturating_mul(SERVING_CPU_PER_MILLE);
-        *period = Period { start_ns: now_ns, process_ns, walk_ns };
+        *period_process_ns = process_ns;
         self.serving.store(serving, Ordering::Release);
         self.period_walk_ns.store(walk_ns, Ordering::Release);
         self.period_start_ns.store(now_ns, Ordering::Release);

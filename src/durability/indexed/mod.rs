@@ -678,8 +678,11 @@ impl LogScheme for IndexedLogging {
             (Ok(()), None) => self.shared.index_round(),
             _ => Ok(()),
         };
-        if self.shared.restorer.lock().as_ref().is_some_and(|r| r.progress().done) {
-            *self.shared.restorer.lock() = None;
+        {
+            let mut restorer = self.shared.restorer.lock();
+            if restorer.as_ref().is_some_and(|r| r.progress().done) {
+                *restorer = None;
+            }
         }
         // Closing redb writes (it marks the file shut down cleanly): its error is reported, not
         // dropped. A restore still running holds the store; it closes when the restore ends.
