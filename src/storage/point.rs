@@ -330,6 +330,15 @@ impl PointIndex {
         }
     }
 
+    /// Whether `key` has a record (present or not), without taking a count of it.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let hash = self.hash(key);
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: as in `get_hashed`.
+        let slots = unsafe { self.shard(hash).slots.load(Ordering::Acquire, &guard).as_ref() };
+        slots.is_some_and(|slots| slots.find(hash, key).is_some())
+    }
+
     /// The hash a lookup of `key` probes by, for [`PointIndex::prefetch`].
     #[inline]
     pub fn hash_of(&self, key: &[u8]) -> KeyHash {

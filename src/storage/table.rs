@@ -58,6 +58,13 @@ pub struct Table {
 /// before its tables are in memory. While a restore runs, a table consults its gate: a point
 /// access first makes sure its key is restored (the paper's Scheduler), and a range access waits
 /// until the whole table is. Outside a restore the gate costs one relaxed atomic load.
+///
+/// A key that has a record in the table's point index is restored, and the table does not ask
+/// the gate about it: a record is linked during a restore only by the restore itself
+/// ([`Table::restore_row`]) or by a write, which restores its key first (`lock_or_create` calls
+/// [`Table::ensure_restored`]). So the gate sees only keys without a record: not restored yet,
+/// or restored and absent. (Asking it for every access cost a request three passes through it,
+/// each a lock and a search of the restored ranges.)
 pub trait RestoreGate: Send + Sync {
     /// Returns once `key` of `table` holds its recovered state (restored now if it was not).
     fn restore_key(&self, table: &Table, key: &[u8]);
@@ -151,8 +158,22 @@ impl Table {
     }
 
     /// The record that owns primary key `key`.
+    #[inline]
     pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
-        self.ensure_restored(key);
+        if self.restore.active.load(Ordering::Relaxed) {
+            return self.get_restoring(key);
+        }
+        self.point.get(key)
+    }
+
+    /// [`Table::get`] during a restore: a key that has a record is restored (see
+    /// [`RestoreGate`]), so only a miss asks the gate, and a hit costs one lookup.
+    #[inline(never)]
+    fn get_restoring(&self, key: &[u8]) -> Option<Arc<Record>> {
+        if let Some(record) = self.point.get(key) {
+            return Some(record);
+        }
+        self.gate_slow(|gate| gate.restore_key(self, key));
         self.point.get(key)
     }
 
@@ -177,7 +198,7 @@ impl Table {
     /// writes that lock or link a record).
     #[inline]
     pub fn ensure_restored(&self, key: &[u8]) {
-        if self.restore.active.load(Ordering::Relaxed) {
+        if self.restore.active.load(Ordering::Relaxed) && !self.point.contains(key) {
             self.gate_slow(|gate| gate.restore_key(self, key));
         }
     }
@@ -186,6 +207,7 @@ impl Table {
     #[inline]
     pub fn is_restored(&self, key: &[u8]) -> bool {
         !self.restore.active.load(Ordering::Relaxed)
+            || self.point.contains(key)
             || self.gate_slow(|gate| gate.is_restored(self, key)).unwrap_or(true)
     }
 
@@ -691,6 +713,49 @@ mod tests {
             true
         });
         out
+    }
+
+    /// A restore gate that counts what it is asked and restores nothing.
+    #[derive(Default)]
+    struct CountingGate {
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl RestoreGate for CountingGate {
+        fn restore_key(&self, _: &Table, _: &[u8]) {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+        }
+        fn is_restored(&self, _: &Table, _: &[u8]) -> bool {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            false
+        }
+        fn wait_table(&self, _: &Table) {}
+    }
+
+    /// During a restore a key with a record is served without asking the gate (a record is only
+    /// linked once its key is restored); a key without one asks it once per access.
+    #[test]
+    fn during_a_restore_only_keys_without_a_record_ask_the_gate() {
+        let t = table();
+        let key = crate::storage::key::encode_key(&[Value::Int(1)]).unwrap();
+        let absent = crate::storage::key::encode_key(&[Value::Int(2)]).unwrap();
+        let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("w")]);
+        assert!(t.restore_row(&key, row, Tid::new(1, 1)));
+        let gate = Arc::new(CountingGate::default());
+        t.begin_restore(Arc::clone(&gate) as Arc<dyn RestoreGate>);
+        let asked = || gate.asked.load(Ordering::SeqCst);
+        assert!(t.get(key.as_bytes()).is_some());
+        assert!(t.is_restored(key.as_bytes()));
+        t.ensure_restored(key.as_bytes());
+        assert_eq!(asked(), 0, "a key with a record asked the gate");
+        assert!(t.get(absent.as_bytes()).is_none());
+        assert_eq!(asked(), 1, "a get of a key without a record asks the gate once");
+        assert!(!t.is_restored(absent.as_bytes()), "the gate's answer is the table's");
+        t.ensure_restored(absent.as_bytes());
+        assert_eq!(asked(), 3);
+        t.end_restore();
+        assert!(t.is_restored(absent.as_bytes()) && t.get(absent.as_bytes()).is_none());
+        assert_eq!(asked(), 3, "no gate after the restore");
     }
 
     /// Recovery with the ordered index deferred ends with the same primary and secondary indexes
