@@ -102,8 +102,10 @@ impl Conn {
         }
     }
 
-    /// Runs one request and returns its reply.
-    pub fn handle(&mut self, args: Args) -> Reply {
+    /// Runs one request and returns its reply. `keys_restored`: the caller has found the
+    /// request's keys in memory ([`Conn::restore_need`] said `None`), so they are not looked up
+    /// again before it runs (during an instant restore; restored keys stay restored).
+    pub fn handle(&mut self, args: Args, keys_restored: bool) -> Reply {
         self.shared.commands_processed.fetch_add(1, Ordering::Relaxed);
         let Some(spec) = args.first().and_then(|name| lookup(name)) else {
             self.mark_multi_dirty();
@@ -120,7 +122,9 @@ impl Conn {
             Handler::Conn(f) => f(self, &args),
             Handler::Data(f) => {
                 let shared = Arc::clone(&self.shared);
-                shared.keyspace.restore_ahead(&shared.db, spec.keys(&args));
+                if !keys_restored {
+                    shared.keyspace.restore_ahead(&shared.db, spec.keys(&args));
+                }
                 let mut worker = shared.pool.take();
                 let scope = TxnScope::Own { worker: &mut worker, tickets: &mut self.tickets };
                 let mut ctx = Ctx { scope, shared: &shared, written_bytes: 0 };

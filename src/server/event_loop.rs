@@ -369,7 +369,8 @@ impl Client {
                 self.restore_pending = Some(need);
                 return;
             }
-            let reply = self.conn.handle(args);
+            // Offloading, the request got here because its keys are in memory.
+            let reply = self.conn.handle(args, offload_restores);
             if !self.conn.silent_close {
                 reply.encode(&mut self.out);
             }
