@@ -10,12 +10,16 @@
 //! - [`io`]: the one trait all file I/O goes through.
 //! - [`pacman`]: PACMAN's static analysis of procedures: slices, blocks, the global dependency graph.
 //! - [`db`]: the embedded database that ties them together.
-//! - [`bench`]: the driver behind `lazarus bench`: timing, histograms, timelines.
+//! - [`bench`](mod@bench): the driver behind `lazarus bench`: timing, histograms, timelines.
 //! - [`workload`]: TPC-C, Smallbank, YCSB, KV and transfer, in the procedure language.
 //! - [`crash`]: `lazarus crash-test`: SIGKILL trials against the value scheme, recovery, verification.
 //! - [`report`]: `lazarus report`: charts and tables of bench output files as one HTML page.
 //! - [`server`]: `lazarus serve`: the Redis-protocol server.
 //! - [`fuzzing`]: the decoders and parsers as the fuzz targets in `fuzz/` call them.
+
+// The module docs describe the internals and link to them; they are built (and their links
+// checked, in CI) with `--document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod allocator;
 pub mod bench;

@@ -1,6 +1,6 @@
 //! The bench driver: N worker threads run a workload's transactions for a duration.
 //!
-//! Each worker pulls requests from its own [`TxnGenerator`], runs each to completion (conflicts
+//! Each worker pulls requests from its own [`TxnGenerator`](super::workload::TxnGenerator), runs each to completion (conflicts
 //! retry with exponential backoff, as in Silo's harness; user aborts finish the transaction), and
 //! measures two latencies from the first attempt: to commit, and to durability. Workers never
 //! block on durability: a committed transaction's ticket waits in a per-worker queue, and the

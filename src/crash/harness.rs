@@ -15,7 +15,7 @@
 //!    passes the same verification or an error that names the damaged file and a byte offset.
 //!
 //! With `fuse` (`crash-test --fuse`, feature `fuse`), the log directory lives on a mounted
-//! [`super::fuse::PowerCutFs`] instead (the template is copied in and synced), and each kill is a
+//! [`super::fuse`]'s `PowerCutFs` instead (the template is copied in and synced), and each kill is a
 //! power cut: the file system drops (or, with `tear`, tears) everything not fsynced, the child is
 //! killed (it may already have stopped on the EIO that follows the cut), and the file system is
 //! remounted from what survived. The ack file stays on the real file system: it is the client's

@@ -1,4 +1,4 @@
-//! Recursive-descent parser: tokens to [`ast::File`].
+//! Recursive-descent parser: tokens to [`super::ast::File`].
 //!
 //! Every error names what was expected and what was found, at the found token's position. After
 //! an error inside a block the parser skips to the next `;` or `}` of that block and goes on, so

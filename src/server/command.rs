@@ -27,7 +27,7 @@ pub const STRING_BYTES_MAX: usize = 16 << 20;
 
 /// Where a data command's transactions run.
 pub enum TxnScope<'a, 'w> {
-    /// Each [`TxnScope::run`] is its own transaction; its durability ticket is added to `tickets`.
+    /// Each [`Ctx::run`] is its own transaction; its durability ticket is added to `tickets`.
     Own {
         /// The worker that runs it.
         worker: &'a mut Worker,

@@ -1,7 +1,7 @@
 //! SiloR's parallel fuzzy checkpoints (§4) and their parallel recovery (§5.1), for every scheme
 //! that logs data (value logging today; Taurus's data logging and the indexed log reuse them).
 //!
-//! - [`format`]: data files and the manifest, byte by byte.
+//! - [`format`](mod@format): data files and the manifest, byte by byte.
 //! - [`writer`]: one checkpointer: its share of every table, in key order, blocks round-robin
 //!   over `m` files, a sync every 32 MB.
 //! - [`loader`]: recovery of an installed checkpoint with all cores.

@@ -43,13 +43,13 @@
 //! Scheme `command` makes it transactionally consistent **as of the epoch boundary after `e_h`**,
 //! without stopping transactions, by logging write sets while it runs:
 //!
-//! 1. Before the manager reads `e_l` ([`CommandHost::before_checkpoint`]), the [`DataWindow`] is
+//! 1. Before the manager reads `e_l` ([`CheckpointHost::before_checkpoint`](crate::durability::checkpoint::CheckpointHost::before_checkpoint)), the [`DataWindow`] is
 //!    opened from the epoch after the current one, and the manager waits (transactions do not)
 //!    until the epoch has advanced into it. A transaction decides how to log by its own epoch,
 //!    read at its serialization point: every transaction of an epoch ≥ `e_l` serialized after the
 //!    window opened, so it logs its write set (kind 2) instead of its call.
 //! 2. SiloR's checkpoint runs unchanged (same files and manifest, `src/durability/checkpoint/`).
-//! 3. Once the manifest is installed ([`CommandHost::truncate_log`]) the window is closed after the
+//! 3. Once the manifest is installed ([`CheckpointHost::truncate_log`](crate::durability::checkpoint::CheckpointHost::truncate_log)) the window is closed after the
 //!    current epoch (≥ `e_h`), and log files holding only epochs < `e_l` are removed as SiloR
 //!    removes them: the command log is truncated.
 //!

@@ -1,6 +1,6 @@
 //! Schemes `taurus-data` and `taurus-cmd` (Taurus: parallel logging without a global LSN), and
 //! the log streams they share with the serial baselines `serial-data` and `serial-cmd`
-//! ([`crate::durability::serial`]). Design and contracts: `docs/taurus.md`; formats: [`format`].
+//! ([`crate::durability::serial`]). Design and contracts: `docs/taurus.md`; formats: [`format`](mod@format).
 //!
 //! - [`stream`]: one log stream per logger — buffer, group commit, persistent point — and the
 //!   persistent vector file, in which the loggers make every logger's synced length durable

@@ -1,7 +1,7 @@
 //! Recovery of the stream schemes.
 //!
 //! 1. Rebuild the catalog from the `catalog` file (shared with the value scheme).
-//! 2. Read the persistent vector file ([`format`]): the current generation and every logger's
+//! 2. Read the persistent vector file ([`format`](mod@format)): the current generation and every logger's
 //!    durable (logical) length in it. Group the log segments by generation and logger. If a
 //!    checkpoint is installed (SiloR's manifest), load it with all cores
 //!    ([`crate::durability::checkpoint::loader`]).

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 /// The Redis version the server reports: the command set and error texts follow Redis 7.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-/// PING [message]
+/// `PING [message]`
 pub fn ping(_conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     match args {
         [_] => Reply::Status("PONG".into()),
@@ -102,7 +102,7 @@ pub fn time(_conn: &mut Conn, _args: &[Vec<u8>]) -> Reply {
     Reply::Array(vec![Reply::text(since.as_secs().to_string()), Reply::text(since.subsec_micros().to_string())])
 }
 
-/// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]: stops accepting, closes every connection and
+/// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`: stops accepting, closes every connection and
 /// returns from `Server::run`; whatever was acknowledged is durable already.
 pub fn shutdown(conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     for arg in &args[1..] {

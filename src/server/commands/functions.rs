@@ -128,7 +128,7 @@ fn values_reply(mut values: Vec<Value>) -> Reply {
     }
 }
 
-/// FUNCTION LOAD [REPLACE] code | FUNCTION LIST | FUNCTION HELP
+/// `FUNCTION LOAD [REPLACE] code | FUNCTION LIST | FUNCTION HELP`
 pub fn function(conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     if conn.in_multi() {
         conn.mark_multi_dirty();

@@ -75,7 +75,7 @@ pub fn expiry_at(unit: &[u8], amount: &[u8], now: i64, command: &str) -> std::re
     at.ok_or_else(invalid)
 }
 
-/// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]
+/// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`
 pub fn set(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let now = now_ms();
     let options = match set_options(&args[3..], now) {
