@@ -177,23 +177,20 @@ pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBench
     let mut port = options.first_port;
     for target in &options.targets {
         let label = target.label();
-        if options.in_place {
-            for (workload, read_fraction) in &options.workloads {
-                let dir = options.out_dir.join(format!("run-{label}-{workload}"));
-                let preload_s = crash(options, target, &dir, &mut port)?;
-                port = port.wrapping_add(1).max(1024);
-                let result = restart_under_load(options, target, &dir, port, workload, *read_fraction)?;
-                results.push(report(RunResult { preload_s, ..result }));
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-            continue;
-        }
+        // One crash image per target, copied for each workload; in place, each workload crashes
+        // a server of its own on its run directory.
         let image = options.out_dir.join(format!("image-{label}"));
-        let preload_s = crash(options, target, &image, &mut port)?;
+        let image_preload_s = if options.in_place { None } else { Some(crash(options, target, &image, &mut port)?) };
         for (workload, read_fraction) in &options.workloads {
             let dir = options.out_dir.join(format!("run-{label}-{workload}"));
-            let _ = std::fs::remove_dir_all(&dir);
-            copy_dir(&image, &dir)?;
+            let preload_s = match image_preload_s {
+                Some(preload_s) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    copy_dir(&image, &dir)?;
+                    preload_s
+                }
+                None => crash(options, target, &dir, &mut port)?,
+            };
             port = port.wrapping_add(1).max(1024);
             let result = restart_under_load(options, target, &dir, port, workload, *read_fraction)?;
             results.push(report(RunResult { preload_s, ..result }));
