@@ -1397,6 +1397,9 @@ struct InstantBenchArgs {
     /// Connections of the load (memtier's default: 4 threads × 50 clients).
     #[arg(long, default_value_t = 200)]
     clients: usize,
+    /// Threads the connections are spread over, each one epoll (memtier's `--threads`).
+    #[arg(long, default_value_t = 4)]
+    driver_threads: usize,
     /// Seconds of load after each restart.
     #[arg(long, default_value_t = 10.0)]
     duration_s: f64,
@@ -1451,6 +1454,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         targets,
         workloads,
         clients: args.clients,
+        driver_threads: args.driver_threads,
         duration_s: args.duration_s,
         window_ms: args.window_ms,
         out_dir: args.out.clone(),

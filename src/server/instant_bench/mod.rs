@@ -11,8 +11,8 @@
 //!    restart the server on it and at once drive a memtier-like load (with `in_place`, each
 //!    workload crashes a server of its own, steps 1–2, and restarts it at once on the same
 //!    directory, as after a real crash: no copy between the kill and the restart): `clients`
-//!    connections (memtier's default is 4 threads × 50 clients), one request at a time each,
-//!    uniform random keys;
+//!    connections over `driver_threads` threads (memtier's default is 4 threads × 50 clients),
+//!    one request at a time each, uniform random keys ([`load`]);
 //!    record every reply in windows of `window_ms` from the restart, the time the first request
 //!    was served, and when recovery finished (INFO: `recovery_state:done` for Lazarus, `loading:0`
 //!    for Redis, polled every 20 ms).
@@ -23,6 +23,8 @@
 //! windows in which recovery was still running (the report shades them). So
 //! `lazarus report <out>/<workload>-*.csv` draws one of Figures 4–6 per workload.
 
+pub mod load;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -32,6 +34,8 @@ use std::time::{Duration, Instant};
 
 /// The most connections the load may open.
 pub const CLIENTS_MAX: usize = 1000;
+/// The most threads the load may run on.
+pub const DRIVER_THREADS_MAX: usize = 64;
 /// The most windows a run records.
 pub const WINDOWS_MAX: usize = 100_000;
 /// How long a load client waits before it connects again or after an error reply: connection
@@ -117,6 +121,9 @@ pub struct InstantBenchOptions {
     pub workloads: Vec<(String, f64)>,
     /// Connections of the load.
     pub clients: usize,
+    /// Threads the connections are spread over (memtier's `--threads`; no more are used than
+    /// there are connections).
+    pub driver_threads: usize,
     /// Seconds of load after each restart.
     pub duration_s: f64,
     /// Window of the timeline.
@@ -165,6 +172,9 @@ pub struct RunResult {
 pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBenchError> {
     if options.keys == 0 || options.clients == 0 || options.clients > CLIENTS_MAX {
         return Err(InstantBenchError::Config(format!("keys ≥ 1 and clients in 1..={CLIENTS_MAX}")));
+    }
+    if !(1..=DRIVER_THREADS_MAX).contains(&options.driver_threads) {
+        return Err(InstantBenchError::Config(format!("driver threads in 1..={DRIVER_THREADS_MAX}")));
     }
     if !(100..=10_000).contains(&options.window_ms)
         || !(0.5..=3600.0).contains(&options.duration_s)
@@ -312,10 +322,11 @@ fn value(n: u64) -> String {
     v
 }
 
+/// Appends `args` to `out` as a RESP array of bulk strings. Writing into a `Vec` cannot fail.
 fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    let _ = write!(out, "*{}\r\n", args.len());
     for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        let _ = write!(out, "${}\r\n", a.len());
         out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
     }
@@ -391,22 +402,6 @@ fn preload(addr: SocketAddr, keys: u64) -> Result<(), InstantBenchError> {
     })
 }
 
-/// Per-window counts of one run, shared by the client threads.
-struct Windows {
-    ok: Vec<AtomicU64>,
-    errors: Vec<AtomicU64>,
-    /// Round trips in microseconds, per window (a bounded sample per client).
-    latencies: parking_lot::Mutex<Vec<Vec<u32>>>,
-    window_ms: u64,
-}
-
-impl Windows {
-    fn index(&self, since_start: Duration) -> Option<usize> {
-        let i = (since_start.as_millis() / u128::from(self.window_ms)) as usize;
-        (i < self.ok.len()).then_some(i)
-    }
-}
-
 fn restart_under_load(
     options: &InstantBenchOptions,
     target: &Target,
@@ -417,12 +412,6 @@ fn restart_under_load(
 ) -> Result<RunResult, InstantBenchError> {
     let windows_count =
         ((options.duration_s * 1000.0) as u64 / options.window_ms).clamp(1, WINDOWS_MAX as u64) as usize;
-    let windows = Windows {
-        ok: (0..windows_count).map(|_| AtomicU64::new(0)).collect(),
-        errors: (0..windows_count).map(|_| AtomicU64::new(0)).collect(),
-        latencies: parking_lot::Mutex::new(vec![Vec::new(); windows_count]),
-        window_ms: options.window_ms,
-    };
     let first_reply_us = AtomicU64::new(u64::MAX);
     let recovered_us = AtomicU64::new(u64::MAX);
     let stop = AtomicBool::new(false);
@@ -430,27 +419,29 @@ fn restart_under_load(
     let mut server = start(options, target, dir, port)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let end = restart + Duration::from_secs_f64(options.duration_s);
-    std::thread::scope(|s| {
-        for client in 0..options.clients {
-            let (windows, first, stop) = (&windows, &first_reply_us, &stop);
-            s.spawn(move || {
-                drive(addr, client as u64, options.keys, read_fraction, restart, end, windows, first, stop)
-            });
-        }
+    let load = load::Load {
+        addr,
+        keys: options.keys,
+        read_fraction,
+        restart,
+        end,
+        window_ms: options.window_ms,
+        windows: windows_count,
+    };
+    let counts = std::thread::scope(|s| {
         let (recovered, stop, first) = (&recovered_us, &stop, &first_reply_us);
         s.spawn(move || watch_recovery(addr, target, restart, end, recovered, stop));
         s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
-        while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let counts = load::run(&load, options.driver_threads, options.clients, first, stop);
         stop.store(true, Ordering::SeqCst);
+        counts
     });
     kill_and_report(&mut server);
     let first_ms = us_to_ms(first_reply_us.load(Ordering::SeqCst));
     let recovered_ms = us_to_ms(recovered_us.load(Ordering::SeqCst));
     let label = target.label();
     let csv = options.out_dir.join(format!("{workload}-{label}.csv"));
-    let (during, after) = write_timeline(&csv, &windows, first_ms, recovered_ms)?;
+    let (during, after) = write_timeline(&csv, &counts, options.window_ms, first_ms, recovered_ms)?;
     Ok(RunResult {
         target: label,
         workload: workload.to_string(),
@@ -470,74 +461,6 @@ fn kill_and_report(server: &mut Child) {
 
 fn us_to_ms(us: u64) -> f64 {
     if us == u64::MAX { f64::NAN } else { us as f64 / 1000.0 }
-}
-
-/// One client: connects (retrying while the server is down), then one request at a time.
-#[allow(clippy::too_many_arguments)]
-fn drive(
-    addr: SocketAddr,
-    client: u64,
-    keys: u64,
-    read_fraction: f64,
-    restart: Instant,
-    end: Instant,
-    windows: &Windows,
-    first: &AtomicU64,
-    stop: &AtomicBool,
-) {
-    let mut rng = client.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
-    let mut line = String::new();
-    let mut wire = Vec::new();
-    let mut sample: Vec<(usize, u32)> = Vec::new();
-    'connect: while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        let Ok(stream) = TcpStream::connect(addr) else {
-            std::thread::sleep(RETRY_PAUSE);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        let Ok(clone) = stream.try_clone() else { continue };
-        let mut reader = BufReader::new(clone);
-        let mut writer = stream;
-        while !stop.load(Ordering::Relaxed) {
-            let k = next() % keys;
-            wire.clear();
-            if (next() % 10_000) as f64 / 10_000.0 < read_fraction {
-                encode(&[b"GET", key(k).as_bytes()], &mut wire);
-            } else {
-                encode(&[b"SET", key(k).as_bytes(), value(k).as_bytes()], &mut wire);
-            }
-            let sent = Instant::now();
-            if writer.write_all(&wire).is_err() {
-                continue 'connect;
-            }
-            let Ok(ok) = read_reply(&mut reader, &mut line) else { continue 'connect };
-            let done = Instant::now();
-            let Some(i) = windows.index(done - restart) else { break 'connect };
-            if ok {
-                windows.ok[i].fetch_add(1, Ordering::Relaxed);
-                first.fetch_min((done - restart).as_micros() as u64, Ordering::SeqCst);
-                if sample.len() < 200_000 {
-                    sample.push((i, (done - sent).as_micros().min(u128::from(u32::MAX)) as u32));
-                }
-            } else {
-                windows.errors[i].fetch_add(1, Ordering::Relaxed);
-                // Redis answers LOADING at once: 200 clients spinning on it would take the CPU
-                // the load needs.
-                std::thread::sleep(RETRY_PAUSE);
-            }
-        }
-    }
-    let mut latencies = windows.latencies.lock();
-    for (i, us) in sample {
-        latencies[i].push(us);
-    }
 }
 
 /// Sends one GET at a time, reconnecting every millisecond, until one is answered without an
@@ -628,23 +551,19 @@ fn watch_recovery(
 /// Writes the timeline; returns (replies/s during recovery, replies/s after it).
 fn write_timeline(
     path: &Path,
-    windows: &Windows,
+    counts: &load::Counts,
+    window_ms: u64,
     first_ms: f64,
     recovered_ms: f64,
 ) -> Result<(f64, f64), InstantBenchError> {
-    let mut latencies = windows.latencies.lock();
     let mut out = String::from(crate::bench::stats::TIMELINE_HEADER);
     out.push('\n');
-    let window_s = windows.window_ms as f64 / 1000.0;
+    let window_s = window_ms as f64 / 1000.0;
     let (mut during, mut during_s, mut after, mut after_s) = (0u64, 0.0, 0u64, 0.0);
-    for i in 0..windows.ok.len() {
-        let (start_ms, end_ms) = (i as f64 * windows.window_ms as f64, (i + 1) as f64 * windows.window_ms as f64);
-        let ok = windows.ok[i].load(Ordering::Relaxed);
-        let errors = windows.errors[i].load(Ordering::Relaxed);
-        let l = &mut latencies[i];
-        l.sort_unstable();
-        let pct = |p: f64| l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1))).copied().unwrap_or(0);
-        let (p50, p99) = (pct(0.5), pct(0.99));
+    for i in 0..counts.ok.len() {
+        let (start_ms, end_ms) = (i as f64 * window_ms as f64, (i + 1) as f64 * window_ms as f64);
+        let (ok, errors) = (counts.ok[i], counts.errors[i]);
+        let (p50, p99) = (counts.quantile_us(i, 0.5), counts.quantile_us(i, 0.99));
         let recovering = recovered_ms.is_nan() || recovered_ms > start_ms;
         out.push_str(&format!(
             "{:.3},{ok},{errors},{p50},{p99},{p50},{p99},{}\n",
