@@ -57,7 +57,7 @@
 //! the sequential log and the checkpoint.
 
 use super::governor::{Governor, ThreadClock};
-use super::store::{self, ImageReader, IndexStore};
+use super::store::{self, ImageBatch, ImageReader, IndexStore};
 use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
 use crate::storage::{Catalog, Key, Row, TableId};
@@ -420,7 +420,7 @@ impl Restorer {
     /// One walker: takes shards in key order until none is left (or the walk is stopped).
     fn walk(&self, catalog: &ArcSwap<Catalog>) {
         let mut reader = None;
-        let mut batch = Vec::with_capacity(WALK_BATCH_KEYS);
+        let mut batch = ImageBatch::default();
         let mut clock = ThreadClock::start();
         loop {
             let i = self.next_shard.fetch_add(1, Ordering::Relaxed);
@@ -439,7 +439,7 @@ impl Restorer {
         shard: &Shard,
         catalog: &ArcSwap<Catalog>,
         reader: &mut Option<(ImageReader, Instant)>,
-        batch: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        batch: &mut ImageBatch,
         clock: &mut ThreadClock,
     ) -> bool {
         let mut position = shard.lo.clone();
@@ -460,13 +460,12 @@ impl Restorer {
             if !shard.hi.above(&position) {
                 break;
             }
-            batch.clear();
             let read = self.kept_reader(reader).range(&position, shard.hi.as_key(), WALK_BATCH_KEYS, batch);
             if let Err(e) = read {
                 fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}"));
             }
-            let end = match batch.last() {
-                Some((last, _)) if batch.len() == WALK_BATCH_KEYS => Upper::Key(successor(last)),
+            let end = match batch.len().checked_sub(1).map(|last| batch.get(last).0) {
+                Some(last) if batch.len() == WALK_BATCH_KEYS => Upper::Key(successor(last)),
                 _ => shard.hi.clone(),
             };
             // Decoded outside the lock, which is then held only for the links: a request that
@@ -478,6 +477,9 @@ impl Restorer {
                 .map(|(full, image)| decode(&catalog, full, image).unwrap_or_else(|m| fatal_with(&self.store, &m)))
                 .collect();
             let mut restored = shard.restored.lock();
+            // One pin for the batch: the indexes' own pins then nest, without the fence (and the
+            // attempt to advance the epoch) an outermost pin pays, twice a key.
+            let _pinned = crossbeam_epoch::pin();
             for ((full, _), decoded) in batch.iter().zip(decoded) {
                 if let Some(d) = decoded
                     && !restored.contains(full)
@@ -616,9 +618,10 @@ fn interpolate(first: &[u8], last: &[u8], parts: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// An image ready to be linked into its table.
-struct Decoded {
-    table: Arc<Table>,
+/// An image ready to be linked into its table (borrowed from the catalog the batch loaded: a
+/// clone of the table's `Arc` per image made every walker write the same count).
+struct Decoded<'c> {
+    table: &'c Table,
     key: Key,
     tid: Tid,
     row: Row,
@@ -626,7 +629,7 @@ struct Decoded {
 
 /// Decodes one image (B-tree key and value) of the walk; `None` if its table was created after
 /// the restart (it is not gated: its keys are written, never restored).
-fn decode(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded>, String> {
+fn decode<'c>(catalog: &'c Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded<'c>>, String> {
     let Some((table_id, key)) = store::split_key(full) else {
         return Err(format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()));
     };
@@ -638,7 +641,7 @@ fn decode(catalog: &Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded
     }
     let (tid, row) = decode_image(image)?;
     prefetch_link(table, key);
-    Ok(Some(Decoded { table: Arc::clone(table), key: Key::from(key), tid, row }))
+    Ok(Some(Decoded { table, key: Key::from(key), tid, row }))
 }
 
 /// Starts loading the point-index slot a link of `key` will probe: a batch is decoded before it
@@ -676,21 +679,22 @@ impl RestoreGate for Restorer {
             return;
         }
         // The B-tree is read outside the shard's lock, so fetches overlap each other and the walk.
-        let mut chunk = Vec::with_capacity(DEMAND_CHUNK_KEYS);
+        let mut chunk = ImageBatch::default();
         let read = self.with_reader(|reader| reader.range(&full, shard.hi.as_key(), DEMAND_CHUNK_KEYS, &mut chunk));
         if let Err(e) = read {
             fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}"));
         }
         // The chunk stops before a key of another table (only possible past TABLES_MAX tables).
-        let mut end = match chunk.last() {
-            Some((last, _)) if chunk.len() == DEMAND_CHUNK_KEYS => Upper::Key(successor(last)),
+        let mut end = match chunk.len().checked_sub(1).map(|last| chunk.get(last).0) {
+            Some(last) if chunk.len() == DEMAND_CHUNK_KEYS => Upper::Key(successor(last)),
             _ => shard.hi.clone(),
         };
-        if let Some(other) = chunk.iter().position(|(k, _)| store::split_key(k).is_none_or(|(t, _)| t != table.id)) {
-            end = Upper::Key(chunk[other].0.clone());
+        let other = chunk.iter().position(|(k, _)| store::split_key(k).is_none_or(|(t, _)| t != table.id));
+        if let Some(other) = other {
+            end = Upper::Key(chunk.get(other).0.to_vec());
             chunk.truncate(other);
         }
-        let found = chunk.first().is_some_and(|(k, _)| *k == full);
+        let found = !chunk.is_empty() && chunk.get(0).0 == full.as_slice();
         // Every key of the chunk is of `table` (cut above), so the table id is 4 bytes long.
         let decoded: Vec<(Key, Tid, Row)> = chunk
             .iter()

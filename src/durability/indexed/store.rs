@@ -419,6 +419,61 @@ impl IndexStore {
     }
 }
 
+/// Images read from the B-tree in one go, keys and images back to back in one buffer: a batch
+/// costs no allocation per image once its buffers have grown (the walk reads millions of images;
+/// a pair of `Vec`s each was two allocations and two frees a key).
+#[derive(Debug, Default)]
+pub struct ImageBatch {
+    bytes: Vec<u8>,
+    /// Per image: where its key ends and where its image ends in `bytes`.
+    ends: Vec<(usize, usize)>,
+}
+
+impl ImageBatch {
+    /// Empties the batch, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    fn push(&mut self, key: &[u8], image: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        self.bytes.extend_from_slice(image);
+        self.ends.push((key_end, self.bytes.len()));
+    }
+
+    /// Number of images.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether it holds no image.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Image `i` as (full key, image).
+    pub fn get(&self, i: usize) -> (&[u8], &[u8]) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        let (key_end, image_end) = self.ends[i];
+        (&self.bytes[start..key_end], &self.bytes[key_end..image_end])
+    }
+
+    /// The images in key order, as (full key, image).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Keeps the first `len` images.
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.ends.len() {
+            self.bytes.truncate(if len == 0 { 0 } else { self.ends[len - 1].1 });
+            self.ends.truncate(len);
+        }
+    }
+}
+
 /// The `images` table in one read transaction ([`IndexStore::reader`]). It holds a snapshot: while
 /// it lives, redb keeps the pages of that snapshot, so a holder renews it now and then.
 pub struct ImageReader {
@@ -431,21 +486,21 @@ impl ImageReader {
         corrupt(&self.path, e)
     }
 
-    /// Appends to `out` up to `limit` images (key, value) with keys in `from..to` (`to` = `None`:
-    /// to the end), in key order.
-    #[allow(clippy::type_complexity)]
+    /// Replaces `out` with up to `limit` images (key, value) with keys in `from..to` (`to` =
+    /// `None`: to the end), in key order.
     pub fn range(
         &self,
         from: &[u8],
         to: Option<&[u8]>,
         limit: usize,
-        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        out: &mut ImageBatch,
     ) -> Result<(), DurabilityError> {
+        out.clear();
         let end = to.map_or(Bound::Unbounded, Bound::Excluded);
         let range = self.images.range::<&[u8]>((Bound::Included(from), end)).map_err(|e| self.err(e.into()))?;
         for item in range.take(limit) {
             let (k, v) = item.map_err(|e| self.err(e.into()))?;
-            out.push((k.value().to_vec(), v.value().to_vec()));
+            out.push(k.value(), v.value());
         }
         Ok(())
     }
@@ -539,6 +594,23 @@ pub fn decode_progress(bytes: &[u8]) -> Result<Progress, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_batch_gives_back_each_key_and_image() {
+        let mut batch = ImageBatch::default();
+        let images: [(&[u8], &[u8]); 3] = [(b"k1", b"one"), (b"", b"empty key"), (b"key3", b"")];
+        for (key, image) in images {
+            batch.push(key, image);
+        }
+        assert_eq!(batch.len(), 3);
+        assert_eq!(batch.iter().collect::<Vec<_>>(), images);
+        batch.truncate(1);
+        assert_eq!(batch.iter().collect::<Vec<_>>(), &images[..1]);
+        batch.push(b"k4", b"four");
+        assert_eq!(batch.get(1), (&b"k4"[..], &b"four"[..]));
+        batch.clear();
+        assert!(batch.is_empty());
+    }
 
     #[test]
     fn largest_tid_wins_and_tombstones_are_purged() {

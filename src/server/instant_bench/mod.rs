@@ -160,6 +160,9 @@ pub struct RunResult {
     pub recovered_ms: f64,
     /// Successful replies per second while recovery ran (from the first reply on).
     pub during_recovery_per_s: f64,
+    /// Keys the server restored on demand (for requests that missed) rather than by its walk,
+    /// from its last `INFO recovery`; `None` for Redis, or when recovery did not finish.
+    pub restored_on_demand: Option<u64>,
     /// Successful replies per second after recovery.
     pub after_recovery_per_s: f64,
     /// Seconds the preload took, and its rate.
@@ -231,13 +234,14 @@ fn crash(options: &InstantBenchOptions, target: &Target, dir: &Path, port: &mut 
 /// Prints one run's line and hands it back.
 fn report(result: RunResult) -> RunResult {
     eprintln!(
-        "instant-bench: {} {}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after",
+        "instant-bench: {} {}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after{}",
         result.target,
         result.workload,
         result.first_reply_ms,
         result.recovered_ms,
         result.during_recovery_per_s,
-        result.after_recovery_per_s
+        result.after_recovery_per_s,
+        result.restored_on_demand.map(|n| format!(", {n} keys restored on demand")).unwrap_or_default()
     );
     result
 }
@@ -414,6 +418,7 @@ fn restart_under_load(
         ((options.duration_s * 1000.0) as u64 / options.window_ms).clamp(1, WINDOWS_MAX as u64) as usize;
     let first_reply_us = AtomicU64::new(u64::MAX);
     let recovered_us = AtomicU64::new(u64::MAX);
+    let on_demand = AtomicU64::new(u64::MAX);
     let stop = AtomicBool::new(false);
     let restart = Instant::now();
     let mut server = start(options, target, dir, port)?;
@@ -429,7 +434,7 @@ fn restart_under_load(
         windows: windows_count,
     };
     let counts = std::thread::scope(|s| {
-        let (recovered, stop, first) = (&recovered_us, &stop, &first_reply_us);
+        let (recovered, stop, first) = ((&recovered_us, &on_demand), &stop, &first_reply_us);
         s.spawn(move || watch_recovery(addr, target, restart, end, recovered, stop));
         s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
         let counts = load::run(&load, options.driver_threads, options.clients, first, stop);
@@ -448,6 +453,7 @@ fn restart_under_load(
         first_reply_ms: first_ms,
         recovered_ms,
         during_recovery_per_s: during,
+        restored_on_demand: Some(on_demand.load(Ordering::SeqCst)).filter(|&n| n != u64::MAX),
         after_recovery_per_s: after,
         preload_s: 0.0,
         csv,
@@ -494,13 +500,17 @@ fn probe_first_reply(addr: SocketAddr, restart: Instant, end: Instant, first: &A
     }
 }
 
-/// Polls INFO until the server reports recovery finished.
+/// The field of Lazarus's `INFO recovery` that counts the keys restored on demand.
+const ON_DEMAND_FIELD: &str = "recovery_keys_restored_on_demand:";
+
+/// Polls INFO until the server reports recovery finished; then `recovered.0` gets the time and
+/// `recovered.1` the keys Lazarus restored on demand.
 fn watch_recovery(
     addr: SocketAddr,
     target: &Target,
     restart: Instant,
     end: Instant,
-    recovered: &AtomicU64,
+    recovered: (&AtomicU64, &AtomicU64),
     stop: &AtomicBool,
 ) {
     let section: &[u8] = match target {
@@ -536,8 +546,13 @@ fn watch_recovery(
             if reader.read_exact(&mut body).is_err() {
                 break;
             }
-            if String::from_utf8_lossy(&body).lines().any(|l| l.trim_end() == done_line) {
-                recovered.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
+            let body = String::from_utf8_lossy(&body);
+            if body.lines().any(|l| l.trim_end() == done_line) {
+                recovered.0.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
+                let on_demand = body.lines().find_map(|l| l.trim_end().strip_prefix(ON_DEMAND_FIELD)?.parse().ok());
+                if let Some(n) = on_demand {
+                    recovered.1.store(n, Ordering::SeqCst);
+                }
                 return;
             }
             if stop.load(Ordering::Relaxed) {
