@@ -110,6 +110,7 @@ fn requests_during_the_restore_get_correct_answers() {
     let on_demand: u64 = info["recovery_keys_restored_on_demand"].parse().unwrap();
     assert!(on_demand >= 10, "{info:?}");
     assert_eq!(info["recovery_state"], "restoring");
+    assert_eq!((info["recovery_walk_cpu_ms"].as_str(), info["recovery_process_cpu_ms"].as_str()), ("0.0", "0.0"));
     // DBSIZE and KEYS wait for the walk; issued now, they must see the whole keyspace.
     let addr = server.addr;
     let sizes = std::thread::spawn(move || {
@@ -138,6 +139,10 @@ fn requests_during_the_restore_get_correct_answers() {
     assert_eq!(redis::cmd("GET").arg("k01000").query::<Option<String>>(&mut c).unwrap().as_deref(), Some("v1000"));
     let info = recovery_info(&mut c);
     assert_eq!((info["recovery_state"].as_str(), info["recovery_percent"].as_str()), ("done", "100.0"), "{info:?}");
+    // The walk's CPU is counted, and is part of what the whole server spent meanwhile.
+    let cpu_ms = |field: &str| info[field].parse::<f64>().unwrap();
+    assert!(cpu_ms("recovery_walk_cpu_ms") > 0.0, "{info:?}");
+    assert!(cpu_ms("recovery_process_cpu_ms") >= cpu_ms("recovery_walk_cpu_ms"), "{info:?}");
     drop(c);
     server.stop();
 }

@@ -112,11 +112,24 @@ pub struct RecoveryInfo {
     pub keys_restored_on_demand: u64,
     /// How long recovery took, in milliseconds.
     pub elapsed_ms: f64,
+    /// CPU milliseconds the restore's walk took (instant recovery, once the walk has ended).
+    pub walk_cpu_ms: f64,
+    /// CPU milliseconds the whole server took while the walk ran, serving included (instant
+    /// recovery, once the walk has ended).
+    pub process_cpu_ms: f64,
 }
 
 impl Default for RecoveryInfo {
     fn default() -> RecoveryInfo {
-        RecoveryInfo { state: "done", percent: 100.0, keys_restored: 0, keys_restored_on_demand: 0, elapsed_ms: 0.0 }
+        RecoveryInfo {
+            state: "done",
+            percent: 100.0,
+            keys_restored: 0,
+            keys_restored_on_demand: 0,
+            elapsed_ms: 0.0,
+            walk_cpu_ms: 0.0,
+            process_cpu_ms: 0.0,
+        }
     }
 }
 

@@ -82,7 +82,7 @@ pub struct Governor {
 }
 
 /// This process's CPU time in nanoseconds, all threads.
-fn process_cpu_ns() -> u64 {
+pub fn process_cpu_ns() -> u64 {
     cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 

@@ -798,6 +798,8 @@ impl crate::server::RecoveryStatus for IndexedLogging {
                 keys_restored: p.walked_keys + p.on_demand_keys,
                 keys_restored_on_demand: p.on_demand_keys,
                 elapsed_ms: p.elapsed_ms,
+                walk_cpu_ms: p.walk_cpu_ms,
+                process_cpu_ms: p.process_cpu_ms.unwrap_or(0.0),
             },
             None => {
                 crate::server::RecoveryInfo { elapsed_ms: report.open_ms, ..crate::server::RecoveryInfo::default() }

@@ -56,7 +56,7 @@
 //! ([`IndexStore::set_aside`]) and the process stops; the next start rebuilds the indexed log from
 //! the sequential log and the checkpoint.
 
-use super::governor::{Governor, ThreadClock};
+use super::governor::{Governor, ThreadClock, process_cpu_ns};
 use super::store::{self, ImageBatch, ImageReader, IndexStore};
 use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
@@ -218,6 +218,12 @@ pub struct RestoreProgress {
     /// Milliseconds walkers slept to keep the walk to its share of the CPU while the database
     /// served (summed over walkers).
     pub held_ms: f64,
+    /// CPU milliseconds the walkers spent (each walker's own CPU clock, added when it ends: 0
+    /// until then).
+    pub walk_cpu_ms: f64,
+    /// CPU milliseconds the whole process spent from the start of the walk to its end (serving
+    /// and on-demand fetches included); `None` until the walk has ended.
+    pub process_cpu_ms: Option<f64>,
 }
 
 impl RestoreProgress {
@@ -279,6 +285,9 @@ pub struct Restorer {
     total_keys: u64,
     walked_keys: AtomicU64,
     on_demand_keys: AtomicU64,
+    walk_cpu_ns: AtomicU64,
+    /// The process's CPU clock when the walk began, and what it had spent when the walk ended.
+    process_cpu_ns: (AtomicU64, Mutex<Option<u64>>),
     started: Instant,
     finished_ms: Mutex<Option<f64>>,
     paused: Mutex<bool>,
@@ -312,6 +321,8 @@ impl Restorer {
             total_keys,
             walked_keys: AtomicU64::new(0),
             on_demand_keys: AtomicU64::new(0),
+            walk_cpu_ns: AtomicU64::new(0),
+            process_cpu_ns: (AtomicU64::new(0), Mutex::new(None)),
             started,
             finished_ms: Mutex::new(None),
             paused: Mutex::new(settings.paused),
@@ -338,6 +349,8 @@ impl Restorer {
             walkers: self.walkers,
             shards: self.shards.len(),
             held_ms: self.governor.as_ref().map_or(0.0, |g| g.held().as_secs_f64() * 1e3),
+            walk_cpu_ms: self.walk_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            process_cpu_ms: self.process_cpu_ns.1.lock().map(|ns| ns as f64 / 1e6),
         }
     }
 
@@ -371,6 +384,7 @@ impl Restorer {
     /// The walk: runs [`Restorer::walkers`] walkers (this thread is one) until every shard is
     /// done, then ungates every table of `catalog`.
     pub fn run(&self, catalog: &ArcSwap<Catalog>) {
+        self.process_cpu_ns.0.store(process_cpu_ns(), Ordering::Relaxed);
         self.size_point_index(&catalog.load());
         std::thread::scope(|scope| {
             for i in 1..self.walkers {
@@ -395,6 +409,8 @@ impl Restorer {
                 table.end_restore();
             }
             *self.finished_ms.lock() = Some(self.started.elapsed().as_secs_f64() * 1e3);
+            let spent_ns = process_cpu_ns().saturating_sub(self.process_cpu_ns.0.load(Ordering::Relaxed));
+            *self.process_cpu_ns.1.lock() = Some(spent_ns);
         }
         // Kept read transactions would hold their snapshots' pages for good.
         for slot in &self.readers {
@@ -422,14 +438,16 @@ impl Restorer {
         let mut reader = None;
         let mut batch = ImageBatch::default();
         let mut clock = ThreadClock::start();
+        let mut spent = ThreadClock::start();
         loop {
             let i = self.next_shard.fetch_add(1, Ordering::Relaxed);
-            let Some(shard) = self.shards.get(i) else { return };
+            let Some(shard) = self.shards.get(i) else { break };
             if !self.walk_shard(shard, catalog, &mut reader, &mut batch, &mut clock) {
-                return;
+                break;
             }
             self.walked.notify_all();
         }
+        self.walk_cpu_ns.fetch_add(spent.lap(), Ordering::Relaxed);
     }
 
     /// Walks one shard to its end; false if the walk was stopped.

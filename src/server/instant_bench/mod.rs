@@ -163,6 +163,9 @@ pub struct RunResult {
     /// Keys the server restored on demand (for requests that missed) rather than by its walk,
     /// from its last `INFO recovery`; `None` for Redis, or when recovery did not finish.
     pub restored_on_demand: Option<u64>,
+    /// CPU milliseconds of the restore's walk, and of the whole server while the walk ran
+    /// (serving and on-demand fetches included), from the same `INFO`; `None` as above.
+    pub restore_cpu_ms: Option<(f64, f64)>,
     /// Successful replies per second after recovery.
     pub after_recovery_per_s: f64,
     /// Seconds the preload took, and its rate.
@@ -241,7 +244,14 @@ fn report(result: RunResult) -> RunResult {
         result.recovered_ms,
         result.during_recovery_per_s,
         result.after_recovery_per_s,
-        result.restored_on_demand.map(|n| format!(", {n} keys restored on demand")).unwrap_or_default()
+        match (result.restored_on_demand, result.restore_cpu_ms) {
+            (Some(n), Some((walk, process))) => format!(
+                ", {n} keys restored on demand, CPU while restoring: walk {:.2} s of the server's {:.2} s",
+                walk / 1e3,
+                process / 1e3
+            ),
+            _ => String::new(),
+        }
     );
     result
 }
@@ -418,7 +428,7 @@ fn restart_under_load(
         ((options.duration_s * 1000.0) as u64 / options.window_ms).clamp(1, WINDOWS_MAX as u64) as usize;
     let first_reply_us = AtomicU64::new(u64::MAX);
     let recovered_us = AtomicU64::new(u64::MAX);
-    let on_demand = AtomicU64::new(u64::MAX);
+    let final_info = parking_lot::Mutex::new(None);
     let stop = AtomicBool::new(false);
     let restart = Instant::now();
     let mut server = start(options, target, dir, port)?;
@@ -434,7 +444,7 @@ fn restart_under_load(
         windows: windows_count,
     };
     let counts = std::thread::scope(|s| {
-        let (recovered, stop, first) = ((&recovered_us, &on_demand), &stop, &first_reply_us);
+        let (recovered, stop, first) = ((&recovered_us, &final_info), &stop, &first_reply_us);
         s.spawn(move || watch_recovery(addr, target, restart, end, recovered, stop));
         s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
         let counts = load::run(&load, options.driver_threads, options.clients, first, stop);
@@ -453,7 +463,9 @@ fn restart_under_load(
         first_reply_ms: first_ms,
         recovered_ms,
         during_recovery_per_s: during,
-        restored_on_demand: Some(on_demand.load(Ordering::SeqCst)).filter(|&n| n != u64::MAX),
+        restored_on_demand: info_field(&final_info, "recovery_keys_restored_on_demand"),
+        restore_cpu_ms: info_field(&final_info, "recovery_walk_cpu_ms")
+            .zip(info_field(&final_info, "recovery_process_cpu_ms")),
         after_recovery_per_s: after,
         preload_s: 0.0,
         csv,
@@ -500,17 +512,20 @@ fn probe_first_reply(addr: SocketAddr, restart: Instant, end: Instant, first: &A
     }
 }
 
-/// The field of Lazarus's `INFO recovery` that counts the keys restored on demand.
-const ON_DEMAND_FIELD: &str = "recovery_keys_restored_on_demand:";
+/// Field `name` of the `INFO` reply kept by [`watch_recovery`], if there is one and it parses.
+fn info_field<T: std::str::FromStr>(info: &parking_lot::Mutex<Option<String>>, name: &str) -> Option<T> {
+    let info = info.lock();
+    info.as_deref()?.lines().find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':')?.parse().ok())
+}
 
 /// Polls INFO until the server reports recovery finished; then `recovered.0` gets the time and
-/// `recovered.1` the keys Lazarus restored on demand.
+/// `recovered.1` that last INFO reply.
 fn watch_recovery(
     addr: SocketAddr,
     target: &Target,
     restart: Instant,
     end: Instant,
-    recovered: (&AtomicU64, &AtomicU64),
+    recovered: (&AtomicU64, &parking_lot::Mutex<Option<String>>),
     stop: &AtomicBool,
 ) {
     let section: &[u8] = match target {
@@ -549,10 +564,7 @@ fn watch_recovery(
             let body = String::from_utf8_lossy(&body);
             if body.lines().any(|l| l.trim_end() == done_line) {
                 recovered.0.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
-                let on_demand = body.lines().find_map(|l| l.trim_end().strip_prefix(ON_DEMAND_FIELD)?.parse().ok());
-                if let Some(n) = on_demand {
-                    recovered.1.store(n, Ordering::SeqCst);
-                }
+                *recovered.1.lock() = Some(body.into_owned());
                 return;
             }
             if stop.load(Ordering::Relaxed) {
