@@ -41,7 +41,6 @@
 use crate::storage::key::KEY_SIZE_MAX_BYTES;
 use crate::storage::{ColumnType, Key, Row, TableId, Value};
 use crate::txn::Tid;
-use std::sync::Arc;
 
 const TAG_NULL: u8 = 0;
 const TAG_BOOL: u8 = 1;
@@ -99,6 +98,7 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) {
         }
         Value::Text(s) => encode_sized(TAG_TEXT, s.as_bytes(), out),
         Value::Bytes(b) => encode_sized(TAG_BYTES, b, out),
+        Value::InlineBytes(b) => encode_sized(TAG_BYTES, b.as_slice(), out),
     }
 }
 
@@ -466,7 +466,7 @@ impl<'a> Reader<'a> {
             }
             TAG_BYTES => {
                 let len = self.u32()? as usize;
-                Value::Bytes(Arc::from(self.take(len)?))
+                Value::bytes(self.take(len)?)
             }
             _ => return self.fail("unknown value tag"),
         })

@@ -10,7 +10,6 @@ use super::ir::{BinOp, Func, UnOp};
 use super::limits::VALUE_BYTES_MAX;
 use crate::storage::Value;
 use std::cmp::Ordering;
-use std::sync::Arc;
 
 /// A run-time error message (the caller adds the procedure name and position).
 pub type RtResult<T> = Result<T, String>;
@@ -114,7 +113,7 @@ fn concat(a: &Value, b: &Value) -> RtResult<Value> {
     }
     Ok(match (a, b) {
         (Value::Text(x), Value::Text(y)) => Value::Text(compact_str::format_compact!("{x}{y}")),
-        _ => Value::Bytes(Arc::from([x, y].concat())),
+        _ => Value::bytes(&[x, y].concat()),
     })
 }
 
@@ -155,7 +154,9 @@ pub fn call(func: Func, args: &[Value]) -> RtResult<Value> {
     }
     match (func, args) {
         (Func::Len, [Value::Text(s)]) => Ok(Value::Int(s.chars().count() as i64)),
-        (Func::Len, [Value::Bytes(b)]) => Ok(Value::Int(b.len() as i64)),
+        (Func::Len, [b @ (Value::Bytes(_) | Value::InlineBytes(_))]) => {
+            Ok(Value::Int(b.as_bytes().map_or(0, <[u8]>::len) as i64))
+        }
         (Func::Abs, [Value::Int(i)]) => {
             i.checked_abs().map(Value::Int).ok_or_else(|| format!("integer overflow in abs({i})"))
         }

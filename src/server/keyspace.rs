@@ -212,18 +212,12 @@ fn key_of(row: &Row) -> Option<&[u8]> {
 }
 
 fn key_arc(row: &Row) -> Option<Arc<[u8]>> {
-    match row.first() {
-        Some(Value::Bytes(k)) => Some(Arc::clone(k)),
-        _ => None,
-    }
+    row.first().and_then(Value::shared_bytes)
 }
 
 /// The entry a row holds, if it has not expired at `now_ms`.
 fn live_entry(row: &Row, now_ms: i64) -> Option<Entry> {
-    let value = match row.get(1) {
-        Some(Value::Bytes(v)) => Arc::clone(v),
-        _ => return None,
-    };
+    let value = row.get(1).and_then(Value::shared_bytes)?;
     let expire_at_ms = row.get(2).and_then(Value::as_int).unwrap_or(0);
     if expire_at_ms != 0 && expire_at_ms <= now_ms {
         return None;

@@ -280,6 +280,10 @@ pub fn encode_value(value: &Value, out: &mut Vec<u8>) {
             out.push(TAG_BYTES);
             encode_escaped(b, out);
         }
+        Value::InlineBytes(b) => {
+            out.push(TAG_BYTES);
+            encode_escaped(b.as_slice(), out);
+        }
     }
 }
 
@@ -419,7 +423,7 @@ pub fn decode_key_each(mut bytes: &[u8], mut put: impl FnMut(Value)) -> Result<u
                     let s = String::from_utf8(raw).map_err(|_| malformed("text is not UTF-8"))?;
                     Value::Text(compact_str::CompactString::from(s))
                 } else {
-                    Value::Bytes(Arc::from(raw))
+                    Value::bytes(&raw)
                 }
             }
             _ => return Err(malformed("unknown type tag")),

@@ -115,7 +115,8 @@ pub fn retired_len() -> usize {
 }
 
 /// Prefetches the cache line a drop of `value` writes: a `Bytes` block's reference count.
-/// Other values drop without touching their heap (text frees its block unread) or own none.
+/// Other values drop without touching their heap (text frees its block unread) or own none
+/// (inline bytes).
 fn prefetch_heap(value: &Value) {
     if let Value::Bytes(bytes) = value {
         // The count sits just before the bytes, in the block's first line.

@@ -71,8 +71,43 @@ impl fmt::Display for ColumnType {
     }
 }
 
+/// The longest byte string a [`Value`] holds inline ([`Value::InlineBytes`]): what fits beside
+/// its length in the 24 bytes a value takes, clear of the byte where `Text` keeps its tag.
+pub const INLINE_BYTES_MAX: usize = 22;
+
+/// Bytes short enough to live inside a [`Value`] (at most [`INLINE_BYTES_MAX`]). A short key
+/// column of the server's keyspace (`key:1234567`) was a 32-byte allocation of its own per row.
+#[derive(Clone, Copy)]
+pub struct InlineBytes {
+    len: u8,
+    bytes: [u8; INLINE_BYTES_MAX],
+}
+
+impl InlineBytes {
+    /// `b` held inline, or `None` if it is longer than [`INLINE_BYTES_MAX`].
+    #[inline]
+    pub fn new(b: &[u8]) -> Option<InlineBytes> {
+        let len = u8::try_from(b.len()).ok().filter(|&len| usize::from(len) <= INLINE_BYTES_MAX)?;
+        let mut bytes = [0u8; INLINE_BYTES_MAX];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(InlineBytes { len, bytes })
+    }
+
+    /// The bytes.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for InlineBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_slice(), f)
+    }
+}
+
 /// One scalar value. `Null` is the SQL null: it is a member of every nullable type.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub enum Value {
     /// The absence of a value.
     #[default]
@@ -83,8 +118,12 @@ pub enum Value {
     Float(f64),
     /// UTF-8 text.
     Text(CompactString),
-    /// Raw bytes.
+    /// Raw bytes, shared: a clone is a reference count, whatever their length.
     Bytes(Arc<[u8]>),
+    /// Raw bytes of at most [`INLINE_BYTES_MAX`], held in the value itself: no allocation, no
+    /// count. The same column type as `Bytes`, and equal to a `Bytes` of the same bytes; which
+    /// one holds a value is a matter of size, not of meaning ([`Value::bytes`] chooses).
+    InlineBytes(InlineBytes),
     /// A boolean (procedure values only).
     Bool(bool),
 }
@@ -95,9 +134,23 @@ impl Value {
         Value::Text(CompactString::from(s))
     }
 
-    /// Builds a bytes value.
+    /// Builds a bytes value: inline when short enough, shared otherwise.
+    #[inline]
     pub fn bytes(b: &[u8]) -> Value {
-        Value::Bytes(Arc::from(b))
+        match InlineBytes::new(b) {
+            Some(inline) => Value::InlineBytes(inline),
+            None => Value::Bytes(Arc::from(b)),
+        }
+    }
+
+    /// The bytes of a `Bytes` or `InlineBytes` value, shared: a count for `Bytes`, a copy for
+    /// inline ones.
+    pub fn shared_bytes(&self) -> Option<Arc<[u8]>> {
+        match self {
+            Value::Bytes(b) => Some(Arc::clone(b)),
+            Value::InlineBytes(b) => Some(Arc::from(b.as_slice())),
+            _ => None,
+        }
     }
 
     /// The value's type, or `None` for `Null`.
@@ -107,7 +160,7 @@ impl Value {
             Value::Int(_) => Some(ColumnType::Int),
             Value::Float(_) => Some(ColumnType::Float),
             Value::Text(_) => Some(ColumnType::Text),
-            Value::Bytes(_) => Some(ColumnType::Bytes),
+            Value::Bytes(_) | Value::InlineBytes(_) => Some(ColumnType::Bytes),
             Value::Bool(_) => Some(ColumnType::Bool),
         }
     }
@@ -146,6 +199,7 @@ impl Value {
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Value::Bytes(b) => Some(b),
+            Value::InlineBytes(b) => Some(b.as_slice()),
             Value::Text(s) => Some(s.as_bytes()),
             _ => None,
         }
@@ -169,7 +223,7 @@ impl Value {
                 Value::Int(_) => 2,
                 Value::Float(_) => 3,
                 Value::Text(_) => 4,
-                Value::Bytes(_) => 5,
+                Value::Bytes(_) | Value::InlineBytes(_) => 5,
             }
         }
         match (self, other) {
@@ -182,8 +236,27 @@ impl Value {
             // which was 7 % of a YCSB worker's time under `taurus-data` (`perf`).
             (Value::Bytes(a), Value::Bytes(b)) if Arc::ptr_eq(a, b) => Ordering::Equal,
             (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
+            (Value::InlineBytes(a), Value::InlineBytes(b)) => a.as_slice().cmp(b.as_slice()),
+            (Value::Bytes(a), Value::InlineBytes(b)) => a[..].cmp(b.as_slice()),
+            (Value::InlineBytes(a), Value::Bytes(b)) => a.as_slice().cmp(&b[..]),
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
             _ => rank(self).cmp(&rank(other)),
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    /// As derived, except that inline bytes print as `Bytes`: how bytes are held is not part of
+    /// the value (the crash tests compare states by these strings).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("Null"),
+            Value::Int(v) => f.debug_tuple("Int").field(v).finish(),
+            Value::Float(v) => f.debug_tuple("Float").field(v).finish(),
+            Value::Text(s) => f.debug_tuple("Text").field(s).finish(),
+            Value::Bytes(b) => f.debug_tuple("Bytes").field(&&b[..]).finish(),
+            Value::InlineBytes(b) => f.debug_tuple("Bytes").field(&b.as_slice()).finish(),
+            Value::Bool(v) => f.debug_tuple("Bool").field(v).finish(),
         }
     }
 }
@@ -205,9 +278,9 @@ impl fmt::Display for Value {
             Value::Int(v) => write!(f, "{v}"),
             Value::Float(v) => write!(f, "{v:?}"),
             Value::Text(s) => write!(f, "'{}'", s.replace('\'', "''")),
-            Value::Bytes(b) => {
+            Value::Bytes(_) | Value::InlineBytes(_) => {
                 f.write_str("x'")?;
-                for byte in b.iter() {
+                for byte in self.as_bytes().unwrap_or_default() {
                     write!(f, "{byte:02x}")?;
                 }
                 f.write_str("'")
@@ -400,6 +473,29 @@ impl From<&[Value]> for Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_bytes_are_inline_and_equal_to_shared_ones() {
+        let short = [7u8; INLINE_BYTES_MAX];
+        let long = [7u8; INLINE_BYTES_MAX + 1];
+        assert!(matches!(Value::bytes(&short), Value::InlineBytes(_)));
+        assert!(matches!(Value::bytes(&[]), Value::InlineBytes(_)));
+        assert!(matches!(Value::bytes(&long), Value::Bytes(_)));
+        for b in [&short[..], &long[..], &[][..], b"key:1"] {
+            let (value, shared) = (Value::bytes(b), Value::Bytes(Arc::from(b)));
+            assert_eq!(value.as_bytes(), Some(b));
+            assert_eq!(value.column_type(), Some(ColumnType::Bytes));
+            assert_eq!(value, shared);
+            assert_eq!(value.to_string(), shared.to_string());
+            assert_eq!(format!("{value:?}"), format!("{shared:?}"));
+            assert_eq!(value.shared_bytes().as_deref(), Some(b));
+        }
+        // Ordered by content whichever way each is held: a shorter prefix first.
+        let (a, b) = (Value::bytes(b"ab"), Value::Bytes(Arc::from(&b"abc"[..])));
+        assert_eq!(a.total_cmp(&b), Ordering::Less);
+        assert_eq!(b.total_cmp(&a), Ordering::Greater);
+        assert_eq!(Value::bytes(&long).total_cmp(&Value::bytes(&short)), Ordering::Greater);
+    }
 
     #[test]
     fn total_order_puts_null_first_and_orders_floats() {

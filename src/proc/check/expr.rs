@@ -7,7 +7,6 @@ use super::super::lexer::Span;
 use super::ProcChecker;
 use super::scope::Binding;
 use crate::storage::Value;
-use std::sync::Arc;
 
 /// The placeholder for an expression that had an error.
 pub(super) fn error_expr() -> Expr {
@@ -34,7 +33,7 @@ impl ProcChecker<'_> {
             A::Int(v) => konst(Ty::Int, Value::Int(*v)),
             A::Float(v) => konst(Ty::Float, Value::Float(*v)),
             A::Str(s) => konst(Ty::Text, Value::text(s)),
-            A::Bytes(b) => konst(Ty::Bytes, Value::Bytes(Arc::from(b.as_slice()))),
+            A::Bytes(b) => konst(Ty::Bytes, Value::bytes(b)),
             A::Bool(b) => konst(Ty::Bool, Value::Bool(*b)),
             A::Null => konst(Ty::Null, Value::Null),
             A::Name(n) => self.name_expr(n),

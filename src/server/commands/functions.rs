@@ -116,6 +116,7 @@ fn value_reply(value: Value) -> Reply {
         Value::Float(f) => Reply::text(f.to_string()),
         Value::Text(t) => Reply::Bulk(t.as_bytes().to_vec()),
         Value::Bytes(b) => Reply::Shared(b),
+        Value::InlineBytes(b) => Reply::Bulk(b.as_slice().to_vec()),
     }
 }
 
