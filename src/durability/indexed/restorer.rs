@@ -482,7 +482,7 @@ impl Restorer {
             if let Err(e) = read {
                 fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}"));
             }
-            let end = match batch.len().checked_sub(1).map(|last| batch.get(last).0) {
+            let end = match batch.last_key() {
                 Some(last) if batch.len() == WALK_BATCH_KEYS => Upper::Key(successor(last)),
                 _ => shard.hi.clone(),
             };
@@ -703,7 +703,7 @@ impl RestoreGate for Restorer {
             fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}"));
         }
         // The chunk stops before a key of another table (only possible past TABLES_MAX tables).
-        let mut end = match chunk.len().checked_sub(1).map(|last| chunk.get(last).0) {
+        let mut end = match chunk.last_key() {
             Some(last) if chunk.len() == DEMAND_CHUNK_KEYS => Upper::Key(successor(last)),
             _ => shard.hi.clone(),
         };
@@ -712,7 +712,7 @@ impl RestoreGate for Restorer {
             end = Upper::Key(chunk.get(other).0.to_vec());
             chunk.truncate(other);
         }
-        let found = !chunk.is_empty() && chunk.get(0).0 == full.as_slice();
+        let found = chunk.iter().next().is_some_and(|(k, _)| k == full.as_slice());
         // Every key of the chunk is of `table` (cut above), so the table id is 4 bytes long.
         let decoded: Vec<(Key, Tid, Row)> = chunk
             .iter()

@@ -460,6 +460,11 @@ impl ImageBatch {
         (&self.bytes[start..key_end], &self.bytes[key_end..image_end])
     }
 
+    /// The last image's full key.
+    pub fn last_key(&self) -> Option<&[u8]> {
+        self.len().checked_sub(1).map(|last| self.get(last).0)
+    }
+
     /// The images in key order, as (full key, image).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         (0..self.len()).map(|i| self.get(i))
@@ -603,13 +608,14 @@ mod tests {
             batch.push(key, image);
         }
         assert_eq!(batch.len(), 3);
+        assert_eq!(batch.last_key(), Some(&b"key3"[..]));
         assert_eq!(batch.iter().collect::<Vec<_>>(), images);
         batch.truncate(1);
         assert_eq!(batch.iter().collect::<Vec<_>>(), &images[..1]);
         batch.push(b"k4", b"four");
         assert_eq!(batch.get(1), (&b"k4"[..], &b"four"[..]));
         batch.clear();
-        assert!(batch.is_empty());
+        assert!(batch.is_empty() && batch.last_key().is_none());
     }
 
     #[test]

@@ -160,14 +160,14 @@ pub struct RunResult {
     pub recovered_ms: f64,
     /// Successful replies per second while recovery ran (from the first reply on).
     pub during_recovery_per_s: f64,
+    /// Successful replies per second after recovery.
+    pub after_recovery_per_s: f64,
     /// Keys the server restored on demand (for requests that missed) rather than by its walk,
     /// from its last `INFO recovery`; `None` for Redis, or when recovery did not finish.
     pub restored_on_demand: Option<u64>,
     /// CPU milliseconds of the restore's walk, and of the whole server while the walk ran
     /// (serving and on-demand fetches included), from the same `INFO`; `None` as above.
     pub restore_cpu_ms: Option<(f64, f64)>,
-    /// Successful replies per second after recovery.
-    pub after_recovery_per_s: f64,
     /// Seconds the preload took, and its rate.
     pub preload_s: f64,
     /// The timeline file written.
