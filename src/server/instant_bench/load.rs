@@ -10,7 +10,7 @@
 //! zeroing pages: `docs/PERFORMANCE.md`, "Instant recovery", "Session 32"). Here a thread's
 //! counts and latency histograms are its own, merged when the run ends.
 
-use super::{RETRY_PAUSE, VALUE_SIZE_BYTES, encode};
+use super::{RETRY_PAUSE, encode_request};
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -359,20 +359,7 @@ fn send_next(load: &Load, poll: &Poll, client: &mut Client, scratch: &mut Vec<u8
     let read = (client.next_random() % 10_000) as f64 / 10_000.0 < load.read_fraction;
     client.request.clear();
     client.written = 0;
-    scratch.clear();
-    let _ = write!(scratch, "key:{k}");
-    let key_len = scratch.len();
-    if read {
-        encode(&[b"GET", &scratch[..key_len]], &mut client.request);
-    } else {
-        let _ = write!(scratch, "v{k}:");
-        let value_start = key_len;
-        while scratch.len() - value_start < VALUE_SIZE_BYTES {
-            scratch.push(b'x');
-        }
-        let (key, value) = scratch.split_at(key_len);
-        encode(&[b"SET", key, value], &mut client.request);
-    }
+    encode_request(k, read, scratch, &mut client.request);
     client.sent_at = now;
     flush(poll, client, now);
 }

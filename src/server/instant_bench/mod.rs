@@ -326,14 +326,23 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), InstantBenchError> {
     dir.sync_all().map_err(io(format!("sync {}", to.display())))
 }
 
-fn key(n: u64) -> String {
-    format!("key:{n}")
-}
-
-fn value(n: u64) -> String {
-    let mut v = format!("v{n}:");
-    v.extend(std::iter::repeat_n('x', VALUE_SIZE_BYTES.saturating_sub(v.len())));
-    v
+/// Appends to `out` the request for key `n` (`key:<n>`): a GET if `read`, else a SET of its value
+/// (`v<n>:` padded with `x` to [`VALUE_SIZE_BYTES`]). The preload, the probe and the load all
+/// encode here, so the load's keys are the preloaded ones; `scratch` holds the arguments.
+fn encode_request(n: u64, read: bool, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+    scratch.clear();
+    let _ = write!(scratch, "key:{n}");
+    let key_len = scratch.len();
+    if read {
+        encode(&[b"GET", scratch], out);
+        return;
+    }
+    let _ = write!(scratch, "v{n}:");
+    while scratch.len() - key_len < VALUE_SIZE_BYTES {
+        scratch.push(b'x');
+    }
+    let (key, value) = scratch.split_at(key_len);
+    encode(&[b"SET", key, value], out);
 }
 
 /// Appends `args` to `out` as a RESP array of bulk strings. Writing into a `Vec` cannot fail.
@@ -389,13 +398,13 @@ fn preload(addr: SocketAddr, keys: u64) -> Result<(), InstantBenchError> {
                     let mut reader = BufReader::new(stream.try_clone().map_err(io("clone"))?);
                     let mut writer = stream;
                     let mut line = String::new();
-                    let mut wire = Vec::new();
+                    let (mut wire, mut scratch) = (Vec::new(), Vec::new());
                     let mut n = c * BATCH;
                     while n < keys && !failed.load(Ordering::Relaxed) {
                         wire.clear();
                         let end = (n + BATCH).min(keys);
                         for k in n..end {
-                            encode(&[b"SET", key(k).as_bytes(), value(k).as_bytes()], &mut wire);
+                            encode_request(k, false, &mut scratch, &mut wire);
                         }
                         writer.write_all(&wire).map_err(io("preload write"))?;
                         for _ in n..end {
@@ -485,7 +494,7 @@ fn us_to_ms(us: u64) -> f64 {
 /// error: the time the server first served a request, at a 1 ms resolution.
 fn probe_first_reply(addr: SocketAddr, restart: Instant, end: Instant, first: &AtomicU64, stop: &AtomicBool) {
     let mut wire = Vec::new();
-    encode(&[b"GET", key(0).as_bytes()], &mut wire);
+    encode_request(0, true, &mut Vec::new(), &mut wire);
     let mut line = String::new();
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         let Ok(stream) = TcpStream::connect(addr) else {
@@ -609,4 +618,20 @@ fn write_timeline(
     std::fs::write(path, out).map_err(io(format!("write {}", path.display())))?;
     let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { f64::NAN };
     Ok((rate(during, during_s), rate(after, after_s)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_name_the_preloaded_keys_and_their_values() {
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        encode_request(7, true, &mut scratch, &mut out);
+        assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$5\r\nkey:7\r\n");
+        out.clear();
+        encode_request(12, false, &mut scratch, &mut out);
+        let value = format!("v12:{}", "x".repeat(VALUE_SIZE_BYTES - 4));
+        assert_eq!(String::from_utf8(out).unwrap(), format!("*3\r\n$3\r\nSET\r\n$6\r\nkey:12\r\n$32\r\n{value}\r\n"));
+    }
 }
