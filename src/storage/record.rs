@@ -94,6 +94,17 @@ impl Record {
         }
     }
 
+    /// A present, latest record that is already locked: a row an instant restore links, locked
+    /// until every index holds it ([`super::table::Table::restore_row`]).
+    pub fn present_locked(key: Key, row: Row, tid: Tid) -> Record {
+        Record {
+            word: AtomicU64::new(TidWord::new(tid, true, false).locked().0),
+            last_writer: AtomicU64::new(0),
+            row: row_pointer(row),
+            key,
+        }
+    }
+
     /// An absent, latest, unlocked record with a TID: a deletion replayed by recovery.
     pub fn tombstone(key: Key, tid: Tid) -> Record {
         Record {

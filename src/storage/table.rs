@@ -63,7 +63,8 @@ pub struct Table {
 /// the gate about it: a record is linked during a restore only by the restore itself
 /// ([`Table::restore_row`]) or by a write, which restores its key first (`lock_or_create` calls
 /// [`Table::ensure_restored`]). So the gate sees only keys without a record: not restored yet,
-/// or restored and absent. (Asking it for every access cost a request three passes through it,
+/// or restored and absent. The restore links its records locked until every index holds them,
+/// so an access that skipped the gate waits for that, as it would for a writer. (Asking it for every access cost a request three passes through it,
 /// each a lock and a search of the restored ranges.)
 pub trait RestoreGate: Send + Sync {
     /// Returns once `key` of `table` holds its recovered state (restored now if it was not).
@@ -229,8 +230,14 @@ impl Table {
     /// Restore: links a recovered row under `key` (primary and secondary indexes) unless the key
     /// already has a record, which is then newer (written after the restart). Returns whether it
     /// was linked. Does not go through the gate: the gate itself calls it.
+    ///
+    /// The record is linked locked and unlocked once every index holds it: a request that finds
+    /// it in the point index takes the key as restored without asking the gate
+    /// ([`RestoreGate`]), and a write between the link and the secondary inserts would change the
+    /// row (and its own entries) before the restore inserted the entries of the image's values,
+    /// leaving an entry under a value the row no longer has. Locked, such a write waits.
     pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        let record = Arc::new(Record::present(key.clone(), Row::clone(&row), tid, 0));
+        let record = Arc::new(Record::present_locked(key.clone(), Row::clone(&row), tid));
         if self.link(key, &record).is_err() {
             return false;
         }
@@ -239,6 +246,7 @@ impl Table {
                 let _ = index.insert_if_absent(entry, Arc::clone(&record));
             }
         }
+        record.unlock();
         true
     }
 
