@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: lazarus::allocator::Mimalloc = lazarus::allocator::Mimalloc;
 
 fn bench_checkpoint(c: &mut Criterion) {
     let warehouses = std::env::var("CHECKPOINT_WAREHOUSES").ok().and_then(|w| w.parse().ok()).unwrap_or(2);

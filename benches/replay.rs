@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 /// The allocator of the `lazarus` binary, so that allocation costs are those of `lazarus recover`.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: lazarus::allocator::Mimalloc = lazarus::allocator::Mimalloc;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// both routes pay the allocation costs the product has (glibc's malloc made the procedure
 /// route's extra allocations look dearer than they are).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: lazarus::allocator::Mimalloc = lazarus::allocator::Mimalloc;
 
 /// Pre-generated argument sets per transaction kind (cycled through).
 const POOL: usize = 4_096;

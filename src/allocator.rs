@@ -1,5 +1,85 @@
-//! How the allocator the `lazarus` binary links (mimalloc) is tuned, shared with the benchmarks
-//! that link it too, so that they measure the allocation costs the product has.
+//! The allocator the `lazarus` binary links (mimalloc, through [`Mimalloc`]) and how it is
+//! tuned, shared with the benchmarks that link it too, so that they measure the allocation costs
+//! the product has.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
+
+/// The alignment every block of `mi_malloc` has when the block is at least this large
+/// (`MI_MAX_ALIGN_SIZE` in mimalloc's `types.h`: its size classes from 16 bytes up are multiples
+/// of 16, and each page's first block is 16-aligned); smaller blocks are aligned to their size
+/// class, a multiple of 8.
+const MI_MAX_ALIGN_BYTES: usize = 16;
+
+/// mimalloc as Rust's global allocator, asking it for *unaligned* blocks whenever the layout's
+/// alignment is one every block of that size has anyway, as Rust's own `System` allocator does
+/// with `malloc`.
+///
+/// Why not `mimalloc::MiMalloc`: it passes every layout to `mi_malloc_aligned`, and mimalloc
+/// v3's aligned path serves a size that is not a power of two from the size class's page only
+/// while that page has a free block; once the page is full it over-allocates `size + align - 1`
+/// from the *next* class (mimalloc issue #889), and since nothing then refills the exact class's
+/// page, every later block of that size goes the same slow way. An 80-byte record took a
+/// 96-byte block, a 96-byte row 112, a 160-byte node 192, each through the out-of-line generic
+/// path: about twice the time per allocation and a sixth more memory, all of it zeroed by the
+/// kernel at first touch (docs/PERFORMANCE.md, "The allocator's aligned path").
+pub struct Mimalloc;
+
+/// Whether a block of `layout.size()` bytes from `mi_malloc` is always aligned as `layout` asks.
+#[inline(always)]
+fn plain_block_fits(layout: &Layout) -> bool {
+    layout.align() <= MI_MAX_ALIGN_BYTES && layout.align() <= layout.size()
+}
+
+// SAFETY: every block comes from mimalloc and goes back to it (`mi_free` takes blocks of both
+// the plain and the aligned API); a plain block is used only when its alignment is guaranteed
+// ([`plain_block_fits`]), else the aligned API is asked.
+unsafe impl GlobalAlloc for Mimalloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: mimalloc's allocation functions take any size and alignment.
+        unsafe {
+            if plain_block_fits(&layout) {
+                libmimalloc_sys::mi_malloc(layout.size()).cast()
+            } else {
+                libmimalloc_sys::mi_malloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        unsafe {
+            if plain_block_fits(&layout) {
+                libmimalloc_sys::mi_zalloc(layout.size()).cast()
+            } else {
+                libmimalloc_sys::mi_zalloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: the caller passes a block this allocator returned and has not freed.
+        unsafe { libmimalloc_sys::mi_free(ptr.cast::<c_void>()) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // The new block must have the old alignment at the new size.
+        let fits = layout.align() <= MI_MAX_ALIGN_BYTES && layout.align() <= new_size;
+        // SAFETY: the caller passes a live block of this allocator and a non-zero `new_size`;
+        // mimalloc copies the contents and frees the old block.
+        unsafe {
+            if fits {
+                libmimalloc_sys::mi_realloc(ptr.cast(), new_size).cast()
+            } else {
+                libmimalloc_sys::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
+            }
+        }
+    }
+}
 
 /// `mi_option_purge_delay` in mimalloc v3's `mi_option_e` (include/mimalloc.h); the Rust bindings
 /// do not name it.
@@ -110,6 +190,68 @@ fn system_sizes() -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Allocates `count` blocks of `layout` from [`Mimalloc`], checks each one's alignment and
+    /// that it holds `layout.size()` bytes, and returns the usable size mimalloc gave the last.
+    fn usable_after(layout: Layout, count: usize) -> usize {
+        let mut blocks = Vec::with_capacity(count);
+        for i in 0..count {
+            // SAFETY: every layout the tests pass has a non-zero size.
+            let block = unsafe { Mimalloc.alloc(layout) };
+            assert!(!block.is_null(), "allocation {i} of {layout:?} failed");
+            assert!(block.align_offset(layout.align()) == 0, "{block:p} is not aligned for {layout:?}");
+            // SAFETY: the block holds at least `layout.size()` bytes.
+            unsafe { block.write_bytes(0xA5, layout.size()) };
+            blocks.push(block);
+        }
+        let last = *blocks.last().expect("count > 0");
+        // SAFETY: `last` is a live block of mimalloc.
+        let usable = unsafe { libmimalloc_sys::mi_usable_size(last.cast()) };
+        for block in blocks {
+            // SAFETY: allocated above with `layout`, freed once.
+            unsafe { Mimalloc.dealloc(block, layout) };
+        }
+        usable
+    }
+
+    #[test]
+    fn blocks_of_ordinary_layouts_come_from_their_own_size_class() {
+        // More blocks than one mimalloc page holds, so that the size class's first page fills:
+        // on mimalloc's aligned path every later block then came from the next class.
+        for size in [24, 80, 96, 160, 200, 1000] {
+            let layout = Layout::from_size_align(size, 8).expect("layout");
+            let usable = usable_after(layout, 20_000);
+            // SAFETY: `mi_good_size` computes a size class and takes no pointer.
+            let class = unsafe { libmimalloc_sys::mi_good_size(size) };
+            assert_eq!(usable, class, "{size} bytes took a {usable}-byte block, not one of their class");
+        }
+    }
+
+    #[test]
+    fn every_layout_gets_its_alignment() {
+        for align in [1, 2, 8, 16, 32, 64, 4096] {
+            for size in [1, 7, 8, 15, 16, 24, 48, 80, 100, 4096, 5000] {
+                let layout = Layout::from_size_align(size, align).expect("layout");
+                usable_after(layout, 100);
+                // Grown and shrunk in place or moved: still aligned, contents kept.
+                // SAFETY: a non-zero size; the block is reallocated to non-zero sizes and freed once.
+                unsafe {
+                    let block = Mimalloc.alloc_zeroed(layout);
+                    assert!(!block.is_null() && block.align_offset(align) == 0, "zeroed {layout:?}");
+                    assert!((0..size).all(|i| *block.add(i) == 0), "alloc_zeroed of {layout:?} is not zeroed");
+                    block.write_bytes(7, size);
+                    let grown = Mimalloc.realloc(block, layout, size * 3);
+                    assert!(!grown.is_null() && grown.align_offset(align) == 0, "grown {layout:?}");
+                    assert!((0..size).all(|i| *grown.add(i) == 7), "realloc of {layout:?} lost bytes");
+                    let grown_layout = Layout::from_size_align(size * 3, align).expect("layout");
+                    let shrunk = Mimalloc.realloc(grown, grown_layout, 1);
+                    assert!(!shrunk.is_null() && shrunk.align_offset(align) == 0, "shrunk {layout:?}");
+                    assert_eq!(*shrunk, 7, "realloc of {layout:?} lost its first byte");
+                    Mimalloc.dealloc(shrunk, Layout::from_size_align(1, align).expect("layout"));
+                }
+            }
+        }
+    }
 
     /// This process's minor page faults so far (`getrusage`).
     fn minor_faults() -> i64 {

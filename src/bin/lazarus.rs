@@ -17,9 +17,10 @@ use std::sync::Arc;
 
 /// mimalloc instead of the system allocator: profiles of every workload showed glibc malloc and
 /// free taking a fifth to a quarter of all instructions; side by side it gave about 1.1x on TPC-C
-/// and YCSB (docs/PERFORMANCE.md).
+/// and YCSB (docs/PERFORMANCE.md). Through [`lazarus::allocator::Mimalloc`], which keeps ordinary
+/// layouts off mimalloc's aligned path.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: lazarus::allocator::Mimalloc = lazarus::allocator::Mimalloc;
 use std::time::Duration;
 
 /// Lazarus: an in-memory transactional database with fast durability and recovery.
