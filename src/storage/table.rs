@@ -237,17 +237,46 @@ impl Table {
     /// row (and its own entries) before the restore inserted the entries of the image's values,
     /// leaving an entry under a value the row no longer has. Locked, such a write waits.
     pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        let record = Arc::new(Record::present_locked(key.clone(), Row::clone(&row), tid));
-        if self.link(key, &record).is_err() {
-            return false;
-        }
-        for (i, index) in self.secondary.iter().enumerate() {
-            if let Ok(entry) = self.schema.secondary_key_of(i, &row, key) {
-                let _ = index.insert_if_absent(entry, Arc::clone(&record));
+        self.restore_rows(std::iter::once((key.clone(), row, tid))) == 1
+    }
+
+    /// [`Table::restore_row`] for rows in strictly increasing key order (the restore walk's
+    /// batches); returns how many it linked. Each record is linked locked in the point index,
+    /// then the linked ones go into the ordered index as one run (one descent per leaf,
+    /// [`OrderedIndex::insert_run_if_absent`]), then into the secondary indexes, and only then
+    /// are they unlocked: until then a write of one of these keys waits, as in
+    /// [`Table::restore_row`].
+    pub fn restore_rows(&self, rows: impl Iterator<Item = (Key, Row, Tid)>) -> usize {
+        // A run of unknown length is a walk's batch, a few dozen rows.
+        let (lower, upper) = rows.size_hint();
+        let mut linked: Vec<Entry> = Vec::with_capacity(upper.unwrap_or(lower.max(32)));
+        for (key, row, tid) in rows {
+            let record = Arc::new(Record::present_locked(key.clone(), row, tid));
+            if self.point.insert_if_absent(Arc::clone(&record)).is_ok() {
+                linked.push((key, record));
             }
         }
-        record.unlock();
-        true
+        if !self.ordered_deferred.load(Ordering::Relaxed) {
+            for (i, stale) in self.primary.insert_run_if_absent(&linked) {
+                // Unreachable, as in `link`: repair rather than leave the two out of step.
+                let (key, record) = &linked[i];
+                self.primary.remove(key.as_bytes(), &stale);
+                let _ = self.primary.insert_if_absent(key.clone(), Arc::clone(record));
+            }
+        }
+        for (key, record) in &linked {
+            if !self.secondary.is_empty() {
+                // Locked by this restore, so its row is the one it was made with.
+                let row = record.row_unchecked();
+                for (i, index) in self.secondary.iter().enumerate() {
+                    if let Ok(entry) = self.schema.secondary_key_of(i, &row, key) {
+                        let _ = index.insert_if_absent(entry, Arc::clone(record));
+                    }
+                }
+            }
+            record.unlock();
+        }
+        linked.len()
     }
 
     /// Links `record` under primary key `key` in both primary indexes (the point index alone while

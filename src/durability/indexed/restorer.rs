@@ -498,13 +498,9 @@ impl Restorer {
             // One pin for the batch: the indexes' own pins then nest, without the fence (and the
             // attempt to advance the epoch) an outermost pin pays, twice a key.
             let _pinned = crossbeam_epoch::pin();
-            for ((full, _), decoded) in batch.iter().zip(decoded) {
-                if let Some(d) = decoded
-                    && !restored.contains(full)
-                {
-                    d.table.restore_row(&d.key, d.row, d.tid);
-                }
-            }
+            let unrestored =
+                batch.iter().zip(decoded).filter_map(|((full, _), d)| d.filter(|_| !restored.contains(full)));
+            link_runs(unrestored);
             restored.add(std::mem::take(&mut position), end.clone());
             drop(restored);
             self.walked_keys.fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -660,6 +656,17 @@ fn decode<'c>(catalog: &'c Catalog, full: &[u8], image: &[u8]) -> Result<Option<
     let (tid, row) = decode_image(image)?;
     prefetch_link(table, key);
     Ok(Some(Decoded { table, key: Key::from(key), tid, row }))
+}
+
+/// Links decoded images, in key order, as runs of one table each ([`Table::restore_rows`]: one
+/// descent of the ordered index per leaf, not per key).
+fn link_runs<'c>(images: impl Iterator<Item = Decoded<'c>>) {
+    let mut images = images.peekable();
+    while let Some(first) = images.peek() {
+        let table = first.table;
+        let run = std::iter::from_fn(|| images.next_if(|d| std::ptr::eq(d.table, table)));
+        table.restore_rows(run.map(|d| (d.key, d.row, d.tid)));
+    }
 }
 
 /// Starts loading the point-index slot a link of `key` will probe: a batch is decoded before it

@@ -163,6 +163,17 @@ pub trait OrderedIndex: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Stores each entry of `run` (keys in strictly increasing order, asserted in debug builds)
+    /// whose key has no entry, as one [`OrderedIndex::insert_if_absent`] each would, while other
+    /// threads use the index; returns the positions in `run` of the entries refused, each with
+    /// the record its key holds. The instant restore's walk links its images in key order: a
+    /// backend may insert neighbouring keys with one descent. This default inserts one by one.
+    fn insert_run_if_absent(&self, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
+        debug_assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
+        let inserted = run.iter().map(|(key, record)| self.insert_if_absent(key.clone(), Arc::clone(record)));
+        inserted.enumerate().filter_map(|(i, result)| result.err().map(|existing| (i, existing))).collect()
+    }
 }
 
 /// A key and its record, as [`OrderedIndex::load_sorted`] takes them.
@@ -446,6 +457,16 @@ pub(crate) mod contract_tests {
             seen < 2
         });
         assert_eq!(seen, 2, "visitor returning false must stop the scan");
+        // A run: the keys present (1, 3) are refused with their records, the others go in.
+        let run: Vec<Entry> = [0u8, 1, 2, 3, 4].iter().map(|&v| (k(v), rec(i64::from(v)))).collect();
+        let refused = index.insert_run_if_absent(&run);
+        let refused: Vec<(usize, bool)> = refused
+            .iter()
+            .map(|(i, existing)| (*i, index.get(&[run[*i].0[0]]).is_some_and(|r| Arc::ptr_eq(&r, existing))))
+            .collect();
+        assert_eq!(refused, vec![(1, true), (3, true)], "a run's refusals and the records they name");
+        assert_eq!(collect(index, &all, Direction::Forward, 100), vec![0, 1, 2, 3, 4, 7, 9]);
+        assert_eq!(index.len(), 7);
     }
 
     /// Corner cases beyond [`check_contract`]: empty and inverted ranges, zero limits, bounds

@@ -666,6 +666,57 @@ impl OlcTree {
         }
     }
 
+    /// [`OrderedIndex::insert_run_if_absent`]'s work in one leaf, which the caller has locked:
+    /// inserts `run[from..]` while the keys lie below `high` (the leaf's high fence; null: none)
+    /// and the leaf has room, and notes in `refused` the keys it already holds. Returns where it
+    /// stopped.
+    fn fill_leaf(
+        &self,
+        leaf: &Node,
+        high: *const Key,
+        run: &[Loaded],
+        from: usize,
+        refused: &mut Vec<(usize, Arc<Record>)>,
+        guard: &Guard,
+    ) -> usize {
+        // SAFETY: a separator read during the descent, freed only through the collector, and
+        // this operation is pinned.
+        let high = (!high.is_null()).then(|| unsafe { (*high).as_bytes() });
+        let mut inserted = 0;
+        let mut next = from;
+        while let Some((key, record)) = run.get(next) {
+            let probe = key.as_bytes();
+            if high.is_some_and(|high| probe >= high) {
+                break;
+            }
+            // The leaf is locked, so its slots below its count are set and `search` answers.
+            let Some(found) = leaf.search(probe, guard) else { break };
+            match found {
+                Ok(i) => {
+                    let p = leaf.slots[i].load(Ordering::Acquire);
+                    refused.push((next, Arc::clone(&lent(leaf.leaf_slot(p, guard).1))));
+                }
+                Err(_) if leaf.count() == FANOUT => break,
+                Err(i) => {
+                    assert!(*key == *record.key(), "a tree keyed by records was given another key");
+                    // The slot's slice is taken from `probe` now; the full key is read from the
+                    // record from here on.
+                    leaf.insert_slot(
+                        i,
+                        probe,
+                        Arc::into_raw(Arc::clone(record)).cast_mut().cast(),
+                        ptr::null_mut(),
+                        guard,
+                    );
+                    inserted += 1;
+                }
+            }
+            next += 1;
+        }
+        self.len.fetch_add(inserted, Ordering::Relaxed);
+        next
+    }
+
     /// Splits the node at depth `at` of `path` (`path.depth` is the leaf) with its parent locked,
     /// for an insert at `leaf_position` of the leaf. Returns whether it did; if anything changed
     /// since the descent, it does nothing.
@@ -1151,6 +1202,45 @@ impl OrderedIndex for OlcTree {
         self.len.load(Ordering::Relaxed)
     }
 
+    /// In a tree keyed by records, one descent per leaf: the run's entries that fall in the leaf
+    /// the first one leads to (below its high fence, read on the way down) go in under one lock
+    /// of it, until it is full; the entry a full leaf refuses takes the single insert's path,
+    /// which splits it. A leaf's range can only grow while it is not itself changed (a sibling
+    /// emptied and unlinked), so a fence read on the way down still bounds it when locked.
+    fn insert_run_if_absent(&self, run: &[Loaded]) -> Vec<(usize, Arc<Record>)> {
+        debug_assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
+        let mut refused = Vec::new();
+        if !self.holds_records {
+            for (i, (key, record)) in run.iter().enumerate() {
+                if let Err(existing) = self.insert_if_absent(key.clone(), Arc::clone(record)) {
+                    refused.push((i, existing));
+                }
+            }
+            return refused;
+        }
+        let guard = crossbeam_epoch::pin();
+        let mut next = 0;
+        while next < run.len() {
+            let first = next;
+            let path = self.descend(Aim::Key(run[first].0.as_bytes()), &guard);
+            let leaf = node(path.leaf, &guard);
+            if !leaf.upgrade(path.leaf_version) {
+                continue;
+            }
+            next = self.fill_leaf(leaf, path.high, run, first, &mut refused, &guard);
+            leaf.unlock();
+            if next == first {
+                // The leaf was full for the first entry.
+                let (key, record) = &run[first];
+                if let Err(existing) = self.insert_if_absent(key.clone(), Arc::clone(record)) {
+                    refused.push((first, existing));
+                }
+                next += 1;
+            }
+        }
+        refused
+    }
+
     fn load_sorted(&self, runs: Vec<Vec<Loaded>>) {
         super::check_sorted_runs(&runs);
         if let Err(runs) = self.build_from_sorted(runs) {
@@ -1606,6 +1696,78 @@ mod tests {
             }
             let (_, entries) = tree.check_invariants();
             assert_eq!(entries, 40_000, "round {round}");
+        }
+    }
+
+    /// Inserts and removes keys of its own (first byte 0xEE, which no `random_key` has) until
+    /// told to stop; returns the keys it left in the tree.
+    fn churn(tree: &OlcTree, stop: &std::sync::atomic::AtomicBool) -> std::collections::BTreeSet<Vec<u8>> {
+        let mut left = std::collections::BTreeSet::new();
+        let key = |i: u32| [&[0xEE][..], &(i % 4_000).to_be_bytes()].concat();
+        let mut i = 0u32;
+        while !stop.load(Ordering::Relaxed) || i < 2_000 {
+            let k = key(i);
+            if tree.insert_if_absent(Key::from(&k[..]), rec(&k)).is_ok() {
+                left.insert(k);
+            }
+            // Removing every third key (and each key once it comes round again) empties leaves,
+            // which unlinks them: the fences of their neighbours move.
+            let old = key(i.wrapping_mul(7) / 3);
+            if i.is_multiple_of(3)
+                && let Some(record) = tree.get(&old)
+            {
+                assert!(tree.remove(&old, &record), "a key only this thread removes");
+                left.remove(&old);
+            }
+            i += 1;
+        }
+        left
+    }
+
+    #[test]
+    fn runs_inserted_beside_another_writer_refuse_exactly_the_present_keys() {
+        use rand::{Rng, SeedableRng};
+        use std::sync::atomic::AtomicBool;
+        for round in 0..8u64 {
+            let tree = Arc::new(if round % 2 == 0 { OlcTree::default() } else { OlcTree::keyed_by_records() });
+            let mut rng = rand::rngs::StdRng::seed_from_u64(round);
+            let mut model: std::collections::BTreeSet<Vec<u8>> = (0..300).map(|_| random_key(&mut rng)).collect();
+            for k in &model {
+                tree.insert_if_absent(Key::from(&k[..]), rec(k)).expect("a fresh key");
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let churner = {
+                let (tree, stop) = (Arc::clone(&tree), Arc::clone(&stop));
+                std::thread::spawn(move || churn(&tree, &stop))
+            };
+            for r in 0..60u64 {
+                // Random runs (prefixes, slices, keys already present), and runs of consecutive
+                // integers, as a restore's walk appends them.
+                let run: std::collections::BTreeSet<Vec<u8>> = if r % 2 == 0 {
+                    (0..rng.random_range(1..120)).map(|_| random_key(&mut rng)).collect()
+                } else {
+                    (r * 100..r * 100 + rng.random_range(1..150))
+                        .map(|i| [&[9u8][..], &i.to_be_bytes()].concat())
+                        .collect()
+                };
+                let run: Vec<Vec<u8>> = run.into_iter().collect();
+                let entries: Vec<Loaded> = run.iter().map(|k| (Key::from(&k[..]), rec(k))).collect();
+                let refused = tree.insert_run_if_absent(&entries);
+                let expected: Vec<usize> = (0..run.len()).filter(|&i| model.contains(&run[i])).collect();
+                assert_eq!(refused.iter().map(|(i, _)| *i).collect::<Vec<_>>(), expected, "round {round}, run {r}");
+                for (i, existing) in &refused {
+                    assert_eq!(existing.key().as_bytes(), &run[*i][..], "a refusal names another key's record");
+                }
+                model.extend(run);
+            }
+            stop.store(true, Ordering::Relaxed);
+            let churned = churner.join().expect("the other writer panicked");
+            for k in &model {
+                assert!(tree.get(k).is_some_and(|r| r.key().as_bytes() == &k[..]), "round {round}: {k:?} lost");
+            }
+            let (_, entries) = tree.check_invariants();
+            assert_eq!(entries, model.len() + churned.len(), "round {round}");
+            assert_eq!(tree.len(), entries, "round {round}: the count");
         }
     }
 
