@@ -161,6 +161,20 @@ impl Restored {
         self.done || self.end_of(key).is_some()
     }
 
+    /// Whether any restored key lies in `[start, end)`.
+    fn overlaps(&self, start: &[u8], end: &Upper) -> bool {
+        if self.done {
+            return true;
+        }
+        // The last interval that starts below `end` is the only one that can reach into the range
+        // (intervals are disjoint and sorted).
+        let below_end = match end.as_key() {
+            Some(end) => self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end))).next_back(),
+            None => self.intervals.iter().next_back(),
+        };
+        below_end.is_some_and(|(_, interval_end)| interval_end.above(start))
+    }
+
     /// Adds `[start, end)`, merging it with the intervals it overlaps or touches.
     fn add(&mut self, mut start: Vec<u8>, mut end: Upper) {
         assert!(end.above(&start), "an empty restored interval");
@@ -490,16 +504,22 @@ impl Restorer {
             // needs this shard waits for as little as possible (and a walker preempted while
             // holding it, on a machine full of connection threads, holds it for less).
             let catalog = catalog.load();
+            // One pin for the batch: the indexes' own pins (the decode's prefetches, the links)
+            // then nest, without the fence (and the attempt to advance the epoch) an outermost
+            // pin pays, three times a key.
+            let _pinned = crossbeam_epoch::pin();
             let decoded: Vec<Option<Decoded>> = batch
                 .iter()
                 .map(|(full, image)| decode(&catalog, full, image).unwrap_or_else(|m| fatal_with(&self.store, &m)))
                 .collect();
             let mut restored = shard.restored.lock();
-            // One pin for the batch: the indexes' own pins then nest, without the fence (and the
-            // attempt to advance the epoch) an outermost pin pays, twice a key.
-            let _pinned = crossbeam_epoch::pin();
-            let unrestored =
-                batch.iter().zip(decoded).filter_map(|((full, _), d)| d.filter(|_| !restored.contains(full)));
+            // Keys of the batch that requests restored while it was read are left alone; most
+            // batches have none, and then no key is looked up.
+            let fetched_inside = restored.overlaps(&position, &end);
+            let unrestored = batch
+                .iter()
+                .zip(decoded)
+                .filter_map(|((full, _), d)| d.filter(|_| !fetched_inside || !restored.contains(full)));
             link_runs(unrestored);
             restored.add(std::mem::take(&mut position), end.clone());
             drop(restored);
@@ -791,6 +811,36 @@ mod tests {
         r.add(key("x"), Upper::End);
         assert!(r.contains(b"zzzz") && !r.contains(b"q"));
         assert_eq!(r.intervals.len(), 2);
+    }
+
+    #[test]
+    fn restored_intervals_tell_whether_a_range_holds_a_restored_key() {
+        let mut r = Restored::default();
+        let k = |s: &str| Upper::Key(key(s));
+        assert!(!r.overlaps(b"a", &Upper::End), "nothing restored yet");
+        r.add(key("c"), k("e"));
+        r.add(key("g"), k("h"));
+        // Ranges around, between, touching and inside the intervals [c, e) and [g, h).
+        let cases = [
+            ("a", k("c"), false),
+            ("a", k("ca"), true),
+            ("e", k("g"), false),
+            ("dz", k("f"), true),
+            ("d", k("d0"), true),
+            ("f", k("z"), true),
+            ("h", Upper::End, false),
+            ("a", Upper::End, true),
+            ("gz", k("i"), true),
+        ];
+        for (start, end, want) in cases {
+            assert_eq!(r.overlaps(start.as_bytes(), &end), want, "[{start}, {end:?})");
+            // The same answer as asking every key between (of those the cases use).
+            let keys = ["a", "c", "ca", "d", "d0", "dz", "e", "f", "g", "gz", "h", "i", "z"];
+            let any = keys.iter().any(|x| start <= *x && end.above(x.as_bytes()) && r.contains(x.as_bytes()));
+            assert_eq!(any, want, "[{start}, {end:?}) by key");
+        }
+        r.done = true;
+        assert!(r.overlaps(b"x", &k("y")), "a finished shard holds every key");
     }
 
     #[test]
