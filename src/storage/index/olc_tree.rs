@@ -322,6 +322,20 @@ impl Node {
         }
     }
 
+    /// Whether `key` starts with the node's prefix of `skip` bytes, compared a word at a time
+    /// (most inserts keep the prefix: this spares them building it as bytes).
+    #[inline]
+    fn starts_with_prefix(&self, key: &[u8], skip: usize) -> bool {
+        if key.len() < skip {
+            return false;
+        }
+        self.prefix.iter().enumerate().take(skip.div_ceil(8)).all(|(w, word)| {
+            let used = skip - w * 8;
+            let mask = if used < 8 { !0u64 << (8 * (8 - used)) } else { !0u64 };
+            word_at(key, w * 8) & mask == word.load(Ordering::Relaxed)
+        })
+    }
+
     fn prefix_bytes(&self, skip: usize) -> [u8; PREFIX_MAX_BYTES] {
         let mut bytes = [0u8; PREFIX_MAX_BYTES];
         for w in 0..skip.div_ceil(8) {
@@ -432,10 +446,9 @@ impl Node {
         let count = self.count();
         assert!(count < FANOUT && i <= count, "insert into a full node or past its end");
         let skip = self.skip.load(Ordering::Relaxed) as usize;
-        let prefix = self.prefix_bytes(skip);
-        let shared = common_prefix_len(&prefix[..skip], key);
-        if shared < skip {
-            self.reprefix(key, shared, guard);
+        if !self.starts_with_prefix(key, skip) {
+            let prefix = self.prefix_bytes(skip);
+            self.reprefix(key, common_prefix_len(&prefix[..skip], key), guard);
         }
         for j in (i..count).rev() {
             self.set_slice(j + 1, self.slice(j));
@@ -669,7 +682,8 @@ impl OlcTree {
     /// [`OrderedIndex::insert_run_if_absent`]'s work in one leaf, which the caller has locked:
     /// inserts `run[from..]` while the keys lie below `high` (the leaf's high fence; null: none)
     /// and the leaf has room, and notes in `refused` the keys it already holds. Returns where it
-    /// stopped.
+    /// stopped, and whether it stopped because the leaf was full (else at the fence or the run's
+    /// end).
     fn fill_leaf(
         &self,
         leaf: &Node,
@@ -678,12 +692,13 @@ impl OlcTree {
         from: usize,
         refused: &mut Vec<(usize, Arc<Record>)>,
         guard: &Guard,
-    ) -> usize {
+    ) -> (usize, bool) {
         // SAFETY: a separator read during the descent, freed only through the collector, and
         // this operation is pinned.
         let high = (!high.is_null()).then(|| unsafe { (*high).as_bytes() });
         let mut inserted = 0;
         let mut next = from;
+        let mut full = false;
         while let Some((key, record)) = run.get(next) {
             let probe = key.as_bytes();
             if high.is_some_and(|high| probe >= high) {
@@ -700,7 +715,10 @@ impl OlcTree {
                     let p = leaf.slots[i].load(Ordering::Acquire);
                     refused.push((next, Arc::clone(&lent(leaf.leaf_slot(p, guard).1))));
                 }
-                Err(_) if leaf.count() == FANOUT => break,
+                Err(_) if count == FANOUT => {
+                    full = true;
+                    break;
+                }
                 Err(i) => {
                     assert!(*key == *record.key(), "a tree keyed by records was given another key");
                     // The slot's slice is taken from `probe` now; the full key is read from the
@@ -718,7 +736,7 @@ impl OlcTree {
             next += 1;
         }
         self.len.fetch_add(inserted, Ordering::Relaxed);
-        next
+        (next, full)
     }
 
     /// Splits the node at depth `at` of `path` (`path.depth` is the leaf) with its parent locked,
@@ -1231,13 +1249,17 @@ impl OrderedIndex for OlcTree {
             if !leaf.upgrade(path.leaf_version) {
                 continue;
             }
-            next = self.fill_leaf(leaf, path.high, run, first, &mut refused, &guard);
+            let full;
+            (next, full) = self.fill_leaf(leaf, path.high, run, first, &mut refused, &guard);
             leaf.unlock();
-            if next == first {
-                // The leaf was full for the first entry.
-                let (key, record) = &run[first];
+            if (full || next == first)
+                && let Some((key, record)) = run.get(next)
+            {
+                // The leaf has no room for the next entry, which it would take: the single
+                // insert splits it (another descent would only find it full again). (Nothing
+                // else stops a fill at the first entry, which the descent led to this leaf.)
                 if let Err(existing) = self.insert_if_absent(key.clone(), Arc::clone(record)) {
-                    refused.push((first, existing));
+                    refused.push((next, existing));
                 }
                 next += 1;
             }
