@@ -387,11 +387,16 @@ impl PointIndex {
 
     /// Links `record` under its key unless an entry exists; returns the existing record if so.
     pub fn insert_if_absent(&self, record: Arc<Record>) -> Result<(), Arc<Record>> {
+        self.insert_if_absent_pinned(record, &crossbeam_epoch::pin())
+    }
+
+    /// [`PointIndex::insert_if_absent`] under the caller's pin: a caller that links many records
+    /// at once (the instant restore's walk) pins once for all of them.
+    pub fn insert_if_absent_pinned(&self, record: Arc<Record>, guard: &Guard) -> Result<(), Arc<Record>> {
         let hash = self.hash(record.key().as_bytes());
         let shard = self.shard(hash);
         let mut counts = shard.writer.lock();
-        let guard = crossbeam_epoch::pin();
-        let slots = self.room_for(shard, &mut counts, 1, &guard);
+        let slots = self.room_for(shard, &mut counts, 1, guard);
         match slots.position(hash, record.key().as_bytes()) {
             Ok(at) => {
                 let existing = pointer_of(slots.slots[at].load(Ordering::Relaxed));

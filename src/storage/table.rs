@@ -250,9 +250,10 @@ impl Table {
         // A run of unknown length is a walk's batch, a few dozen rows.
         let (lower, upper) = rows.size_hint();
         let mut linked: Vec<Entry> = Vec::with_capacity(upper.unwrap_or(lower.max(32)));
+        let guard = crossbeam_epoch::pin();
         for (key, row, tid) in rows {
             let record = Arc::new(Record::present_locked(key.clone(), row, tid));
-            if self.point.insert_if_absent(Arc::clone(&record)).is_ok() {
+            if self.point.insert_if_absent_pinned(Arc::clone(&record), &guard).is_ok() {
                 linked.push((key, record));
             }
         }

@@ -507,10 +507,12 @@ impl Restorer {
             // One pin for the batch: the indexes' own pins (the decode's prefetches, the links)
             // then nest, without the fence (and the attempt to advance the epoch) an outermost
             // pin pays, three times a key.
-            let _pinned = crossbeam_epoch::pin();
+            let pinned = crossbeam_epoch::pin();
             let decoded: Vec<Option<Decoded>> = batch
                 .iter()
-                .map(|(full, image)| decode(&catalog, full, image).unwrap_or_else(|m| fatal_with(&self.store, &m)))
+                .map(|(full, image)| {
+                    decode(&catalog, full, image, &pinned).unwrap_or_else(|m| fatal_with(&self.store, &m))
+                })
                 .collect();
             let mut restored = shard.restored.lock();
             // Keys of the batch that requests restored while it was read are left alone; most
@@ -663,7 +665,12 @@ struct Decoded<'c> {
 
 /// Decodes one image (B-tree key and value) of the walk; `None` if its table was created after
 /// the restart (it is not gated: its keys are written, never restored).
-fn decode<'c>(catalog: &'c Catalog, full: &[u8], image: &[u8]) -> Result<Option<Decoded<'c>>, String> {
+fn decode<'c>(
+    catalog: &'c Catalog,
+    full: &[u8],
+    image: &[u8],
+    guard: &crossbeam_epoch::Guard,
+) -> Result<Option<Decoded<'c>>, String> {
     let Some((table_id, key)) = store::split_key(full) else {
         return Err(format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()));
     };
@@ -674,7 +681,7 @@ fn decode<'c>(catalog: &'c Catalog, full: &[u8], image: &[u8]) -> Result<Option<
         return Ok(None);
     }
     let (tid, row) = decode_image(image)?;
-    prefetch_link(table, key);
+    prefetch_link(table, key, guard);
     Ok(Some(Decoded { table, key: Key::from(key), tid, row }))
 }
 
@@ -691,8 +698,8 @@ fn link_runs<'c>(images: impl Iterator<Item = Decoded<'c>>) {
 
 /// Starts loading the point-index slot a link of `key` will probe: a batch is decoded before it
 /// is linked, so each slot's miss overlaps the decoding of the images after it.
-fn prefetch_link(table: &Table, key: &[u8]) {
-    table.point.prefetch(table.point.hash_of(key), Prefetch::Slot);
+fn prefetch_link(table: &Table, key: &[u8], guard: &crossbeam_epoch::Guard) {
+    table.point.prefetch_pinned(table.point.hash_of(key), Prefetch::Slot, guard);
 }
 
 fn decode_image(image: &[u8]) -> Result<(Tid, Row), String> {
@@ -745,7 +752,7 @@ impl RestoreGate for Restorer {
             .iter()
             .map(|(full, image)| {
                 let (tid, row) = decode_image(image).unwrap_or_else(|m| fatal_with(&self.store, &m));
-                prefetch_link(table, &full[4..]);
+                prefetch_link(table, &full[4..], &crossbeam_epoch::pin());
                 (Key::from(&full[4..]), tid, row)
             })
             .collect();
