@@ -278,7 +278,11 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
             c
         }
     };
-    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    // A Lazarus server's stderr is its few lines of startup timings (how long opening the
+    // indexed log and indexing its tail took: what a slow first reply waited for) and any error
+    // it exits with; Redis logs to stdout.
+    let stderr = if matches!(target, Target::Lazarus(_)) { Stdio::inherit() } else { Stdio::null() };
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
     command.spawn().map_err(io(format!("start {target:?}")))
 }
 
