@@ -259,10 +259,8 @@ impl Table {
         }
         if !self.ordered_deferred.load(Ordering::Relaxed) {
             for (i, stale) in self.primary.insert_run_if_absent(&linked) {
-                // Unreachable, as in `link`: repair rather than leave the two out of step.
                 let (key, record) = &linked[i];
-                self.primary.remove(key.as_bytes(), &stale);
-                let _ = self.primary.insert_if_absent(key.clone(), Arc::clone(record));
+                self.replace_stale_ordered(key, record, &stale);
             }
         }
         for (key, record) in &linked {
@@ -291,12 +289,17 @@ impl Table {
             return Ok(());
         }
         if let Err(stale) = self.primary.insert_if_absent(key.clone(), Arc::clone(record)) {
-            // Unreachable while both are changed only here and in `unlink`, under record locks;
-            // repair rather than leave the two out of step.
-            self.primary.remove(key, &stale);
-            let _ = self.primary.insert_if_absent(key.clone(), Arc::clone(record));
+            self.replace_stale_ordered(key, record, &stale);
         }
         Ok(())
+    }
+
+    /// The ordered index held `stale` under `key`, whose record the point index just took as
+    /// `record`. Unreachable while both are changed only by links and `unlink`, under record
+    /// locks; repaired rather than left out of step.
+    fn replace_stale_ordered(&self, key: &Key, record: &Arc<Record>, stale: &Arc<Record>) {
+        self.primary.remove(key, stale);
+        let _ = self.primary.insert_if_absent(key.clone(), Arc::clone(record));
     }
 
     /// Unlinks `record` from primary key `key`: ordered index first, then the point index.

@@ -164,13 +164,13 @@ pub trait OrderedIndex: Send + Sync {
         self.len() == 0
     }
 
-    /// Stores each entry of `run` (keys in strictly increasing order, asserted in debug builds)
+    /// Stores each entry of `run` (keys in strictly increasing order, asserted)
     /// whose key has no entry, as one [`OrderedIndex::insert_if_absent`] each would, while other
     /// threads use the index; returns the positions in `run` of the entries refused, each with
     /// the record its key holds. The instant restore's walk links its images in key order: a
     /// backend may insert neighbouring keys with one descent. This default inserts one by one.
     fn insert_run_if_absent(&self, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
-        debug_assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
+        assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
         let inserted = run.iter().map(|(key, record)| self.insert_if_absent(key.clone(), Arc::clone(record)));
         inserted.enumerate().filter_map(|(i, result)| result.err().map(|existing| (i, existing))).collect()
     }

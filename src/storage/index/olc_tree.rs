@@ -1230,7 +1230,9 @@ impl OrderedIndex for OlcTree {
     /// which splits it. A leaf's range can only grow while it is not itself changed (a sibling
     /// emptied and unlinked), so a fence read on the way down still bounds it when locked.
     fn insert_run_if_absent(&self, run: &[Loaded]) -> Vec<(usize, Arc<Record>)> {
-        debug_assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
+        // Checked in every build: a key below the first would be put in its leaf below the fence
+        // that leaf's parent holds, out of every search's reach.
+        assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
         let mut refused = Vec::new();
         if !self.holds_records {
             for (i, (key, record)) in run.iter().enumerate() {
@@ -1795,6 +1797,13 @@ mod tests {
             assert_eq!(entries, model.len() + churned.len(), "round {round}");
             assert_eq!(tree.len(), entries, "round {round}: the count");
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "a run's keys are not increasing")]
+    fn a_run_out_of_order_is_refused() {
+        let run: Vec<Loaded> = [b"b", b"a"].iter().map(|k| (Key::from(&k[..]), rec(&k[..]))).collect();
+        OlcTree::keyed_by_records().insert_run_if_absent(&run);
     }
 
     #[test]
