@@ -1,0 +1,7 @@
+#!/bin/bash
+out=/tmp/s33/sit4.txt
+gov() { /tmp/s33/laz-drv instant-bench --server-exe /tmp/s33/laz-run7 --keys 5000000 --targets ailir --workloads read-only --clients 200 --duration-s 15 --settle-s 15 --restore-cpu-share $1 --out /tmp/s33/run-gov 2>&1 | grep "ailir.*first reply" | sed "s/^/share $1: /" | tee -a $out; rm -rf /tmp/s33/run-gov/image-*; }
+gov 0.35
+gov 0.3
+gov 0.35
+gov 0.3
