@@ -236,9 +236,10 @@ impl Value {
             // which was 7 % of a YCSB worker's time under `taurus-data` (`perf`).
             (Value::Bytes(a), Value::Bytes(b)) if Arc::ptr_eq(a, b) => Ordering::Equal,
             (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
-            (Value::InlineBytes(a), Value::InlineBytes(b)) => a.as_slice().cmp(b.as_slice()),
-            (Value::Bytes(a), Value::InlineBytes(b)) => a[..].cmp(b.as_slice()),
-            (Value::InlineBytes(a), Value::Bytes(b)) => a.as_slice().cmp(&b[..]),
+            // Bytes by content, whichever way each is held (`as_bytes` is `Some` for both).
+            (Value::Bytes(_) | Value::InlineBytes(_), Value::Bytes(_) | Value::InlineBytes(_)) => {
+                self.as_bytes().cmp(&other.as_bytes())
+            }
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
             _ => rank(self).cmp(&rank(other)),
         }

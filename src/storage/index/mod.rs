@@ -164,16 +164,27 @@ pub trait OrderedIndex: Send + Sync {
         self.len() == 0
     }
 
-    /// Stores each entry of `run` (keys in strictly increasing order, asserted)
-    /// whose key has no entry, as one [`OrderedIndex::insert_if_absent`] each would, while other
-    /// threads use the index; returns the positions in `run` of the entries refused, each with
-    /// the record its key holds. The instant restore's walk links its images in key order: a
-    /// backend may insert neighbouring keys with one descent. This default inserts one by one.
+    /// Stores each entry of `run` (keys in strictly increasing order, asserted) whose key has no
+    /// entry, as one [`OrderedIndex::insert_if_absent`] each would, while other threads use the
+    /// index; returns the positions in `run` of the entries refused, each with the record its key
+    /// holds. The instant restore's walk links its images in key order: a backend may insert
+    /// neighbouring keys with one descent. This default inserts one by one.
     fn insert_run_if_absent(&self, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
-        assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
-        let inserted = run.iter().map(|(key, record)| self.insert_if_absent(key.clone(), Arc::clone(record)));
-        inserted.enumerate().filter_map(|(i, result)| result.err().map(|existing| (i, existing))).collect()
+        check_run(run);
+        insert_run_one_by_one(self, run)
     }
+}
+
+/// Asserts what [`OrderedIndex::insert_run_if_absent`] requires of its run.
+pub fn check_run(run: &[Entry]) {
+    assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
+}
+
+/// [`OrderedIndex::insert_run_if_absent`] by one insert per entry, of a run the caller has
+/// checked ([`check_run`]).
+pub fn insert_run_one_by_one<I: OrderedIndex + ?Sized>(index: &I, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
+    let inserted = run.iter().map(|(key, record)| index.insert_if_absent(key.clone(), Arc::clone(record)));
+    inserted.enumerate().filter_map(|(i, result)| result.err().map(|existing| (i, existing))).collect()
 }
 
 /// A key and its record, as [`OrderedIndex::load_sorted`] takes them.

@@ -1232,16 +1232,11 @@ impl OrderedIndex for OlcTree {
     fn insert_run_if_absent(&self, run: &[Loaded]) -> Vec<(usize, Arc<Record>)> {
         // Checked in every build: a key below the first would be put in its leaf below the fence
         // that leaf's parent holds, out of every search's reach.
-        assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "a run's keys are not increasing");
-        let mut refused = Vec::new();
+        super::check_run(run);
         if !self.holds_records {
-            for (i, (key, record)) in run.iter().enumerate() {
-                if let Err(existing) = self.insert_if_absent(key.clone(), Arc::clone(record)) {
-                    refused.push((i, existing));
-                }
-            }
-            return refused;
+            return super::insert_run_one_by_one(self, run);
         }
+        let mut refused = Vec::new();
         let guard = crossbeam_epoch::pin();
         let mut next = 0;
         while next < run.len() {
