@@ -221,8 +221,7 @@ fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     for (&k, &v) in expected.iter().take(5) {
         assert_eq!(get(&mut w, k), v, "key {k} read during the restore");
     }
-    // Each miss restored its own key and nothing else. (A weak check of `DEMAND_CHUNK_KEYS` = 1:
-    // the shards of a table this small hold a key or none, and a fetch stops at its shard's end.)
+    // Each miss restored its own key and nothing else.
     let progress = scheme.restore_progress().unwrap();
     assert_eq!(progress.on_demand_keys, 5, "{progress:?}");
     let absent: Vec<i64> = (0..60).filter(|k| !expected.contains_key(k)).collect();

@@ -18,11 +18,15 @@
 //! its own set of *restored intervals*: half-open key ranges `[start, end)` every key of which is
 //! restored, whether or not the B-tree held it (a key the walk passed without finding never
 //! existed). A batch covers `[position, successor of its last key)` (or up to the shard's end
-//! when it came back short), and a request that misses fetches the [`DEMAND_CHUNK_KEYS`] images
-//! from its key on (one: its own, or the next when the key never existed) and restores them:
-//! `[key, successor of the last)`. So the clients' misses restore the database too, and the walk
-//! skips what they restored. When its walker finishes a
-//! shard, the shard is *done* and its intervals are dropped.
+//! when it came back short), and a request that misses looks its key up in the B-tree (a point
+//! lookup) and restores it, present or absent: `[key, successor of key)`. One key, as the paper's
+//! Scheduler restores the record a transaction needs: a walker installs keys in order, appending
+//! to the trees, while a request's land at random places in them (until session 29 a miss
+//! restored the 32 images from its key on, and under load the fetching threads took a quarter of
+//! the CPU installing neighbours no request waited for; `docs/PERFORMANCE.md`, "Instant
+//! recovery", "Session 29"). So the clients' misses restore the database too, and the walk skips
+//! what they restored. When its walker finishes a shard, the shard is *done* and its intervals
+//! are dropped.
 //!
 //! Before the walkers start, the point index of a one-table indexed log is sized for all its
 //! images ([`Restorer::run`]); while the database serves, the walkers can be held to a share of
@@ -73,14 +77,6 @@ use std::time::{Duration, Instant};
 /// Images a walker reads per batch and links under its shard's lock (the longest a request to
 /// that shard waits for the walk).
 pub const WALK_BATCH_KEYS: usize = 32;
-/// Images a request that misses fetches and installs, from its key on: its own image (or, for a
-/// key the indexed log lacks, the next one, whose interval covers the absent key too). One, as
-/// the paper's Scheduler restores the record a transaction needs: a walker installs keys in
-/// order, appending to the trees, while a request's images land at random places in them; with
-/// 32 (before session 29) the 32 fetching threads took a quarter of the CPU during a restore
-/// under load, mostly to install neighbours no request was waiting for (`docs/PERFORMANCE.md`,
-/// "Instant recovery", "Session 29").
-pub const DEMAND_CHUNK_KEYS: usize = 1;
 /// Shards each table of the indexed log is cut into.
 pub const SHARDS_PER_TABLE: usize = 4096;
 /// Most shards in all.
@@ -732,46 +728,33 @@ impl RestoreGate for Restorer {
             return;
         }
         // The B-tree is read outside the shard's lock, so fetches overlap each other and the walk.
-        let mut chunk = ImageBatch::default();
-        let read = self.with_reader(|reader| reader.range(&full, shard.hi.as_key(), DEMAND_CHUNK_KEYS, &mut chunk));
-        if let Err(e) = read {
-            fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}"));
-        }
-        // The chunk stops before a key of another table (only possible past TABLES_MAX tables).
-        let mut end = match chunk.last_key() {
-            Some(last) if chunk.len() == DEMAND_CHUNK_KEYS => Upper::Key(successor(last)),
-            _ => shard.hi.clone(),
+        let image = match self.with_reader(|reader| reader.get(&full)) {
+            Ok(image) => image,
+            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
         };
-        let other = chunk.iter().position(|(k, _)| store::split_key(k).is_none_or(|(t, _)| t != table.id));
-        if let Some(other) = other {
-            end = Upper::Key(chunk.get(other).0.to_vec());
-            chunk.truncate(other);
-        }
-        let found = chunk.iter().next().is_some_and(|(k, _)| k == full.as_slice());
-        // Every key of the chunk is of `table` (cut above), so the table id is 4 bytes long.
-        let decoded: Vec<(Key, Tid, Row)> = chunk
-            .iter()
-            .map(|(full, image)| {
-                let (tid, row) = decode_image(image).unwrap_or_else(|m| fatal_with(&self.store, &m));
-                prefetch_link(table, &full[4..], &crossbeam_epoch::pin());
-                (Key::from(&full[4..]), tid, row)
-            })
-            .collect();
+        let decoded = image.map(|image| {
+            let (tid, row) = decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m));
+            prefetch_link(table, key, &crossbeam_epoch::pin());
+            (tid, row)
+        });
+        let found = decoded.is_some();
+        // The smallest key above `key`: the interval holds it alone, whether the B-tree had it or not.
+        let end = Upper::Key(successor(&full));
         let mut restored = shard.restored.lock();
-        // The walk, or another request, may have restored part of it meanwhile: those keys may
-        // have been written since, so they are left alone.
-        let mut installed = 0;
-        for ((full, _), (key, tid, row)) in chunk.iter().zip(decoded) {
-            if !restored.contains(full) {
-                table.restore_row(&key, row, tid);
-                installed += 1;
-            }
+        // The walk, or another request, may have restored it meanwhile: it may have been written
+        // since, so it is left alone.
+        let mut installed = false;
+        if let Some((tid, row)) = decoded
+            && !restored.contains(&full)
+        {
+            table.restore_row(&Key::from(key), row, tid);
+            installed = true;
         }
         if !restored.done {
             restored.add(full, end);
         }
         drop(restored);
-        self.on_demand_keys.fetch_add(installed + u64::from(!found), Ordering::Relaxed);
+        self.on_demand_keys.fetch_add(u64::from(installed || !found), Ordering::Relaxed);
     }
 
     fn wait_table(&self, table: &Table) {

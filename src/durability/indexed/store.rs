@@ -510,6 +510,13 @@ impl ImageReader {
         Ok(())
     }
 
+    /// The image (value) of `key`, if the B-tree holds one: a point lookup, one descent and no
+    /// range cursor (a request's on-demand fetch).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DurabilityError> {
+        let image = self.images.get(key).map_err(|e| self.err(e.into()))?;
+        Ok(image.map(|v| v.value().to_vec()))
+    }
+
     /// The first key ≥ `from`.
     pub fn first_key_from(&self, from: &[u8]) -> Result<Option<Vec<u8>>, DurabilityError> {
         let mut range = self.images.range::<&[u8]>(from..).map_err(|e| self.err(e.into()))?;
