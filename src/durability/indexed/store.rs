@@ -626,6 +626,24 @@ mod tests {
     }
 
     #[test]
+    fn a_readers_point_lookup_finds_exactly_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
+        let store = IndexStore::create(Arc::clone(&fs), &dir.path().join(INDEX_FILE), |_| Ok(())).unwrap();
+        let progress = Progress { indexed_epoch: 1, positions: vec![] };
+        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(v.to_vec()) };
+        let (a, c) = (full_key(2, b"a"), full_key(2, b"c"));
+        store.apply(&Batch::from([(a.clone(), put(b"one")), (c.clone(), put(b"three"))]), &progress, None).unwrap();
+        let reader = store.reader().unwrap();
+        assert_eq!(reader.get(&a).unwrap(), store.fetch(&a).unwrap());
+        assert_eq!(&reader.get(&c).unwrap().unwrap()[8..], b"three");
+        // Between two keys, and past the last: nothing, not the next key's image.
+        assert_eq!(reader.get(&full_key(2, b"b")).unwrap(), None);
+        assert_eq!(reader.get(&full_key(2, b"d")).unwrap(), None);
+        assert_eq!(reader.get(&full_key(1, b"a")).unwrap(), None);
+    }
+
+    #[test]
     fn largest_tid_wins_and_tombstones_are_purged() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
