@@ -51,4 +51,8 @@ ondemand=$(redis-cli -p "$port" INFO recovery | tr -d '\r' | awk -F: '/recovery_
 redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 wait "$server" || true
 total=$(callgrind_annotate --auto=no --threshold=100 "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+if [ -z "$ondemand" ] || [ "$ondemand" -eq 0 ]; then
+  echo "miss-callgrind: no key was restored on demand (is the restore over already? see $out.log)" >&2
+  exit 1
+fi
 echo "instructions $total on_demand $ondemand per_key $((total / ondemand))"
