@@ -367,20 +367,14 @@ fn sequential_damage_sweep(history: &History, mode: IndexMode, stride: usize) ->
             continue;
         }
         let original = image.contents(&path).unwrap_or_default();
-        let indexed_to = if files::is_log_file(&name) && original.is_empty() {
-            // Created by a rotation whose header had not been written when the image was taken
-            // (as `durable_limits` allows; seen once in CI, debug build): nothing of it is durable
-            // or indexed, and it has no bytes to damage.
-            0
-        } else if files::is_log_file(&name) {
-            let header = files::decode_log_header(&original).expect("log header").0;
-            match indexed.iter().find(|p| p.0 == header.logger) {
+        // A log file the crash left without a header (`log_header`) holds nothing indexed.
+        let indexed_to = match files::is_log_file(&name).then(|| log_header(&original)).flatten() {
+            Some(header) => match indexed.iter().find(|p| p.0 == header.logger) {
                 Some(&(_, seq, _)) if header.file_seq < seq => original.len() as u64,
                 Some(&(_, seq, offset)) if header.file_seq == seq => offset,
                 _ => 0,
-            }
-        } else {
-            0
+            },
+            None => 0,
         };
         for damage in damages(&path, &original, limit).into_iter().step_by(stride) {
             if damage.bytes == original {

@@ -122,6 +122,13 @@ pub fn damaged_base(history: &History) -> (SimDisk, Dump) {
     (image, history.states[acked].clone())
 }
 
+/// The header of a log file of a crash image; `None` for an empty one, created by a rotation
+/// whose header had not been written when the image was taken. Any other header error in an
+/// undamaged image is a bug.
+pub fn log_header(bytes: &[u8]) -> Option<files::LogHeader> {
+    (!bytes.is_empty()).then(|| files::decode_log_header(bytes).expect("log header").0)
+}
+
 /// Where the durable part of each file of the image ends.
 pub fn durable_limits(image: &SimDisk) -> Vec<(PathBuf, u64)> {
     let pepoch_path = Path::new(LOG_DIRS[0]).join(files::PEPOCH_FILE);
@@ -139,17 +146,18 @@ pub fn durable_limits(image: &SimDisk) -> Vec<(PathBuf, u64)> {
         } else if let Some(id) = name.to_str().and_then(checkpoint_format::data_file_checkpoint_id) {
             // The installed checkpoint's files were synced before its manifest; others are debris.
             if installed_checkpoint(image) == Some(id) { len } else { 0 }
-        } else if files::is_log_file(name) && bytes.is_empty() {
-            // Created by a rotation whose header had not been written when the image was taken:
-            // nothing in it can be durable.
-            0
         } else if files::is_log_file(name) {
-            let header = files::decode_log_header(&bytes).expect("log header").0;
-            let position = pepoch.positions.iter().find(|p| p.logger == header.logger).expect("position");
-            match header.file_seq.cmp(&position.file_seq) {
-                std::cmp::Ordering::Less => len,
-                std::cmp::Ordering::Equal => position.durable_len_bytes,
-                std::cmp::Ordering::Greater => 0,
+            match log_header(&bytes) {
+                // Nothing in a file without a header can be durable.
+                None => 0,
+                Some(header) => {
+                    let position = pepoch.positions.iter().find(|p| p.logger == header.logger).expect("position");
+                    match header.file_seq.cmp(&position.file_seq) {
+                        std::cmp::Ordering::Less => len,
+                        std::cmp::Ordering::Equal => position.durable_len_bytes,
+                        std::cmp::Ordering::Greater => 0,
+                    }
+                }
             }
         } else {
             0 // e.g. pepoch.tmp: never read
