@@ -1,8 +1,0 @@
-#!/bin/bash
-# ab.sh OUT ROUNDS "bin1 bin2 ..." extra-args: alternating instant-bench runs (driver laz-drv) per server build
-out=$1; rounds=$2; bins=$3; shift 3
-for r in $(seq 1 $rounds); do for b in $bins; do
-  /tmp/s34/laz-drv instant-bench --server-exe /tmp/s34/$b --keys 5000000 --targets ailir --workloads ${WL:-read-only} \
-    --clients 200 --duration-s 15 --settle-s 15 "$@" --out /tmp/s34/run-$b 2>&1 | grep "ailir.*first reply" | sed "s/^/$b round $r: /"
-  rm -rf /tmp/s34/run-$b/image-*
-done; done | tee -a $out
