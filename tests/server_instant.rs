@@ -143,6 +143,8 @@ fn requests_during_the_restore_get_correct_answers() {
     let cpu_ms = |field: &str| info[field].parse::<f64>().unwrap();
     assert!(cpu_ms("recovery_walk_cpu_ms") > 0.0, "{info:?}");
     assert!(cpu_ms("recovery_process_cpu_ms") >= cpu_ms("recovery_walk_cpu_ms"), "{info:?}");
+    // So is the CPU of the threads that fetched the keys the requests above missed.
+    assert!(cpu_ms("recovery_fetch_cpu_ms") > 0.0, "{info:?}");
     drop(c);
     server.stop();
 }

@@ -278,6 +278,9 @@ pub struct Shared {
     pub connections_received: AtomicU64,
     /// Requests run since start.
     pub commands_processed: AtomicU64,
+    /// CPU nanoseconds the threads fetching keys on demand have taken ([`restore_pool`]; they
+    /// work only while an instant restore runs), for INFO's `recovery_fetch_cpu_ms`.
+    pub restore_fetch_cpu_ns: AtomicU64,
     next_client_id: AtomicU64,
     shutdown: AtomicBool,
 }
@@ -355,6 +358,7 @@ impl Server {
             connected: AtomicUsize::new(0),
             connections_received: AtomicU64::new(0),
             commands_processed: AtomicU64::new(0),
+            restore_fetch_cpu_ns: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
             shutdown: AtomicBool::new(false),
         };

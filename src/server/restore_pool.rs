@@ -17,6 +17,7 @@
 
 use super::Shared;
 use super::event_loop::{Inbox, Resume};
+use crate::durability::indexed::governor::ThreadClock;
 use mio::Waker;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -136,7 +137,10 @@ impl RestorePool {
     }
 
     fn serve(&self, shared: &Shared) {
-        while let Some(request) = self.next() {
+        // Read when the thread goes to sleep (a thread's CPU clock stands still while it sleeps):
+        // a system call per wake-up, not per request.
+        let mut clock = ThreadClock::start();
+        while let Some(request) = self.next(&mut clock, shared) {
             match &request.need {
                 RestoreNeed::Keys(keys) => shared.keyspace.restore_ahead(&shared.db, keys.iter().map(Vec::as_slice)),
                 RestoreNeed::Table => {
@@ -157,12 +161,15 @@ impl RestorePool {
         self.wake_if_needed(&mut queue);
     }
 
-    fn next(&self) -> Option<RestoreRequest> {
+    /// The next request, sleeping while there is none; the CPU the thread took since it last
+    /// slept is added to `shared`'s count before it sleeps again.
+    fn next(&self, clock: &mut ThreadClock, shared: &Shared) -> Option<RestoreRequest> {
         let mut queue = self.queue.lock();
         loop {
             if let Some(request) = queue.requests.pop_front() {
                 return Some(request);
             }
+            shared.restore_fetch_cpu_ns.fetch_add(clock.lap(), Ordering::Relaxed);
             if queue.stopping {
                 queue.runners -= 1;
                 return None;

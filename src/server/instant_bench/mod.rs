@@ -168,6 +168,9 @@ pub struct RunResult {
     /// CPU milliseconds of the restore's walk, and of the whole server while the walk ran
     /// (serving and on-demand fetches included), from the same `INFO`; `None` as above.
     pub restore_cpu_ms: Option<(f64, f64)>,
+    /// CPU milliseconds of the server's threads that fetched keys on demand (part of the
+    /// server's above), from the same `INFO`; `None` as above.
+    pub fetch_cpu_ms: Option<f64>,
     /// Seconds the preload took, and its rate.
     pub preload_s: f64,
     /// The timeline file written.
@@ -246,9 +249,10 @@ fn report(result: RunResult) -> RunResult {
         result.after_recovery_per_s,
         match (result.restored_on_demand, result.restore_cpu_ms) {
             (Some(n), Some((walk, process))) => format!(
-                ", {n} keys restored on demand, CPU while restoring: walk {:.2} s of the server's {:.2} s",
+                ", {n} keys restored on demand, CPU while restoring: walk {:.2} s of the server's {:.2} s{}",
                 walk / 1e3,
-                process / 1e3
+                process / 1e3,
+                result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default()
             ),
             _ => String::new(),
         }
@@ -479,6 +483,7 @@ fn restart_under_load(
         restored_on_demand: info_field(&final_info, "recovery_keys_restored_on_demand"),
         restore_cpu_ms: info_field(&final_info, "recovery_walk_cpu_ms")
             .zip(info_field(&final_info, "recovery_process_cpu_ms")),
+        fetch_cpu_ms: info_field(&final_info, "recovery_fetch_cpu_ms"),
         after_recovery_per_s: after,
         preload_s: 0.0,
         csv,
