@@ -353,6 +353,17 @@ fn connection_and_server_commands() {
     }
     let only = raw.cmd(&[b"INFO", b"recovery"]);
     assert!(only.contains("recovery_keys_restored_on_demand:") && !only.contains("# Server"), "{only}");
+    // The fields `redis-cli --stat` reads as numbers (it printed i64::MIN for missing ones).
+    let memory = raw.cmd(&[b"INFO", b"memory"]);
+    let field = |info: &str, name: &str| -> u64 {
+        let line =
+            info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).unwrap_or_else(|| panic!("{info}"));
+        line.trim().parse().unwrap_or_else(|_| panic!("{name}: {line}"))
+    };
+    let (used, peak) = (field(&memory, "used_memory"), field(&memory, "used_memory_peak"));
+    assert!(used > 1 << 20 && peak >= used, "a running server has more than a MiB resident: {memory}");
+    assert!(memory.contains("used_memory_human:") && memory.contains("maxmemory:0"), "{memory}");
+    assert_eq!(field(&raw.cmd(&[b"INFO", b"clients"]), "blocked_clients"), 0);
     assert_eq!(raw.cmd(&[b"CONFIG", b"GET", b"appendonly"]), "[appendonly, no]");
     assert_eq!(raw.cmd(&[b"CONFIG", b"GET", b"save"]), "[save, ]");
     assert_eq!(raw.cmd(&[b"CONFIG", b"GET", b"no-such-param"]), "[]");

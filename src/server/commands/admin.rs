@@ -156,11 +156,12 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
         (
             "Clients",
             format!(
-                "connected_clients:{}\r\nmaxclients:{}\r\n",
+                "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
                 shared.connected.load(Ordering::Relaxed),
                 shared.config.clients_max
             ),
         ),
+        ("Memory", memory_section()),
         (
             "Persistence",
             format!(
@@ -194,6 +195,54 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
         ),
         ("Keyspace", format!("db0:keys={},expires=0,avg_ttl=0\r\n", shared.stored_rows())),
     ]
+}
+
+/// INFO's `memory` section, in Redis's field names (`redis-cli --stat` reads `used_memory`). A
+/// release build keeps no allocator statistics, so `used_memory` is what the process has
+/// resident, as `used_memory_rss` is, and the fragmentation ratio is 1; `used_memory_peak` is
+/// the most it has had resident. Lazarus evicts nothing (`maxmemory` 0: no limit). A figure the
+/// system does not give is 0.
+fn memory_section() -> String {
+    let (resident, peak) = (resident_bytes().unwrap_or(0), peak_resident_bytes().unwrap_or(0));
+    format!(
+        "used_memory:{resident}\r\nused_memory_human:{}\r\nused_memory_rss:{resident}\r\n\
+         used_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\n\
+         maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:1.00\r\n",
+        human_bytes(resident),
+        human_bytes(resident),
+        human_bytes(peak)
+    )
+}
+
+/// The process's resident memory now, from `/proc/self/statm` (Linux).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let page_bytes = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+    pages.checked_mul(page_bytes)
+}
+
+/// The most memory the process has had resident (`getrusage`'s `ru_maxrss`, in KiB on Linux).
+fn peak_resident_bytes() -> Option<u64> {
+    // SAFETY: all-zero bytes are a valid `rusage`, which the call fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid out pointer for the call's duration.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return None;
+    }
+    u64::try_from(usage.ru_maxrss).ok()?.checked_mul(1024)
+}
+
+/// Bytes as Redis's `bytesToHuman` writes them: `512B`, `1.50K`, `20.00M`, `3.25G`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (size, unit) in UNITS {
+        if bytes >= size {
+            return format!("{:.2}{unit}", bytes as f64 / size as f64);
+        }
+    }
+    format!("{bytes}B")
 }
 
 /// The parameters CONFIG knows, with the value CONFIG GET reports.
@@ -310,4 +359,26 @@ fn command_docs(c: &CommandSpec) -> Reply {
         Reply::text("group"),
         Reply::text(c.group),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_as_redis_writes_them() {
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(1536), "1.50K");
+        assert_eq!(human_bytes(20 << 20), "20.00M");
+        assert_eq!(human_bytes((13 << 30) / 4), "3.25G");
+    }
+
+    #[test]
+    fn the_memory_section_reports_what_is_resident() {
+        let resident = resident_bytes().expect("/proc/self/statm");
+        assert!(resident > 0 && peak_resident_bytes().expect("getrusage") >= resident / 2);
+        let section = memory_section();
+        assert!(section.starts_with("used_memory:") && section.contains("\r\nused_memory_peak:"), "{section}");
+    }
 }
