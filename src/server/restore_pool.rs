@@ -19,7 +19,7 @@ use super::Shared;
 use super::event_loop::{Inbox, Resume};
 use crate::durability::indexed::governor::ThreadClock;
 use mio::Waker;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,11 +165,20 @@ impl RestorePool {
     /// slept is added to `shared`'s count before it sleeps again.
     fn next(&self, clock: &mut ThreadClock, shared: &Shared) -> Option<RestoreRequest> {
         let mut queue = self.queue.lock();
+        let mut counted = false;
         loop {
             if let Some(request) = queue.requests.pop_front() {
                 return Some(request);
             }
-            shared.restore_fetch_cpu_ns.fetch_add(clock.lap(), Ordering::Relaxed);
+            if !counted {
+                // A system call: made outside the lock the event loops submit under, then the
+                // queue is looked at again.
+                MutexGuard::unlocked(&mut queue, || {
+                    shared.restore_fetch_cpu_ns.fetch_add(clock.lap(), Ordering::Relaxed);
+                });
+                counted = true;
+                continue;
+            }
             if queue.stopping {
                 queue.runners -= 1;
                 return None;
@@ -177,6 +186,7 @@ impl RestorePool {
             queue.runners -= 1;
             self.ready.wait(&mut queue);
             queue.runners += 1;
+            counted = false;
             // A thread that woke without a submit's notice takes a woken count over: either way
             // one more thread runs.
             queue.woken = queue.woken.saturating_sub(1);

@@ -377,7 +377,8 @@ mod tests {
     #[test]
     fn the_memory_section_reports_what_is_resident() {
         let resident = resident_bytes().expect("/proc/self/statm");
-        assert!(resident > 0 && peak_resident_bytes().expect("getrusage") >= resident / 2);
+        // The peak is the most resident at any time, read after `resident` was.
+        assert!(resident > 0 && peak_resident_bytes().expect("getrusage") >= resident);
         let section = memory_section();
         assert!(section.starts_with("used_memory:") && section.contains("\r\nused_memory_peak:"), "{section}");
     }
