@@ -87,8 +87,9 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Tells mimalloc never to give freed memory back to the kernel. By default it purges (decommits)
 /// free pages after `purge_delay` (1 s in the mimalloc linked now; `MIMALLOC_VERBOSE=1` lists the
-/// options), and the next allocation there faults in and zeroes a fresh 2 MiB huge page: on TPC-C, whose scans and row copies free and reallocate all the time, that was 10–15 %
-/// of a worker's time in `clear_page_erms` and 8x the page faults (docs/PERFORMANCE.md). A
+/// options), and the next allocation there faults in and zeroes a fresh 2 MiB huge page: on
+/// TPC-C, whose scans and row copies free and reallocate all the time, that was 10–15 % of a
+/// worker's time in `clear_page_erms` and 8x the page faults (docs/PERFORMANCE.md). A
 /// database keeps its memory anyway. It only changes an option of mimalloc, so it is harmless
 /// in a process that links another allocator.
 ///
