@@ -172,7 +172,7 @@ impl Governor {
         let taken_ns = used_ns.saturating_sub(self.period_debt_ns.load(Ordering::Relaxed));
         let others_ns = process_ns.saturating_sub(*period_process_ns).saturating_sub(taken_ns);
         let elapsed_ns = now_ns - start_ns;
-        let debt_ns = if self.serving.load(Ordering::Acquire) { self.overshoot_ns(used_ns, elapsed_ns) } else { 0 };
+        let debt_ns = if self.serving.load(Ordering::Acquire) { self.overshoot_ns(used_ns) } else { 0 };
         let serving = others_ns.saturating_mul(1000) >= elapsed_ns.saturating_mul(SERVING_CPU_PER_MILLE);
         *period_process_ns = process_ns;
         self.serving.store(serving, Ordering::Release);
@@ -183,18 +183,16 @@ impl Governor {
         self.period_start_ns.store(now_ns, Ordering::Release);
     }
 
-    /// How far the walk's `used_ns` in a held period of `elapsed_ns` went past its allowance, at
-    /// most one period's allowance: a walker checks the allowance before a batch, not during one,
-    /// so each walker can finish a batch past it, and several walkers together took 5-10 % more
-    /// than their share (0.74-0.77 of a core for 0.7, `docs/PERFORMANCE.md`, "Instant recovery",
-    /// "Session 35"). Carried into the next period, the overshoot is paid back; the cap keeps one
-    /// long batch (a burst of page faults) from stopping the walk for several periods.
-    fn overshoot_ns(&self, used_ns: u64, elapsed_ns: u64) -> u64 {
-        // A period that ran past its length (its roll came late) allowed that much more.
-        let allowed_ns = (u128::from(self.allowance_ns) * u128::from(elapsed_ns) / u128::from(PERIOD_NS))
-            .try_into()
-            .unwrap_or(u64::MAX);
-        used_ns.saturating_sub(allowed_ns).min(self.allowance_ns).min(used_ns)
+    /// How far the walk's `used_ns` in a held period went past its allowance, at most one
+    /// allowance: a walker checks the allowance before a batch, not during one, so each walker can
+    /// finish a batch past it, and four walkers together took 5-15 % more than their share
+    /// (0.74-0.81 of a core for 0.7, `docs/PERFORMANCE.md`, "Instant recovery", "Session 35").
+    /// Carried into the next period, the overshoot is paid back; the cap keeps one long batch (a
+    /// burst of page faults) from stopping the walk for several periods. A period that ran long
+    /// (rolled late, its walkers asleep or in a batch) allows no more than a period's allowance:
+    /// CPU a batch took past the period's end is the next period's to pay.
+    fn overshoot_ns(&self, used_ns: u64) -> u64 {
+        used_ns.saturating_sub(self.allowance_ns).min(self.allowance_ns)
     }
 }
 
@@ -248,8 +246,8 @@ mod tests {
         governor.charge(9 * MS + MS / 2);
         let held = governor.held();
         assert!(held > Duration::ZERO, "the overshooting batch was not held");
-        // The next period starts about 4.5 ms in debt (less if the roll came late): 1 ms batches
-        // are held by the third at the latest, where five would pass without the debt.
+        // The next period starts 4.5 ms in debt: the first 1 ms batch is held, where five would
+        // pass without the debt (three allowed for a period that ends while the loop runs).
         let mut passed = 0;
         while governor.held() == held && passed < 5 {
             governor.charge(MS);

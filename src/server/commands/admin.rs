@@ -377,8 +377,10 @@ mod tests {
     #[test]
     fn the_memory_section_reports_what_is_resident() {
         let resident = resident_bytes().expect("/proc/self/statm");
-        // The peak is the most resident at any time, read after `resident` was.
-        assert!(resident > 0 && peak_resident_bytes().expect("getrusage") >= resident);
+        // The peak is the most resident at any time, but the two are read from counters the
+        // kernel keeps apart and updates in per-CPU batches (a CI run saw the peak below a
+        // `statm` read): only a gross disagreement fails.
+        assert!(resident > 0 && peak_resident_bytes().expect("getrusage") >= resident / 2);
         let section = memory_section();
         assert!(section.starts_with("used_memory:") && section.contains("\r\nused_memory_peak:"), "{section}");
     }
