@@ -429,36 +429,42 @@ fn a_one_table_restore_sizes_the_point_index_first() {
     db.close().unwrap();
 }
 
-/// With a small share of the CPU, a restore while the process is busy (a thread spinning here
-/// stands for the serving threads) is held back at times, and still restores everything.
+/// With a small share of the CPU, constant or falling as the restore goes on, a restore while the
+/// process is busy (a thread spinning here stands for the serving threads) is held back at times,
+/// and still restores everything.
 #[test]
 fn a_restore_while_serving_keeps_to_its_share_of_the_cpu() {
     let root = tempfile::tempdir().unwrap();
     let (image, state) = big_crash_image(root.path());
-    let mut o = options(&image, IndexMode::Async);
-    o.restore_cpu_share = 0.05;
-    o.restore_paused = true;
-    let (db, scheme) = open(o);
-    let spinning = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let spinner = {
-        let spinning = Arc::clone(&spinning);
-        std::thread::spawn(move || {
-            let mut x = 0u64;
-            while spinning.load(std::sync::atomic::Ordering::Relaxed) {
-                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-            }
-        })
-    };
-    // A first period of the governor with the spinner busy, so the walk starts in a serving one.
-    std::thread::sleep(std::time::Duration::from_millis(30));
-    scheme.set_restore_paused(false);
-    scheme.wait_restored();
-    spinning.store(false, std::sync::atomic::Ordering::Relaxed);
-    spinner.join().unwrap();
-    let progress = scheme.restore_progress().expect("a restore ran");
-    assert!(progress.held_ms > 0.0, "the walk was never held: {progress:?}");
-    assert_eq!(rows_of(&db), state);
-    db.close().unwrap();
+    for front_load in [0.0, 0.8] {
+        let copy = root.path().join(format!("copy-{front_load}"));
+        copy_tree(&image, &copy);
+        let mut o = options(&copy, IndexMode::Async);
+        o.restore_cpu_share = 0.05;
+        o.restore_front_load = front_load;
+        o.restore_paused = true;
+        let (db, scheme) = open(o);
+        let spinning = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let spinner = {
+            let spinning = Arc::clone(&spinning);
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        };
+        // A first period of the governor with the spinner busy, so the walk starts in a serving one.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        scheme.set_restore_paused(false);
+        scheme.wait_restored();
+        spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+        spinner.join().unwrap();
+        let progress = scheme.restore_progress().expect("a restore ran");
+        assert!(progress.held_ms > 0.0, "front load {front_load}: the walk was never held: {progress:?}");
+        assert_eq!(rows_of(&db), state, "front load {front_load}");
+        db.close().unwrap();
+    }
 }
 
 /// The restore's settings out of range are refused with what was wrong.
@@ -470,6 +476,12 @@ fn restore_settings_out_of_range_are_refused() {
         o.restore_cpu_share = share;
         let Err(e) = IndexedLogging::new(o) else { panic!("a CPU share of {share} was accepted") };
         assert!(e.to_string().contains("share of the CPU must be in (0, 1]"), "{e}");
+    }
+    for front_load in [-0.1, 0.95, 1.0, f64::NAN] {
+        let mut o = options(root.path(), IndexMode::Async);
+        o.restore_front_load = front_load;
+        let Err(e) = IndexedLogging::new(o) else { panic!("a front load of {front_load} was accepted") };
+        assert!(e.to_string().contains(&format!("front load must be in [0, 0.9], not {front_load}")), "{e}");
     }
     for walkers in [0, WALKERS_MAX + 1] {
         let mut o = options(root.path(), IndexMode::Async);

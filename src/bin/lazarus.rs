@@ -1299,8 +1299,17 @@ struct ServeArgs {
     /// clients are served, in (0, 1]; 1 leaves it to the kernel. Smaller serves more requests
     /// during a restore under load and makes it slower; unloaded, the walk runs at full speed
     /// whatever this says (docs/indexed.md, "The walk's share of the CPU") [default: 0.35].
+    /// It is the share's mean over the restore: the share starts above it and ends below it
+    /// (--restore-front-load).
     #[arg(long)]
     restore_cpu_share: Option<f64>,
+    /// `indexed`, `indexed-sync`: how far the walk's share falls from the restore's start to its
+    /// end, in [0, 0.9]: it starts above --restore-cpu-share, while most requests miss and each
+    /// miss costs about a request, and ends at --restore-cpu-share × (1 − this), with the restore
+    /// as long as at the constant share (docs/indexed.md, "A share that falls as the restore goes
+    /// on") [default: 0.6; 0 holds the share constant].
+    #[arg(long)]
+    restore_front_load: Option<f64>,
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -1321,6 +1330,9 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             options.restore_walkers = args.restore_walkers.map(usize::from);
             if let Some(share) = args.restore_cpu_share {
                 options.restore_cpu_share = share;
+            }
+            if let Some(front_load) = args.restore_front_load {
+                options.restore_front_load = front_load;
             }
             let scheme = Arc::new(IndexedLogging::new(options)?);
             indexed = Some(Arc::clone(&scheme));
@@ -1422,6 +1434,9 @@ struct InstantBenchArgs {
     /// `lazarus serve --restore-cpu-share` for the Lazarus targets [default: the server's].
     #[arg(long)]
     restore_cpu_share: Option<f64>,
+    /// `lazarus serve --restore-front-load` for the Lazarus targets [default: the server's].
+    #[arg(long)]
+    restore_front_load: Option<f64>,
     /// Restart each crashed server at once on its own directory, as after a real crash, instead
     /// of on a synced copy of one crash image per workload (each workload then preloads its own;
     /// docs/indexed.md, "The walk's share of the CPU").
@@ -1463,6 +1478,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         settle_s: args.settle_s,
         restore_walkers: args.restore_walkers,
         restore_cpu_share: args.restore_cpu_share,
+        restore_front_load: args.restore_front_load,
         in_place: args.in_place,
     };
     let results = instant_bench::run(&options)?;

@@ -93,6 +93,11 @@ pub struct IndexedOptions {
     /// requests, in (0, 1] (1: as much as the kernel gives it). Unloaded, the walk runs at full
     /// speed whatever this says (`docs/indexed.md`, "The walk's share of the CPU").
     pub restore_cpu_share: f64,
+    /// How far the walk's share falls from the restore's start to its end, in [0, 0.9]: it
+    /// starts above `restore_cpu_share` and ends at `restore_cpu_share × (1 − restore_front_load)`,
+    /// the restore as long as at the constant share (`docs/indexed.md`, "A share that falls as
+    /// the restore goes on"). 0: the constant share.
+    pub restore_front_load: f64,
 }
 
 impl IndexedOptions {
@@ -107,6 +112,7 @@ impl IndexedOptions {
             restore_walkers: None,
             walk_defer_max_ms: WALK_DEFER_MAX_MS,
             restore_cpu_share: restorer::RESTORE_CPU_SHARE,
+            restore_front_load: restorer::RESTORE_FRONT_LOAD,
         }
     }
 }
@@ -295,6 +301,13 @@ impl IndexedLogging {
             return Err(DurabilityError::Failed(format!(
                 "the restore's share of the CPU must be in (0, 1], not {}",
                 options.restore_cpu_share
+            )));
+        }
+        if !(0.0..=governor::FRONT_LOAD_MAX).contains(&options.restore_front_load) {
+            return Err(DurabilityError::Failed(format!(
+                "the restore's front load must be in [0, {}], not {}",
+                governor::FRONT_LOAD_MAX,
+                options.restore_front_load
             )));
         }
         if options.restore_walkers.is_some_and(|w| !(1..=restorer::WALKERS_MAX).contains(&w)) {
@@ -503,6 +516,7 @@ impl IndexedLogging {
                 paused: o.restore_paused,
                 walkers: o.restore_walkers.unwrap_or(defaults.walkers),
                 cpu_share: o.restore_cpu_share,
+                front_load: o.restore_front_load,
             };
             let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings)?);
             for table in db.catalog().tables() {
