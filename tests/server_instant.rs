@@ -111,6 +111,9 @@ fn requests_during_the_restore_get_correct_answers() {
     assert!(on_demand >= 10, "{info:?}");
     assert_eq!(info["recovery_state"], "restoring");
     assert_eq!((info["recovery_walk_cpu_ms"].as_str(), info["recovery_process_cpu_ms"].as_str()), ("0.0", "0.0"));
+    // Early in the restore the walk's share is front-loaded: above its mean, the default 0.35.
+    let share: f64 = info["recovery_walk_share"].parse().unwrap();
+    assert!(share > 0.35 && share < 1.0, "{info:?}");
     // DBSIZE and KEYS wait for the walk; issued now, they must see the whole keyspace.
     let addr = server.addr;
     let sizes = std::thread::spawn(move || {
@@ -139,6 +142,7 @@ fn requests_during_the_restore_get_correct_answers() {
     assert_eq!(redis::cmd("GET").arg("k01000").query::<Option<String>>(&mut c).unwrap().as_deref(), Some("v1000"));
     let info = recovery_info(&mut c);
     assert_eq!((info["recovery_state"].as_str(), info["recovery_percent"].as_str()), ("done", "100.0"), "{info:?}");
+    assert_eq!(info["recovery_walk_share"], "1.000", "{info:?}");
     // The walk's CPU is counted, and is part of what the whole server spent meanwhile.
     let cpu_ms = |field: &str| info[field].parse::<f64>().unwrap();
     assert!(cpu_ms("recovery_walk_cpu_ms") > 0.0, "{info:?}");

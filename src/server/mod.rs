@@ -117,6 +117,9 @@ pub struct RecoveryInfo {
     /// CPU milliseconds the whole server took while the walk ran, serving included (instant
     /// recovery, once the walk has ended).
     pub process_cpu_ms: f64,
+    /// The share of the machine the restore's walk may take now while requests are served
+    /// (instant recovery; 1: not held back, and after a blocking recovery).
+    pub walk_share: f64,
 }
 
 impl Default for RecoveryInfo {
@@ -129,6 +132,7 @@ impl Default for RecoveryInfo {
             elapsed_ms: 0.0,
             walk_cpu_ms: 0.0,
             process_cpu_ms: 0.0,
+            walk_share: 1.0,
         }
     }
 }

@@ -284,6 +284,12 @@ impl Governor {
         self.period_start_ns.store(now_ns, Ordering::Release);
     }
 
+    /// The share the walk may take while the database serves when `restored` (0 to 1) of the
+    /// images are restored (capped at 1: the whole machine).
+    pub fn share_at(&self, restored: f64) -> f64 {
+        self.schedule.at(restored).min(1.0)
+    }
+
     /// The allowance of a period that starts now: the schedule's share at the restored fraction
     /// the walkers last reported.
     fn allowance_now_ns(&self) -> u64 {

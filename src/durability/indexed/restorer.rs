@@ -242,6 +242,9 @@ pub struct RestoreProgress {
     /// CPU milliseconds the whole process spent from the start of the walk to its end (serving
     /// and on-demand fetches included); `None` until the walk has ended.
     pub process_cpu_ms: Option<f64>,
+    /// The share of the machine the walk may take now while the database serves (the
+    /// governor's schedule at the fraction restored); 1 when nothing holds it back.
+    pub walk_share: f64,
 }
 
 impl RestoreProgress {
@@ -377,6 +380,7 @@ impl Restorer {
             walkers: self.walkers,
             shards: self.shards.len(),
             held_ms: self.governor.as_ref().map_or(0.0, |g| g.held().as_secs_f64() * 1e3),
+            walk_share: self.governor.as_ref().map_or(1.0, |g| g.share_at(self.restored_fraction())),
             walk_cpu_ms: self.walk_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
             process_cpu_ms: self.process_cpu_ns.1.lock().map(|ns| ns as f64 / 1e6),
         }

@@ -182,7 +182,8 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
             format!(
                 "recovery_state:{}\r\nrecovery_percent:{:.1}\r\nrecovery_keys_restored:{}\r\n\
                  recovery_keys_restored_on_demand:{}\r\nrecovery_elapsed_ms:{:.1}\r\n\
-                 recovery_walk_cpu_ms:{:.1}\r\nrecovery_process_cpu_ms:{:.1}\r\nrecovery_fetch_cpu_ms:{:.1}\r\n",
+                 recovery_walk_cpu_ms:{:.1}\r\nrecovery_process_cpu_ms:{:.1}\r\nrecovery_fetch_cpu_ms:{:.1}\r\n\
+                 recovery_walk_share:{:.3}\r\n",
                 recovery.state,
                 recovery.percent,
                 recovery.keys_restored,
@@ -190,7 +191,8 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 recovery.elapsed_ms,
                 recovery.walk_cpu_ms,
                 recovery.process_cpu_ms,
-                shared.restore_fetch_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6
+                shared.restore_fetch_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+                recovery.walk_share
             ),
         ),
         ("Keyspace", format!("db0:keys={},expires=0,avg_ttl=0\r\n", shared.stored_rows())),
