@@ -97,10 +97,10 @@ const READER_SLOTS: usize = 256;
 pub const RESTORE_CPU_SHARE: f64 = 0.35;
 /// The default of [`RestoreSettings::front_load`]: the walk's share starts at about twice
 /// [`RESTORE_CPU_SHARE`] and falls to 0.4 of it as the database fills, with the restore as long
-/// as at the constant share. On 2 cores under 200 read-only clients this served 0.49 of the
-/// steady rate during 5 M-key restores where the constant share served 0.41, better in each of 9
-/// alternating rounds, restores as long (`docs/indexed.md`, "A share that falls as the restore
-/// goes on").
+/// as at the constant share. On 2 cores under 200 read-only clients this served 0.48 of the
+/// steady rate during 5 M-key restores where the constant share served 0.415 (medians), better in
+/// 11 of 12 alternating rounds, restores as long (`docs/indexed.md`, "A share that falls as the
+/// restore goes on").
 pub const RESTORE_FRONT_LOAD: f64 = 0.6;
 
 /// The end of a half-open key range.
