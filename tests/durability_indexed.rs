@@ -498,6 +498,15 @@ fn restore_settings_out_of_range_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "--restore-cpu-share 0 was accepted");
     assert!(stderr.contains("share of the CPU must be in (0, 1], not 0"), "{stderr}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["serve", "--durability", "indexed", "--restore-front-load", "2"])
+        .arg("--dir")
+        .arg(root.path().join("serve"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "--restore-front-load 2 was accepted");
+    assert!(stderr.contains("front load must be in [0, 0.9], not 2"), "{stderr}");
 }
 
 #[test]
