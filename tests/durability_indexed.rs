@@ -489,35 +489,29 @@ fn restore_settings_out_of_range_are_refused() {
         let Err(e) = IndexedLogging::new(o) else { panic!("{walkers} walkers were accepted") };
         assert!(e.to_string().contains(&format!("restore walkers must be 1..={WALKERS_MAX}, not {walkers}")), "{e}");
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
-        .args(["serve", "--durability", "indexed", "--restore-cpu-share", "0"])
-        .arg("--dir")
-        .arg(root.path().join("serve"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "--restore-cpu-share 0 was accepted");
+    let dir = root.path().join("serve");
+    let stderr = serve_refuses(&["--restore-cpu-share", "0", "--dir", dir.to_str().unwrap()]);
     assert!(stderr.contains("share of the CPU must be in (0, 1], not 0"), "{stderr}");
+    let stderr = serve_refuses(&["--restore-front-load", "2", "--dir", dir.to_str().unwrap()]);
+    assert!(stderr.contains("front load must be in [0, 0.9], not 2"), "{stderr}");
+}
+
+/// Runs `lazarus serve --durability indexed <args>`, asserts that it refused to start, and
+/// returns what it wrote to stderr.
+fn serve_refuses(args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
-        .args(["serve", "--durability", "indexed", "--restore-front-load", "2"])
-        .arg("--dir")
-        .arg(root.path().join("serve"))
+        .args(["serve", "--durability", "indexed"])
+        .args(args)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "--restore-front-load 2 was accepted");
-    assert!(stderr.contains("front load must be in [0, 0.9], not 2"), "{stderr}");
+    assert!(!out.status.success(), "serve {args:?} was accepted");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
 fn serve_refuses_a_walker_count_out_of_range() {
     for walkers in ["0", "17"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lazarus"))
-            .args(["serve", "--durability", "indexed", "--restore-walkers", walkers])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "--restore-walkers {walkers} was accepted");
+        let stderr = serve_refuses(&["--restore-walkers", walkers]);
         assert!(stderr.contains("--restore-walkers") && stderr.contains("1..=16"), "{stderr}");
     }
 }

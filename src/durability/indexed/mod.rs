@@ -814,7 +814,7 @@ impl crate::server::RecoveryStatus for IndexedLogging {
                 elapsed_ms: p.elapsed_ms,
                 walk_cpu_ms: p.walk_cpu_ms,
                 process_cpu_ms: p.process_cpu_ms.unwrap_or(0.0),
-                walk_share: if p.done { 1.0 } else { p.walk_share },
+                walk_share: p.walk_share,
             },
             None => {
                 crate::server::RecoveryInfo { elapsed_ms: report.open_ms, ..crate::server::RecoveryInfo::default() }

@@ -243,7 +243,8 @@ pub struct RestoreProgress {
     /// and on-demand fetches included); `None` until the walk has ended.
     pub process_cpu_ms: Option<f64>,
     /// The share of the machine the walk may take now while the database serves (the
-    /// governor's schedule at the fraction restored); 1 when nothing holds it back.
+    /// governor's schedule at the fraction restored); 1 when nothing holds it back, and once
+    /// the walk has ended.
     pub walk_share: f64,
 }
 
@@ -253,9 +254,17 @@ impl RestoreProgress {
         if self.done || self.total_keys == 0 {
             100.0
         } else {
-            ((self.walked_keys + self.on_demand_keys) as f64 * 100.0 / self.total_keys as f64).min(99.9)
+            (restored_fraction(self.walked_keys + self.on_demand_keys, self.total_keys) * 100.0).min(99.9)
         }
     }
+}
+
+/// The fraction of `total` images that `restored` keys cover, at most 1 (1 when there are none).
+fn restored_fraction(restored: u64, total: u64) -> f64 {
+    if total == 0 {
+        return 1.0;
+    }
+    (restored as f64 / total as f64).min(1.0)
 }
 
 /// How a restore runs (from [`super::IndexedOptions`]).
@@ -380,7 +389,10 @@ impl Restorer {
             walkers: self.walkers,
             shards: self.shards.len(),
             held_ms: self.governor.as_ref().map_or(0.0, |g| g.held().as_secs_f64() * 1e3),
-            walk_share: self.governor.as_ref().map_or(1.0, |g| g.share_at(self.restored_fraction())),
+            walk_share: match &self.governor {
+                Some(g) if finished.is_none() => g.share_at(self.restored_fraction()),
+                _ => 1.0,
+            },
             walk_cpu_ms: self.walk_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
             process_cpu_ms: self.process_cpu_ns.1.lock().map(|ns| ns as f64 / 1e6),
         }
@@ -389,11 +401,8 @@ impl Restorer {
     /// The fraction of the images restored, walked or fetched (0 to 1), as
     /// [`RestoreProgress::percent`] counts it.
     fn restored_fraction(&self) -> f64 {
-        if self.total_keys == 0 {
-            return 1.0;
-        }
         let restored = self.walked_keys.load(Ordering::Relaxed) + self.on_demand_keys.load(Ordering::Relaxed);
-        (restored as f64 / self.total_keys as f64).min(1.0)
+        restored_fraction(restored, self.total_keys)
     }
 
     /// Holds or releases the walk (on-demand fetches go on either way).
