@@ -205,6 +205,45 @@ fn instant_recovery_restores_the_state_before_the_crash() {
 }
 
 #[test]
+fn a_walk_held_for_the_server_begins_when_it_serves() {
+    use lazarus::server::RecoveryStatus;
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_awaits_serving = true;
+    let (db, scheme) = open(o);
+    // Long enough for a walk of these few keys, far below the hold's limit.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let progress = scheme.restore_progress().expect("a restore is running");
+    assert!(progress.walked_keys == 0 && !progress.done, "the walk began before the server served: {progress:?}");
+    // Requests are served meanwhile: a key not yet restored is fetched on demand.
+    let (k, v) = (before.0[0][0].as_int().unwrap(), before.0[0][1].as_int().unwrap());
+    assert_eq!(db.worker().call("get", &[int(k)]).unwrap().values[0].as_int(), Some(v));
+    scheme.serving();
+    scheme.wait_restored();
+    assert!(scheme.restore_progress().unwrap().done);
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_walk_held_for_a_server_that_never_serves_begins_at_the_limit() {
+    use lazarus::durability::indexed::restorer::AWAIT_SERVING_MAX_MS;
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_awaits_serving = true;
+    let (db, scheme) = open(o);
+    scheme.wait_restored();
+    let progress = scheme.restore_progress().unwrap();
+    assert!(progress.done, "{progress:?}");
+    // Held until the limit: no restore of these few keys ends sooner.
+    assert!(progress.elapsed_ms >= AWAIT_SERVING_MAX_MS as f64, "{progress:?}");
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+#[test]
 fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     let root = tempfile::tempdir().unwrap();
     let (image, before) = crash_image(root.path());

@@ -1327,6 +1327,8 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
             let mode = if name == "indexed" { IndexMode::Async } else { IndexMode::Sync };
             let mut options = IndexedOptions::new(vec![dir.clone()], mode);
+            // The server says when it serves (`RecoveryStatus::serving`).
+            options.restore_awaits_serving = true;
             options.restore_walkers = args.restore_walkers.map(usize::from);
             if let Some(share) = args.restore_cpu_share {
                 options.restore_cpu_share = share;

@@ -143,6 +143,10 @@ impl Default for RecoveryInfo {
 pub trait RecoveryStatus: Send + Sync {
     /// The progress now.
     fn status(&self) -> RecoveryInfo;
+
+    /// Called once, when the server's event loops run and it accepts connections: a restore
+    /// held until then may begin (`IndexedOptions::restore_awaits_serving`).
+    fn serving(&self) {}
 }
 
 impl RecoveryStatus for RecoveryInfo {
@@ -406,6 +410,7 @@ impl Server {
                 }
             }
         }
+        self.shared.recovery.serving();
         let mut next_loop = 0usize;
         for stream in self.listener.incoming() {
             if self.shared.shutdown.load(Ordering::SeqCst) {

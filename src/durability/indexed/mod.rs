@@ -98,6 +98,12 @@ pub struct IndexedOptions {
     /// the restore as long as at the constant share (`docs/indexed.md`, "A share that falls as
     /// the restore goes on"). 0: the constant share.
     pub restore_front_load: f64,
+    /// Hold the walk (and the sizing of the hash index before it) until a server says it serves
+    /// ([`crate::server::RecoveryStatus::serving`]), at most
+    /// [`restorer::AWAIT_SERVING_MAX_MS`]: the walk's threads would otherwise take the CPU from
+    /// the server's own start (`docs/indexed.md`, "The walk waits for the server"). Off by
+    /// default (an embedded database restores from its open on); `lazarus serve` sets it.
+    pub restore_awaits_serving: bool,
 }
 
 impl IndexedOptions {
@@ -113,6 +119,7 @@ impl IndexedOptions {
             walk_defer_max_ms: WALK_DEFER_MAX_MS,
             restore_cpu_share: restorer::RESTORE_CPU_SHARE,
             restore_front_load: restorer::RESTORE_FRONT_LOAD,
+            restore_awaits_serving: false,
         }
     }
 }
@@ -517,6 +524,7 @@ impl IndexedLogging {
                 walkers: o.restore_walkers.unwrap_or(defaults.walkers),
                 cpu_share: o.restore_cpu_share,
                 front_load: o.restore_front_load,
+                awaits_serving: o.restore_awaits_serving,
             };
             let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings)?);
             for table in db.catalog().tables() {
@@ -803,6 +811,12 @@ impl CheckpointHost for IndexedHost {
 }
 
 impl crate::server::RecoveryStatus for IndexedLogging {
+    fn serving(&self) {
+        if let Some(r) = self.shared.restorer.lock().as_ref() {
+            r.set_serving();
+        }
+    }
+
     fn status(&self) -> crate::server::RecoveryInfo {
         let report = self.report.lock().clone();
         match self.restore_progress() {

@@ -103,6 +103,10 @@ pub const RESTORE_CPU_SHARE: f64 = 0.35;
 /// restore goes on").
 pub const RESTORE_FRONT_LOAD: f64 = 0.6;
 
+/// The longest a walk held for the server ([`RestoreSettings::awaits_serving`]) waits for it:
+/// a server starts in 10–150 ms here (`docs/PERFORMANCE.md`, "Instant recovery", "Session 37").
+pub const AWAIT_SERVING_MAX_MS: u64 = 1_000;
+
 /// The end of a half-open key range.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Upper {
@@ -281,6 +285,8 @@ pub struct RestoreSettings {
     /// How far the share falls from the restore's start to its end, in [0, `FRONT_LOAD_MAX`]:
     /// it ends at `cpu_share × (1 − front_load)` ([`ShareSchedule::front_loaded`]).
     pub front_load: f64,
+    /// Hold the walk until [`Restorer::set_serving`], at most [`AWAIT_SERVING_MAX_MS`].
+    pub awaits_serving: bool,
 }
 
 impl RestoreSettings {
@@ -293,6 +299,7 @@ impl RestoreSettings {
             walkers: (cores() * 2).clamp(2, WALKERS_MAX),
             cpu_share: RESTORE_CPU_SHARE,
             front_load: RESTORE_FRONT_LOAD,
+            awaits_serving: false,
         }
     }
 }
@@ -305,6 +312,20 @@ impl Default for RestoreSettings {
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// What holds the walk back (on-demand fetches go on either way).
+struct Holds {
+    /// Paused by [`Restorer::set_paused`] (tests).
+    paused: bool,
+    /// Waiting for the server to serve ([`RestoreSettings::awaits_serving`]).
+    awaiting_serving: bool,
+}
+
+impl Holds {
+    fn any(&self) -> bool {
+        self.paused || self.awaiting_serving
+    }
 }
 
 /// A restore in progress: the tables' gate, and the walk's state.
@@ -329,7 +350,8 @@ pub struct Restorer {
     process_cpu_ns: (AtomicU64, Mutex<Option<u64>>),
     started: Instant,
     finished_ms: Mutex<Option<f64>>,
-    paused: Mutex<bool>,
+    holds: Mutex<Holds>,
+    /// Whether either hold is on: what a walker reads before each shard without the mutex.
     paused_now: AtomicBool,
     paused_cv: Condvar,
     stop: AtomicBool,
@@ -365,8 +387,8 @@ impl Restorer {
             process_cpu_ns: (AtomicU64::new(0), Mutex::new(None)),
             started,
             finished_ms: Mutex::new(None),
-            paused: Mutex::new(settings.paused),
-            paused_now: AtomicBool::new(settings.paused),
+            holds: Mutex::new(Holds { paused: settings.paused, awaiting_serving: settings.awaits_serving }),
+            paused_now: AtomicBool::new(settings.paused || settings.awaits_serving),
             paused_cv: Condvar::new(),
             stop: AtomicBool::new(false),
         })
@@ -407,8 +429,17 @@ impl Restorer {
 
     /// Holds or releases the walk (on-demand fetches go on either way).
     pub fn set_paused(&self, paused: bool) {
-        *self.paused.lock() = paused;
-        self.paused_now.store(paused, Ordering::SeqCst);
+        let mut holds = self.holds.lock();
+        holds.paused = paused;
+        self.paused_now.store(holds.any(), Ordering::SeqCst);
+        self.paused_cv.notify_all();
+    }
+
+    /// The server serves: a walk held for it ([`RestoreSettings::awaits_serving`]) may begin.
+    pub fn set_serving(&self) {
+        let mut holds = self.holds.lock();
+        holds.awaiting_serving = false;
+        self.paused_now.store(holds.any(), Ordering::SeqCst);
         self.paused_cv.notify_all();
     }
 
@@ -435,6 +466,12 @@ impl Restorer {
     /// The walk: runs [`Restorer::walkers`] walkers (this thread is one) until every shard is
     /// done, then ungates every table of `catalog`.
     pub fn run(&self, catalog: &ArcSwap<Catalog>) {
+        // Before any of the walk's work: sizing the hash index faults in its arrays, and the
+        // walkers would take both cores from a server still starting.
+        self.await_serving();
+        if self.stop.load(Ordering::SeqCst) {
+            return;
+        }
         self.process_cpu_ns.0.store(process_cpu_ns(), Ordering::Relaxed);
         self.size_point_index(&catalog.load());
         std::thread::scope(|scope| {
@@ -578,12 +615,27 @@ impl Restorer {
     /// Waits while the walk is paused; false once it is stopped.
     fn wait_unpaused(&self) -> bool {
         if self.paused_now.load(Ordering::Relaxed) {
-            let mut paused = self.paused.lock();
-            while *paused && !self.stop.load(Ordering::SeqCst) {
-                self.paused_cv.wait(&mut paused);
+            let mut holds = self.holds.lock();
+            while holds.any() && !self.stop.load(Ordering::SeqCst) {
+                self.paused_cv.wait(&mut holds);
             }
         }
         !self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the server serves ([`Restorer::set_serving`]), for at most
+    /// [`AWAIT_SERVING_MAX_MS`] (a server that never says so must not leave the tables gated
+    /// for good), or until the walk is stopped. A pause ([`Restorer::set_paused`]) is not
+    /// waited for here.
+    fn await_serving(&self) {
+        let deadline = Instant::now() + Duration::from_millis(AWAIT_SERVING_MAX_MS);
+        let mut holds = self.holds.lock();
+        while holds.awaiting_serving && !self.stop.load(Ordering::SeqCst) {
+            if self.paused_cv.wait_until(&mut holds, deadline).timed_out() {
+                holds.awaiting_serving = false;
+            }
+        }
+        self.paused_now.store(holds.any(), Ordering::SeqCst);
     }
 
     /// The reader in `slot`, renewed if it is missing or older than [`READER_RENEW_MS`].

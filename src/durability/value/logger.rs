@@ -112,7 +112,7 @@ fn collect(logger: &LoggerShared, epoch_now: u64) -> (Vec<(Arc<WorkerSlot>, Buff
         let mut buffers = slot.buffers.lock();
         let full = std::mem::take(&mut buffers.full);
         if !buffers.current.bytes.is_empty() {
-            match buffers.free.pop() {
+            match buffers.take_free() {
                 Some(fresh) => {
                     let current = std::mem::replace(&mut buffers.current, fresh);
                     drop(buffers);

@@ -4,7 +4,7 @@
 //! [`WorkerSlot`] behind a mutex that only the worker and its logger touch: the worker to append
 //! (uncontended), the logger to take the buffer at each of its rounds. When a buffer fills, the
 //! worker parks it in the slot's `full` list for the logger and takes an empty buffer from the
-//! slot's free list; if the free list is empty and `full` holds the most buffers allowed, the
+//! slot's free list (made on first need, up to the slot's bound); if none is free and none is left to make, the
 //! worker waits — SiloR's backpressure through a bounded pool of buffers. The logger returns each
 //! buffer to the free list right after writing it, not after the fsync (SiloR §3.3).
 //!
@@ -64,23 +64,48 @@ pub struct WorkerSlot {
 
 /// The buffers of a slot.
 pub struct SlotBuffers {
-    /// The buffer the worker appends to.
+    /// The buffer the worker appends to (without memory until the worker's first entry).
     pub current: Buffer,
     /// Filled buffers waiting for the logger, oldest first.
     pub full: Vec<Buffer>,
     /// Empty buffers.
     pub free: Vec<Buffer>,
+    /// Buffers of the slot's bound not allocated yet: a worker that never logs (a server's
+    /// worker under a read-only load) never takes the memory, and a starting database does not
+    /// touch megabytes it may not need (fresh pages are slow to fault in on a VM:
+    /// `docs/PERFORMANCE.md`, "Instant recovery", "Session 37").
+    unmade: usize,
+    /// The capacity of each buffer.
+    capacity_bytes: usize,
+}
+
+impl SlotBuffers {
+    /// An empty buffer for the worker's next entries: a free one, or a new one while the slot
+    /// has made fewer than its bound. `None`: every buffer is full or with the logger.
+    pub fn take_free(&mut self) -> Option<Buffer> {
+        if let Some(buffer) = self.free.pop() {
+            return Some(buffer);
+        }
+        if self.unmade == 0 {
+            return None;
+        }
+        self.unmade -= 1;
+        Some(Buffer::with_capacity(self.capacity_bytes))
+    }
 }
 
 impl WorkerSlot {
-    /// A slot with `buffers` buffers of `capacity_bytes` each (one current, the rest free).
+    /// A slot of at most `buffers` buffers (at least 2) of `capacity_bytes` each, made as the
+    /// worker needs them.
     pub fn new(buffers: usize, capacity_bytes: usize) -> WorkerSlot {
-        let free = (1..buffers.max(2)).map(|_| Buffer::with_capacity(capacity_bytes)).collect();
-        WorkerSlot {
-            active: AtomicU64::new(IDLE),
-            buffers: Mutex::new(SlotBuffers { current: Buffer::with_capacity(capacity_bytes), full: Vec::new(), free }),
-            freed: Condvar::new(),
-        }
+        let slot_buffers = SlotBuffers {
+            current: Buffer::with_capacity(0),
+            full: Vec::new(),
+            free: Vec::new(),
+            unmade: buffers.max(2) - 1,
+            capacity_bytes,
+        };
+        WorkerSlot { active: AtomicU64::new(IDLE), buffers: Mutex::new(slot_buffers), freed: Condvar::new() }
     }
 }
 
@@ -124,7 +149,7 @@ impl ValueWorkerLog {
             && buffers.current.bytes.len() + self.scratch.len() > self.buffer_size_bytes
         {
             let fresh = loop {
-                if let Some(b) = buffers.free.pop() {
+                if let Some(b) = buffers.take_free() {
                     break b;
                 }
                 self.logger.check_failed()?;
@@ -136,6 +161,9 @@ impl ValueWorkerLog {
             self.logger.wake();
         }
         let current = &mut buffers.current;
+        if current.bytes.capacity() == 0 {
+            current.bytes.reserve(self.buffer_size_bytes.max(self.scratch.len()));
+        }
         current.bytes.extend_from_slice(&self.scratch);
         current.min_epoch = current.min_epoch.min(epoch);
         current.max_epoch = current.max_epoch.max(epoch);
@@ -171,5 +199,33 @@ impl WorkerLog for ValueWorkerLog {
         self.slot.active.store(IDLE, Ordering::SeqCst);
         result?;
         Ok(CommitTicket { last_writer: 0, durability: DurabilityTicket::Epoch(epoch) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_makes_its_buffers_as_they_are_needed_and_no_more_than_its_bound() {
+        let slot = WorkerSlot::new(3, 1024);
+        let mut buffers = slot.buffers.lock();
+        assert_eq!(buffers.current.bytes.capacity(), 0, "the current buffer takes no memory before an entry");
+        let first = buffers.take_free().expect("a second buffer is made on need");
+        let second = buffers.take_free().expect("a third buffer is made on need");
+        assert!(first.bytes.capacity() >= 1024 && second.bytes.capacity() >= 1024);
+        assert!(buffers.take_free().is_none(), "a slot of 3 made a fourth buffer");
+        // A buffer the logger gives back is taken again; still no new one.
+        buffers.free.push(first);
+        assert!(buffers.take_free().is_some());
+        assert!(buffers.take_free().is_none());
+    }
+
+    #[test]
+    fn a_slot_of_fewer_than_two_buffers_still_has_two() {
+        let slot = WorkerSlot::new(1, 64);
+        let mut buffers = slot.buffers.lock();
+        assert!(buffers.take_free().is_some());
+        assert!(buffers.take_free().is_none());
     }
 }
