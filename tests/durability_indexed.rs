@@ -244,6 +244,39 @@ fn a_walk_held_for_a_server_that_never_serves_begins_at_the_limit() {
 }
 
 #[test]
+fn the_restored_percent_counts_each_image_once() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let existing: Vec<i64> = before.0.iter().map(|r| r[0].as_int().unwrap()).collect();
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    let mut w = db.worker();
+    // Five images fetched, twice each, and keys that were never there.
+    for _ in 0..2 {
+        for &k in &existing[..5] {
+            w.call("get", &[int(k)]).unwrap();
+        }
+    }
+    for k in (0..60).filter(|k| !existing.contains(k)) {
+        w.call("get", &[int(k)]).unwrap();
+    }
+    let progress = scheme.restore_progress().unwrap();
+    assert_eq!(progress.images_restored, 5, "{progress:?}");
+    assert!(progress.on_demand_keys > 5, "absent keys count as restored on demand: {progress:?}");
+    let total = progress.total_keys as f64;
+    assert!((progress.percent() - 500.0 / total).abs() < 1e-9, "{} % for 5 of {total}", progress.percent());
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
+    let progress = scheme.restore_progress().unwrap();
+    // The walk passed every image and linked those not fetched: each image is in memory once.
+    assert_eq!(progress.walked_keys, progress.total_keys, "{progress:?}");
+    assert_eq!(progress.images_restored, progress.total_keys, "{progress:?}");
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+#[test]
 fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     let root = tempfile::tempdir().unwrap();
     let (image, before) = crash_image(root.path());

@@ -106,7 +106,7 @@ pub struct RecoveryInfo {
     pub state: &'static str,
     /// Percent of the keys restored.
     pub percent: f64,
-    /// Keys restored so far.
+    /// Keys in memory so far, each counted once (an instant restore's images, walked or fetched).
     pub keys_restored: u64,
     /// Keys a client's request restored ahead of the background walk (instant recovery).
     pub keys_restored_on_demand: u64,

@@ -823,7 +823,7 @@ impl crate::server::RecoveryStatus for IndexedLogging {
             Some(p) => crate::server::RecoveryInfo {
                 state: if p.done { "done" } else { "restoring" },
                 percent: p.percent(),
-                keys_restored: p.walked_keys + p.on_demand_keys,
+                keys_restored: p.images_restored,
                 keys_restored_on_demand: p.on_demand_keys,
                 elapsed_ms: p.elapsed_ms,
                 walk_cpu_ms: p.walk_cpu_ms,

@@ -231,6 +231,10 @@ pub struct RestoreProgress {
     /// Keys restored on demand: images a request's fetch installed, and requested keys the
     /// indexed log did not hold.
     pub on_demand_keys: u64,
+    /// Images in memory: installed by the walk or by a request's fetch, each counted once (what
+    /// [`RestoreProgress::percent`] counts; `walked_keys + on_demand_keys` counts twice an image
+    /// fetched before the walk passed it, and counts keys that were never there).
+    pub images_restored: u64,
     /// Milliseconds from the start of recovery to the end of the walk (or to now while it runs).
     pub elapsed_ms: f64,
     /// Walker threads.
@@ -258,7 +262,7 @@ impl RestoreProgress {
         if self.done || self.total_keys == 0 {
             100.0
         } else {
-            (restored_fraction(self.walked_keys + self.on_demand_keys, self.total_keys) * 100.0).min(99.9)
+            (restored_fraction(self.images_restored, self.total_keys) * 100.0).min(99.9)
         }
     }
 }
@@ -345,6 +349,7 @@ pub struct Restorer {
     total_keys: u64,
     walked_keys: AtomicU64,
     on_demand_keys: AtomicU64,
+    images_restored: AtomicU64,
     walk_cpu_ns: AtomicU64,
     /// The process's CPU clock when the walk began, and what it had spent when the walk ended.
     process_cpu_ns: (AtomicU64, Mutex<Option<u64>>),
@@ -383,6 +388,7 @@ impl Restorer {
             total_keys,
             walked_keys: AtomicU64::new(0),
             on_demand_keys: AtomicU64::new(0),
+            images_restored: AtomicU64::new(0),
             walk_cpu_ns: AtomicU64::new(0),
             process_cpu_ns: (AtomicU64::new(0), Mutex::new(None)),
             started,
@@ -407,6 +413,7 @@ impl Restorer {
             total_keys: self.total_keys,
             walked_keys: self.walked_keys.load(Ordering::Relaxed),
             on_demand_keys: self.on_demand_keys.load(Ordering::Relaxed),
+            images_restored: self.images_restored.load(Ordering::Relaxed),
             elapsed_ms: finished.unwrap_or_else(|| self.started.elapsed().as_secs_f64() * 1e3),
             walkers: self.walkers,
             shards: self.shards.len(),
@@ -423,8 +430,7 @@ impl Restorer {
     /// The fraction of the images restored, walked or fetched (0 to 1), as
     /// [`RestoreProgress::percent`] counts it.
     fn restored_fraction(&self) -> f64 {
-        let restored = self.walked_keys.load(Ordering::Relaxed) + self.on_demand_keys.load(Ordering::Relaxed);
-        restored_fraction(restored, self.total_keys)
+        restored_fraction(self.images_restored.load(Ordering::Relaxed), self.total_keys)
     }
 
     /// Holds or releases the walk (on-demand fetches go on either way).
@@ -596,10 +602,12 @@ impl Restorer {
                 .iter()
                 .zip(decoded)
                 .filter_map(|((full, _), d)| d.filter(|_| !fetched_inside || !restored.contains(full)));
-            link_runs(unrestored);
+            let mut linked = 0u64;
+            link_runs(unrestored.inspect(|_| linked += 1));
             restored.add(std::mem::take(&mut position), end.clone());
             drop(restored);
             self.walked_keys.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.images_restored.fetch_add(linked, Ordering::Relaxed);
             match end {
                 Upper::Key(next) => position = next,
                 Upper::End => break,
@@ -847,6 +855,7 @@ impl RestoreGate for Restorer {
         }
         drop(restored);
         self.on_demand_keys.fetch_add(u64::from(installed || !found), Ordering::Relaxed);
+        self.images_restored.fetch_add(u64::from(installed), Ordering::Relaxed);
     }
 
     fn wait_table(&self, table: &Table) {
