@@ -4,9 +4,10 @@
 //! [`WorkerSlot`] behind a mutex that only the worker and its logger touch: the worker to append
 //! (uncontended), the logger to take the buffer at each of its rounds. When a buffer fills, the
 //! worker parks it in the slot's `full` list for the logger and takes an empty buffer from the
-//! slot's free list (made on first need, up to the slot's bound); if none is free and none is left to make, the
-//! worker waits — SiloR's backpressure through a bounded pool of buffers. The logger returns each
-//! buffer to the free list right after writing it, not after the fsync (SiloR §3.3).
+//! slot's free list, or makes one while the slot has made fewer than its bound; if none is free
+//! and none is left to make, the worker waits — SiloR's backpressure through a bounded pool of
+//! buffers. The logger returns each buffer to the free list right after writing it, not after the
+//! fsync (SiloR §3.3).
 //!
 //! `e_w`, the lower bound on the epochs of this worker's future records, is what the logger
 //! needs to compute its durable epoch. The worker publishes it through `active`:
