@@ -324,7 +324,7 @@ fn a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_log_usabl
     let t = db.catalog().table_by_name("t").unwrap().clone();
     assert_eq!(t.len(), 200);
     t.primary.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |_, r| {
-        assert_eq!(r.row_unchecked()[1], Value::Int(2));
+        assert_eq!(r.row_unchecked().at(1), Value::Int(2));
         true
     });
     db.close().unwrap();

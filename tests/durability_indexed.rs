@@ -66,7 +66,7 @@ fn dump(db: &Database) -> (Vec<Vec<Value>>, Vec<i64>) {
     });
     let mut by_v = Vec::new();
     t.secondary[0].scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |_, r| {
-        by_v.push(r.row_unchecked()[1].as_int().unwrap_or(-1));
+        by_v.push(r.row_unchecked().at(1).as_int().unwrap_or(-1));
         true
     });
     (rows, by_v)

@@ -52,7 +52,7 @@ fn a_read_only_transaction_waits_only_for_what_it_observed() {
     };
     // Reading the durable row: the ticket is that row's epoch, durable at once.
     let (row, read) = get(&mut w, 1);
-    assert_eq!(row.unwrap()[1], Value::Int(10));
+    assert_eq!(row.unwrap().at(1), Value::Int(10));
     assert_eq!(epoch_of(&read.durability), old.tid.epoch());
     assert!(read.tid.epoch() > old.tid.epoch(), "the reader ran in a later epoch");
     assert!(scheme.is_durable(&read.durability), "a read of durable data waits for nothing");

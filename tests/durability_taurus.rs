@@ -45,7 +45,7 @@ fn rows(db: &Database) -> BTreeMap<i64, i64> {
     let mut out = BTreeMap::new();
     for k in 0..64 {
         if let Some(row) = txn.get(t, &[Value::Int(k)]).unwrap() {
-            out.insert(k, row[1].as_int().unwrap());
+            out.insert(k, row.at(1).as_int().unwrap());
         }
     }
     out
@@ -114,7 +114,7 @@ fn figure_1(dir: &Path, flavor: Flavor, compress: bool) {
     };
     let get = |txn: &mut lazarus::txn::Transaction<'_>, k: i64| {
         let t = txn.table_id("t").unwrap();
-        txn.get(t, &[Value::Int(k)]).unwrap().unwrap()[1].as_int().unwrap()
+        txn.get(t, &[Value::Int(k)]).unwrap().unwrap().at(1).as_int().unwrap()
     };
     let mut load = workers[4].begin();
     put(&mut load, x, 0);
@@ -343,7 +343,7 @@ fn check_history(history: &[GenTxn], cuts: &[f64; 3], checkpoint_at: Option<usiz
         let mut preds: Vec<usize> = delete_head.into_iter().collect();
         for &k in &g.reads {
             let row = txn.get(t, &[Value::Int(k)]).unwrap();
-            prop_assert_eq!(row.map(|r| r[1].as_int().unwrap()), state.get(&k).map(|s| s.0));
+            prop_assert_eq!(row.map(|r| r.at(1).as_int().unwrap()), state.get(&k).map(|s| s.0));
             preds.extend(state.get(&k).and_then(|s| s.1));
         }
         let mut deleted = false;
@@ -889,7 +889,7 @@ fn checkpoints_truncate_and_recover(flavor: Flavor) {
         let t = txn.table_id("t").unwrap();
         for (&key, &value) in adhoc_written.lock().unwrap().iter() {
             let row = txn.get(t, &[Value::Int(key)]).unwrap();
-            assert_eq!(row.map(|r| r[1].as_int().unwrap()), Some(value), "{}: key {key}", flavor.name());
+            assert_eq!(row.map(|r| r.at(1).as_int().unwrap()), Some(value), "{}: key {key}", flavor.name());
         }
         drop(txn);
         drop(w);
@@ -980,7 +980,7 @@ fn a_patch_made_between_e_l_and_the_walk_replays_over_the_walks_version(flavor: 
     let t = txn.table_id("t").unwrap();
     for (k, v) in [(0, 2), (1, 2), (2, 1), (3, 1)] {
         let row = txn.get(t, &[Value::Int(k)]).unwrap().unwrap_or_else(|| panic!("{}: key {k} lost", flavor.name()));
-        assert_eq!((row[1].as_int(), row[2].as_text()), (Some(v), Some("a column the updates keep")));
+        assert_eq!((row.at(1).as_int(), row.at(2).as_text()), (Some(v), Some("a column the updates keep")));
     }
     drop(txn);
     drop(w);
@@ -1040,7 +1040,7 @@ fn a_patch_before_a_delete_the_walk_saw_replays(flavor: Flavor) {
         let t = txn.table_id("t").unwrap();
         for k in [1, 2, 3] {
             let row = txn.get(t, &[Value::Int(k)]).unwrap().unwrap();
-            assert_eq!(row[2].as_text(), Some("a column the updates keep"), "{}: key {k}", flavor.name());
+            assert_eq!(row.at(2).as_text(), Some("a column the updates keep"), "{}: key {k}", flavor.name());
         }
         drop(txn);
         drop(w);
@@ -1096,7 +1096,7 @@ fn redo_bytes_of_a_one_column_update(flavor: Flavor, whole_rows: bool) -> u64 {
     let mut txn = w.begin();
     let t = txn.table_id("w").unwrap();
     let recovered = txn.get(t, &[Value::Int(1)]).unwrap().expect("the row is recovered");
-    assert_eq!(&recovered[..], &row(&"n".repeat(100))[..], "{}", flavor.name());
+    assert_eq!(recovered, row(&"n".repeat(100)), "{}", flavor.name());
     drop(txn);
     drop(w);
     db.close().unwrap();
@@ -1262,7 +1262,7 @@ fn a_predecessor_in_a_removed_segment_does_not_make_its_successors_unrecoverable
         let t2 = if flavor == Flavor::TaurusData {
             let mut txn = w1.begin();
             let t = txn.table_id("t").unwrap();
-            let x = txn.get(t, &[Value::Int(1)]).unwrap().unwrap()[1].as_int().unwrap();
+            let x = txn.get(t, &[Value::Int(1)]).unwrap().unwrap().at(1).as_int().unwrap();
             txn.put(t, Row::new(vec![Value::Int(2), Value::Int(x + 1)])).unwrap();
             txn.commit().unwrap()
         } else {

@@ -52,7 +52,7 @@ fn dump(db: &Database) -> (Vec<Vec<Value>>, Vec<i64>) {
     });
     let mut by_v = Vec::new();
     t.secondary[0].scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |_, r| {
-        by_v.push(r.row_unchecked()[1].as_int().unwrap_or(-1));
+        by_v.push(r.row_unchecked().at(1).as_int().unwrap_or(-1));
         true
     });
     (rows, by_v)
@@ -285,7 +285,7 @@ fn tables_created_through_the_rust_api_are_recovered() {
     let (db, _) = open(options(dir.path())).unwrap();
     let mut w = db.worker();
     let row = w.run(1, |tx| tx.get(tx.table_id("pairs")?, &[Value::Int(1)])).unwrap().0.unwrap();
-    assert_eq!(row[1], Value::text("x"));
+    assert_eq!(row.at(1), Value::text("x"));
     db.close().unwrap();
 }
 

@@ -342,8 +342,8 @@ fn v_patch(v: i64) -> lazarus::durability::codec::ColumnPatch {
 /// A column patch of `v` with the value `value` (any type), decoded as recovery decodes it.
 fn v_patch_of(value: Value) -> lazarus::durability::codec::ColumnPatch {
     use lazarus::durability::codec::{Image, Reader, RedoImage, encode_entry};
-    let before = [Value::Int(1), Value::Int(10), Value::text("x")];
-    let after = [Value::Int(1), value, Value::text("x")];
+    let before = lazarus::storage::Row::new(vec![Value::Int(1), Value::Int(10), Value::text("x")]);
+    let after = lazarus::storage::Row::new(vec![Value::Int(1), value, Value::text("x")]);
     let mut out = Vec::new();
     let image = RedoImage::Patch { before: &before, after: &after };
     encode_entry(lazarus::txn::Tid::new(1, 1), std::iter::once((0u32, &b"k"[..], image)), &mut out);
@@ -384,13 +384,13 @@ fn a_column_patch_edits_an_unshared_row_in_place_and_a_misfit_changes_nothing() 
         assert_eq!(address(), before, "{mode}: an unshared row is edited where it lies");
         let held = current().1;
         assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 3), v_patch_of(Value::Int(30))).expect("applies"));
-        assert_eq!(held[1], Value::Int(20), "{mode}: a row someone holds is not changed under them");
+        assert_eq!(held.at(1), Value::Int(20), "{mode}: a row someone holds is not changed under them");
         assert_ne!(address(), held.as_ptr() as usize, "{mode}: a held row is replaced by an edited copy");
         let misfit = replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 4), v_patch_of(Value::text("no")));
         let err = misfit.expect_err("a text value in an int column");
         assert!(err.to_string().contains("int"), "{mode}: {err}");
         let (word, now) = current();
-        assert_eq!((word.tid(), &now[..]), (Tid::new(2, 3), &[Value::Int(1), Value::Int(30), Value::text("x")][..]));
+        assert_eq!((word.tid(), now.to_vec()), (Tid::new(2, 3), vec![Value::Int(1), Value::Int(30), Value::text("x")]));
     }
 }
 
@@ -406,7 +406,7 @@ fn a_column_patch_replays_through_a_cached_update_plan_as_directly() {
         assert!(replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 2), v_patch(20)).expect("applies"));
         assert!(!replayer.apply_patch(&catalog, &t, &key, Tid::new(2, 1), v_patch(30)).expect("older: skipped"));
         let (word, now) = t.get(key.as_bytes()).expect("record").stable_read();
-        assert_eq!((word.tid(), &now[..]), (Tid::new(2, 2), &[Value::Int(1), Value::Int(20), Value::text("x")][..]));
+        assert_eq!((word.tid(), now.to_vec()), (Tid::new(2, 2), vec![Value::Int(1), Value::Int(20), Value::text("x")]));
         let missing = t.schema.encode_primary_key(&[Value::Int(2)]).expect("key");
         let err = replayer.apply_patch(&catalog, &t, &missing, Tid::new(3, 1), v_patch(40)).expect_err("no row");
         assert!(err.to_string().contains("holds no row"), "{mode}: {err}");

@@ -74,8 +74,8 @@ fn rows_read_while_writers_replace_them_stay_whole() {
         let (word, row) = record.stable_read();
         // A freed and reused row would show a mismatched pair or a sequence that is not its TID's.
         assert_eq!(row.len(), 2);
-        assert_eq!(row[0], Value::Int(word.tid().sequence() as i64));
-        assert_eq!(row[1], Value::Int(-(word.tid().sequence() as i64)));
+        assert_eq!(row.at(0), Value::Int(word.tid().sequence() as i64));
+        assert_eq!(row.at(1), Value::Int(-(word.tid().sequence() as i64)));
         reads += 1;
     }
     writer.join().expect("writer");
@@ -108,7 +108,7 @@ fn borrowed_reads_while_writers_replace_rows_see_whole_rows_and_take_no_count() 
         let (sequence, first, last) = record.stable_read_with(&guard, |word, values| {
             runs += 1;
             assert_eq!(values.len(), 3);
-            (word.tid().sequence() as i64, values[0].clone(), values[2].clone())
+            (word.tid().sequence() as i64, values.at(0).to_value(), values.at(2).to_value())
         });
         // A freed and reused row would show a mismatched pair or a sequence that is not its TID's.
         assert_eq!((first, last), (Value::Int(sequence), Value::Int(-sequence)));
@@ -141,7 +141,7 @@ fn a_borrowed_read_that_a_write_overtakes_runs_again() {
             let locked = record.lock();
             record.install(row(2), TidWord::new(Tid::new(1, 2), locked.is_latest(), false), 0);
         }
-        (word.tid().sequence(), values[0].clone())
+        (word.tid().sequence(), values.at(0).to_value())
     });
     assert_eq!(runs, 2);
     assert_eq!((sequence, value), (2, Value::Int(2)));

@@ -41,7 +41,7 @@ fn row(vals: &[i64]) -> Row {
 }
 
 fn int(row: &Row, i: usize) -> i64 {
-    row[i].as_int().unwrap()
+    row.at(i).as_int().unwrap()
 }
 
 fn scan_all(table: u32, index: Option<usize>, limit: usize) -> Scan {

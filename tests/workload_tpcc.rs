@@ -72,7 +72,7 @@ fn one_warehouse_loads_to_spec_rolls_back_cleanly_and_a_broken_ytd_fails_the_che
 
     // Customers 1..=1000 of each district carry the 1000 last names in order.
     let c = get(&mut worker, ids.customer, &[int(1), int(4), int(372)]);
-    assert_eq!(c[5], Value::text("PRICALLYOUGHT"));
+    assert_eq!(c.at(5), Value::text("PRICALLYOUGHT"));
 
     // New-order's rollback: an unused item id (the last line) aborts, and nothing changes.
     let before = counts(&db, &mut worker);
@@ -95,7 +95,7 @@ fn one_warehouse_loads_to_spec_rolls_back_cleanly_and_a_broken_ytd_fails_the_che
     // The same order with valid items commits and takes the district's next order id.
     let ok = NewOrder { items: vec![77, 78, 79], ..args };
     let out = worker.call("new_order", &ok.params(true)).unwrap();
-    assert_eq!(out.values[0], district[10].clone());
+    assert_eq!(out.values[0], district.at(10).to_value());
     tpcc.check(&db).unwrap();
 
     // About 1% of generated new-orders carry the unused item.
@@ -179,13 +179,13 @@ fn payment_and_order_status_by_last_name_take_the_middle_customer_by_first_name(
         let range = KeyRange::from_values(&prefix, Bound::Unbounded, Bound::Unbounded).unwrap();
         let scan = Scan { table: ids.customer, index: Some(0), range, direction: Direction::Forward, limit: 1000 };
         let rows = worker.run(1, |tx| tx.scan(&scan)).unwrap().0;
-        rows.iter().map(|r| r[2].as_int().unwrap()).collect()
+        rows.iter().map(|r| r.at(2).as_int().unwrap()).collect()
     };
     // Names of customers 1..=1000 are the 1000 names in order; later customers repeat them.
     let mut odd = None;
     let mut even = None;
     for c in 1..=1000 {
-        let last = get(&mut db.worker(), ids.customer, &[int(1), int(2), int(c)])[5].clone();
+        let last = get(&mut db.worker(), ids.customer, &[int(1), int(2), int(c)]).at(5).to_value();
         let found = matches(&last);
         match found.len() {
             n if n >= 3 && n % 2 == 1 && odd.is_none() => odd = Some((last, found)),

@@ -39,7 +39,8 @@
 //! first byte it could not make sense of.
 
 use crate::storage::key::KEY_SIZE_MAX_BYTES;
-use crate::storage::{ColumnType, Key, Row, TableId, Value};
+use crate::storage::row::InPlaceRow;
+use crate::storage::{ColumnType, Columns, Key, Row, TableId, Value, ValueRef};
 use crate::txn::Tid;
 
 const TAG_NULL: u8 = 0;
@@ -76,29 +77,29 @@ pub struct DecodeError {
 }
 
 /// Appends the encoding of `row`.
-pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
-    assert!(row.len() <= usize::from(u16::MAX), "row of {} columns", row.len());
-    out.extend_from_slice(&(row.len() as u16).to_le_bytes());
-    for value in row {
+pub fn encode_row<C: Columns + ?Sized>(row: &C, out: &mut Vec<u8>) {
+    let width = row.width();
+    assert!(width <= usize::from(u16::MAX), "row of {width} columns");
+    out.extend_from_slice(&(width as u16).to_le_bytes());
+    for value in row.columns() {
         encode_value(value, out);
     }
 }
 
-fn encode_value(value: &Value, out: &mut Vec<u8>) {
+fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.push(TAG_NULL),
-        Value::Bool(b) => out.extend_from_slice(&[TAG_BOOL, u8::from(*b)]),
-        Value::Int(i) => {
+        ValueRef::Null => out.push(TAG_NULL),
+        ValueRef::Bool(b) => out.extend_from_slice(&[TAG_BOOL, u8::from(b)]),
+        ValueRef::Int(i) => {
             out.push(TAG_INT);
             out.extend_from_slice(&i.to_le_bytes());
         }
-        Value::Float(f) => {
+        ValueRef::Float(f) => {
             out.push(TAG_FLOAT);
             out.extend_from_slice(&f.to_bits().to_le_bytes());
         }
-        Value::Text(s) => encode_sized(TAG_TEXT, s.as_bytes(), out),
-        Value::Bytes(b) => encode_sized(TAG_BYTES, b, out),
-        Value::InlineBytes(b) => encode_sized(TAG_BYTES, b.as_slice(), out),
+        ValueRef::Text(s) => encode_sized(TAG_TEXT, s.as_bytes(), out),
+        ValueRef::Bytes(b) => encode_sized(TAG_BYTES, b, out),
     }
 }
 
@@ -158,29 +159,32 @@ impl ColumnPatch {
         self.columns
     }
 
-    /// Applies the patch to `row` where it lies, moving its values in and handing each value it
-    /// replaces to `retire`; an error, and `row` unchanged, if a position is past its end.
-    pub fn apply_in_place(self, row: &mut [Value], retire: &mut dyn FnMut(Value)) -> Result<(), &'static str> {
-        if self.columns.last().is_some_and(|&(position, _)| usize::from(position) >= row.len()) {
-            return Err("a column patch names a column past the row's end");
-        }
-        for (position, value) in self.columns {
-            retire(std::mem::replace(&mut row[usize::from(position)], value));
-        }
-        Ok(())
+    /// Applies the patch to `row`: where it lies when every patched value fits there
+    /// ([`InPlaceRow::apply`]; `None`), else to a copy (`Some`). An error, and `row` unchanged, if
+    /// a position is past its end.
+    pub fn apply_in_place(&self, row: &mut InPlaceRow) -> Result<Option<Row>, &'static str> {
+        self.check_width(row.row().len())?;
+        Ok(row.apply(self.columns.iter().map(|(p, v)| (usize::from(*p), v.view()))))
     }
 
     /// The row `base` becomes with this patch applied; an error if a position is past its end.
-    pub fn apply(&self, base: &[Value]) -> Result<Row, &'static str> {
-        let mut row = base.to_vec();
-        self.clone().apply_in_place(&mut row, &mut drop)?;
-        Ok(Row::new(row))
+    pub fn apply(&self, base: &Row) -> Result<Row, &'static str> {
+        self.check_width(base.len())?;
+        let mut next = self.columns.iter().peekable();
+        Ok(base.with_changes(|i| next.next_if(|(p, _)| usize::from(*p) == i).map(|(_, v)| v.view())))
+    }
+
+    fn check_width(&self, width: usize) -> Result<(), &'static str> {
+        if self.columns.last().is_some_and(|&(position, _)| usize::from(position) >= width) {
+            return Err("a column patch names a column past the row's end");
+        }
+        Ok(())
     }
 }
 
 impl<'a> RedoImage<'a> {
     /// The after-image whole (`Some`), or a delete (`None`).
-    pub fn whole(after: Option<&'a [Value]>) -> RedoImage<'a> {
+    pub fn whole(after: Option<&'a Row>) -> RedoImage<'a> {
         after.map_or(RedoImage::Delete, RedoImage::Put)
     }
 }
@@ -189,14 +193,14 @@ impl<'a> RedoImage<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum RedoImage<'a> {
     /// The after-image, whole.
-    Put(&'a [Value]),
+    Put(&'a Row),
     /// An update whose replay will hold `before`: only the columns that differ are logged (whole,
     /// when every column differs or the row changed width).
     Patch {
         /// The row the update replaced.
-        before: &'a [Value],
+        before: &'a Row,
         /// The row it installed.
-        after: &'a [Value],
+        after: &'a Row,
     },
     /// A delete.
     Delete,
@@ -250,14 +254,14 @@ pub fn encode_entry<'a>(
 
 /// Appends the columns of `after` that differ from `before`; `false` (and `out` partly written)
 /// when a patch would not be smaller than the row: every column changed, or the width did.
-fn encode_patch(before: &[Value], after: &[Value], out: &mut Vec<u8>) -> bool {
+fn encode_patch(before: &Row, after: &Row, out: &mut Vec<u8>) -> bool {
     if before.len() != after.len() || after.is_empty() {
         return false;
     }
     let count_at = out.len();
     out.extend_from_slice(&0u16.to_le_bytes());
     let mut count: u16 = 0;
-    for (position, (old, new)) in before.iter().zip(after).enumerate() {
+    for (position, (old, new)) in before.iter().zip(after.iter()).enumerate() {
         if old != new {
             out.extend_from_slice(&(position as u16).to_le_bytes());
             encode_value(new, out);
@@ -585,7 +589,8 @@ mod tests {
     fn entries_round_trip() {
         let row = sample_row();
         let mut out = Vec::new();
-        let writes = vec![(3u32, &b"key1"[..], RedoImage::Put(&row[..])), (4u32, &b"k2"[..], RedoImage::Delete)];
+        let stored = Row::from_slice(&row);
+        let writes = vec![(3u32, &b"key1"[..], RedoImage::Put(&stored)), (4u32, &b"k2"[..], RedoImage::Delete)];
         encode_entry(Tid::new(9, 4), writes.into_iter(), &mut out);
         let mut r = Reader::new(&out);
         let entry = r.entry().unwrap();
@@ -600,7 +605,7 @@ mod tests {
         assert!(skipping.is_empty(), "skip_row must consume exactly the row");
         assert_eq!(entry.tid, Tid::new(9, 4));
         assert_eq!(entry.writes.len(), 2);
-        assert_eq!(entry.writes[0].image.row().map(|r| &r[..]), Some(&row[..]));
+        assert_eq!(entry.writes[0].image.row(), Some(&stored));
         assert_eq!(entry.writes[1], EntryWrite { table: 4, key: Key::from(&b"k2"[..]), image: Image::Delete });
     }
 
@@ -640,7 +645,8 @@ mod tests {
     fn every_truncation_is_an_error_not_a_panic() {
         let row = sample_row();
         let mut out = Vec::new();
-        encode_entry(Tid::new(1, 1), vec![(0u32, &b"k"[..], RedoImage::Put(&row[..]))].into_iter(), &mut out);
+        let row = Row::from_slice(&row);
+        encode_entry(Tid::new(1, 1), vec![(0u32, &b"k"[..], RedoImage::Put(&row))].into_iter(), &mut out);
         for cut in 0..out.len() {
             assert!(Reader::new(&out[..cut]).entry().is_err(), "cut at {cut}");
         }
@@ -661,14 +667,16 @@ mod tests {
         let mut after = before.clone();
         after[2] = Value::Int(77);
         after[5] = Value::bytes(&[9; 100]);
+        let (before, after) = (Row::from_slice(&before), Row::from_slice(&after));
         let patched = encode_one(RedoImage::Patch { before: &before, after: &after });
         let whole = encode_one(RedoImage::Put(&after));
         assert!(patched.len() < whole.len(), "patch {} bytes, row {} bytes", patched.len(), whole.len());
         let entry = Reader::new(&patched).entry().unwrap();
         let Image::Patch(patch) = &entry.writes[0].image else { panic!("not a patch: {:?}", entry.writes[0]) };
         assert_eq!(patch.columns().iter().map(|c| c.0).collect::<Vec<_>>(), vec![2, 5]);
-        assert_eq!(&patch.apply(&before).unwrap()[..], &after[..]);
-        assert!(patch.apply(&before[..3]).is_err(), "a base too narrow for the patch is an error");
+        assert_eq!(patch.apply(&before).unwrap(), after);
+        let narrow = Row::from_refs(before.iter().take(3));
+        assert!(patch.apply(&narrow).is_err(), "a base too narrow for the patch is an error");
         // Logs replayed in any order hold whole rows only.
         let mut r = Reader::new(&patched);
         r.entry_head().unwrap();
@@ -680,10 +688,11 @@ mod tests {
         let before = sample_row();
         let all: Vec<Value> = (0..before.len() as i64).map(Value::Int).collect();
         let wider: Vec<Value> = before.iter().cloned().chain([Value::Null]).collect();
-        for after in [&all, &wider] {
-            let out = encode_one(RedoImage::Patch { before: &before, after });
+        let before = Row::from_slice(&before);
+        for after in [Row::from_slice(&all), Row::from_slice(&wider)] {
+            let out = encode_one(RedoImage::Patch { before: &before, after: &after });
             let entry = Reader::new(&out).entry().unwrap();
-            assert_eq!(entry.writes[0].image.row().map(|r| &r[..]), Some(&after[..]));
+            assert_eq!(entry.writes[0].image.row(), Some(&after));
         }
         let same = encode_one(RedoImage::Patch { before: &before, after: &before });
         let entry = Reader::new(&same).entry().unwrap();
@@ -697,6 +706,7 @@ mod tests {
         let mut after = before.clone();
         after[1] = Value::Bool(false);
         after[3] = Value::Float(0.5);
+        let (before, after) = (Row::from_slice(&before), Row::from_slice(&after));
         let out = encode_one(RedoImage::Patch { before: &before, after: &after });
         for cut in 0..out.len() {
             assert!(Reader::new(&out[..cut]).entry().is_err(), "cut at {cut}");

@@ -183,7 +183,7 @@ pub fn eval(e: &Expr, f: &Frame) -> RtResult<Value> {
     match &e.kind {
         ExprKind::Const(v) => Ok(v.clone()),
         ExprKind::Var(v) => Ok(f.vals[v.index()].clone()),
-        ExprKind::Column(p) => Ok(f.row.as_ref().and_then(|r| r.get(*p)).cloned().unwrap_or(Value::Null)),
+        ExprKind::Column(p) => Ok(f.row.as_ref().and_then(|r| r.value(*p)).unwrap_or(Value::Null)),
         ExprKind::ArrayLen(a) => Ok(Value::Int(f.array(a.index()).len() as i64)),
         ExprKind::ArrayGet(a, i) => ops::array_get(f.array(a.index()), &eval(i, f)?),
         ExprKind::Unary(op, x) => ops::unary(*op, &eval(x, f)?),

@@ -162,6 +162,7 @@ impl CompiledProcedure {
             vals: vec![Value::Null; ir.vars.len()],
             arrays: vec![None; ir.params],
             row: None,
+            changes: Vec::new(),
             iterations: 0,
         }
     }

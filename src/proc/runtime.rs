@@ -14,7 +14,7 @@ use super::ir::{Procedure, Ty, Var};
 use super::limits::{LOOP_ITERATIONS_MAX, SCAN_LIMIT_MAX};
 use super::ops::RtResult;
 use crate::storage::point::{KeyHash, Prefetch};
-use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value, key};
+use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value, ValueRef, key};
 use crate::txn::{Scan, Transaction, TxnError};
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -30,6 +30,9 @@ pub struct Frame {
     pub arrays: Vec<Option<Arc<[Value]>>>,
     /// The row an `update` is rewriting, read by its `set` expressions.
     pub row: Option<Row>,
+    /// An `update`'s new column values as its `set` expressions compute them (column, value),
+    /// kept between statements for its room.
+    pub changes: Vec<(usize, Value)>,
     /// Loop iterations so far in this call.
     pub iterations: u64,
 }
@@ -55,7 +58,7 @@ impl Frame {
         if self.arrays.len() <= slot {
             self.arrays.resize(slot + 1, None);
         }
-        let items: Arc<[Value]> = rows.iter().map(|r| r.get(column).cloned().unwrap_or(Value::Null)).collect();
+        let items: Arc<[Value]> = rows.iter().map(|r| r.value(column).unwrap_or(Value::Null)).collect();
         self.arrays[slot] = Some(items);
     }
 }
@@ -80,8 +83,13 @@ pub fn bind_args(p: &Procedure, args: &[ParamValue]) -> Result<Frame, TxnError> 
     if args.len() != p.params {
         return Err(fail(format!("expects {} argument(s), got {}", p.params, args.len())));
     }
-    let mut frame =
-        Frame { vals: vec![Value::Null; p.vars.len()], arrays: vec![None; p.params], row: None, iterations: 0 };
+    let mut frame = Frame {
+        vals: vec![Value::Null; p.vars.len()],
+        arrays: vec![None; p.params],
+        row: None,
+        changes: Vec::new(),
+        iterations: 0,
+    };
     for (i, (var, arg)) in p.param_vars().iter().zip(args).enumerate() {
         match (var.array, arg) {
             (false, ParamValue::Scalar(v)) => frame.vals[i] = fit(v, var).map_err(fail)?,
@@ -131,17 +139,18 @@ pub trait Storage {
         pk: &[Value],
         build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError>;
-    /// Changes the row with primary key `pk` by `edit`, which sets columns of it and reads none
-    /// of its values; `false` if there is none. A storage may run `edit` on the row where it lies
-    /// when nothing else can see it (replay: [`crate::replay::compiled::ReplayStorage`]); by
-    /// default it is [`Storage::update_row_with`] over a copy ([`update_by_copy`]).
+    /// Sets columns of the row with primary key `pk` to `changes` (column, value; increasing
+    /// columns, each once), an update that reads nothing of the old row; `false` if there is
+    /// none. A storage may set them where the row lies when nothing else can see it (replay:
+    /// [`crate::replay::compiled::ReplayStorage`]); by default it is [`Storage::update_row_with`]
+    /// building a copy ([`update_by_copy`]).
     fn update_row_in_place(
         &mut self,
         table: TableId,
         pk: &[Value],
-        edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
+        changes: &[(usize, Value)],
     ) -> Result<bool, TxnError> {
-        update_by_copy(self, table, pk, edit)
+        update_by_copy(self, table, pk, changes)
     }
     /// Replaces the row whose primary key is the values of `row` at `key_columns` by `row`, a
     /// whole row its `update` built without reading the old one (every non-key column set from a
@@ -345,7 +354,7 @@ pub fn update<S: Storage + ?Sized>(
 /// `update` that builds the whole new row without the old one: [`Storage::replace_row`]. `false`
 /// if there is no row or the key has a null.
 pub fn replace(tx: &mut dyn Storage, table: TableId, key_columns: &[usize], row: Row) -> Result<bool, TxnError> {
-    if key_columns.iter().any(|&p| row.get(p).is_none_or(Value::is_null)) {
+    if key_columns.iter().any(|&p| row.get(p).is_none_or(ValueRef::is_null)) {
         return Ok(false);
     }
     tx.replace_row(table, key_columns, row)
@@ -358,40 +367,36 @@ pub fn replace_by_update<S: Storage + ?Sized>(
     key_columns: &[usize],
     row: Row,
 ) -> Result<bool, TxnError> {
-    let pk: Vec<Value> = key_columns.iter().map(|&p| row.get(p).cloned().unwrap_or(Value::Null)).collect();
+    let pk: Vec<Value> = key_columns.iter().map(|&p| row.value(p).unwrap_or(Value::Null)).collect();
     update(storage, table, &pk, |_old| Ok(row))
 }
 
-/// [`Storage::update_row_in_place`] through [`Storage::update_row_with`]: `edit` changes the old
-/// row where it lies if the storage handed over the only reference of it, else a copy.
+/// [`Storage::update_row_in_place`] through [`Storage::update_row_with`]: the old row with
+/// `changes` set ([`Row::with_values`]).
 pub fn update_by_copy<S: Storage + ?Sized>(
     storage: &mut S,
     table: TableId,
     pk: &[Value],
-    edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
+    changes: &[(usize, Value)],
 ) -> Result<bool, TxnError> {
-    storage.update_row_with(table, pk, &mut |old| {
-        let mut new = old;
-        new.update_values(|row| edit(row))?;
-        Ok(new)
-    })
+    storage.update_row_with(table, pk, &mut |old| Ok(old.with_values(changes)))
 }
 
 /// `update` whose set expressions read nothing of the old row: [`Storage::update_row_in_place`].
-/// `false` if there is no row or the key has a null (then `edit` is not called).
+/// `false` if there is no row or the key has a null.
 pub fn update_in_place(
     tx: &mut dyn Storage,
     table: TableId,
     key: &[Value],
-    mut edit: impl FnMut(&mut [Value]) -> Result<(), TxnError>,
+    changes: &[(usize, Value)],
 ) -> Result<bool, TxnError> {
     if key.iter().any(Value::is_null) {
         return Ok(false);
     }
-    tx.update_row_in_place(table, key, &mut edit)
+    tx.update_row_in_place(table, key, changes)
 }
 
 /// The column values of `row` at `positions`, or nulls when there is no row.
 pub fn columns_of(row: Option<&Row>, positions: &[usize]) -> impl Iterator<Item = Value> {
-    positions.iter().map(move |&p| row.and_then(|r| r.get(p)).cloned().unwrap_or(Value::Null))
+    positions.iter().map(move |&p| row.and_then(|r| r.value(p)).unwrap_or(Value::Null))
 }

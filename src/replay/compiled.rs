@@ -242,7 +242,7 @@ pub fn apply_found(
     }
     let cached = cache.whole_row_plan(catalog, table, op, || choose(schema, put, key_seen).1)?;
     match record.row {
-        Some(mut row) => row.update_values(|values| cached.plan.bind(&mut cached.frame, values, &mut key_parts)),
+        Some(row) => cached.plan.bind(&mut cached.frame, &mut row.to_vec(), &mut key_parts),
         None => cached.plan.bind(&mut cached.frame, &mut [], &mut key_parts),
     }
     let storage = ReplayStorage::new(catalog, table, record.key, record.tid);
@@ -473,7 +473,7 @@ impl<'a> ReplayStorage<'a> {
     /// Checks a row the plan built against `table`'s schema, unless it is a row of the record's
     /// table made of parameters that were checked as they were bound (`from_parameters_alone`);
     /// debug builds check it anyway.
-    fn check_row(&self, table: &Table, row: &[Value], from_parameters_alone: bool) -> Result<(), TxnError> {
+    fn check_row(&self, table: &Table, row: &Row, from_parameters_alone: bool) -> Result<(), TxnError> {
         if self.checked_values && from_parameters_alone && std::ptr::eq(table, self.table) {
             debug_assert!(table.schema.check_row(row).is_ok(), "a typed binding let a misfit through");
             return Ok(());
@@ -659,11 +659,11 @@ impl Storage for ReplayStorage<'_> {
         &mut self,
         table: TableId,
         pk: &[Value],
-        edit: &mut dyn FnMut(&mut [Value]) -> Result<(), TxnError>,
+        changes: &[(usize, Value)],
     ) -> Result<bool, TxnError> {
         let t = self.table(table)?;
         if !self.row_required() || !self.checked_values || !std::ptr::eq(t, self.table) {
-            return runtime::update_by_copy(self, table, pk, edit);
+            return runtime::update_by_copy(self, table, pk, changes);
         }
         // Checks (debug builds) that the plan's key is the logged one, which is what it writes.
         self.plan_key(t, pk)?;
@@ -679,19 +679,13 @@ impl Storage for ReplayStorage<'_> {
                 &looked_up
             }
         };
-        let patched = &self.patched;
-        let installed = Table::edit_record_if_newer(record, self.tid, no_row, |values, retire| {
-            // The values the patch replaces go to `retire` (prefetched now, dropped soon), as
-            // direct replay's do. Should `edit` fail after this, recovery fails: the row is lost
-            // with the rest of the recovered state, and the log is unchanged.
-            for p in patched.positions() {
-                if let Some(value) = values.get_mut(p) {
-                    retire(std::mem::take(value));
-                }
-            }
-            edit(values)?;
-            debug_assert!(t.schema.check_row(values).is_ok(), "a checked patch made a misfit row");
-            Ok(())
+        let installed = Table::edit_record_if_newer(record, self.tid, no_row, |row| {
+            let copy = row.apply(changes.iter().map(|(p, v)| (*p, v.view())));
+            debug_assert!(
+                t.schema.check_row(copy.as_ref().unwrap_or(row.row())).is_ok(),
+                "a checked patch made a misfit row"
+            );
+            Ok(copy)
         })?;
         self.installed = Some(installed);
         Ok(installed)

@@ -311,7 +311,7 @@ impl Replayer {
                 // Checked before the row is touched, as compiled replay binds them.
                 check_patch(&table.schema, &patch)?;
                 let record = found.ok_or(ReplayError::Patch(NO_ROW))?;
-                Table::edit_record_if_newer(&record, tid, || NO_ROW, |row, retire| patch.apply_in_place(row, retire))
+                Table::edit_record_if_newer(&record, tid, || NO_ROW, |row| patch.apply_in_place(row))
                     .map_err(ReplayError::Patch)
             }
         }

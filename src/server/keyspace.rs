@@ -20,7 +20,7 @@
 
 use crate::db::{Database, DbError};
 use crate::storage::key::encode_key;
-use crate::storage::{Direction, KeyRange, Row, Table, TableId, Value};
+use crate::storage::{Direction, KeyRange, Row, Table, TableId, Value, ValueRef};
 use crate::txn::{Scan, Transaction, TxnError};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -208,17 +208,17 @@ impl Keyspace {
 }
 
 fn key_of(row: &Row) -> Option<&[u8]> {
-    row.first().and_then(Value::as_bytes)
+    row.get(0).and_then(ValueRef::as_bytes)
 }
 
 fn key_arc(row: &Row) -> Option<Arc<[u8]>> {
-    row.first().and_then(Value::shared_bytes)
+    row.get(0).and_then(ValueRef::as_bytes).map(Arc::from)
 }
 
 /// The entry a row holds, if it has not expired at `now_ms`.
 fn live_entry(row: &Row, now_ms: i64) -> Option<Entry> {
-    let value = row.get(1).and_then(Value::shared_bytes)?;
-    let expire_at_ms = row.get(2).and_then(Value::as_int).unwrap_or(0);
+    let value = row.get(1).and_then(ValueRef::as_bytes).map(Arc::from)?;
+    let expire_at_ms = row.get(2).and_then(ValueRef::as_int).unwrap_or(0);
     if expire_at_ms != 0 && expire_at_ms <= now_ms {
         return None;
     }

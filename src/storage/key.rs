@@ -22,7 +22,7 @@
 //! A key is limited to [`KEY_SIZE_MAX_BYTES`]; longer keys are refused with an error rather than
 //! silently truncated.
 
-use super::value::Value;
+use super::value::{Value, ValueRef};
 use std::sync::Arc;
 
 /// The largest encoded key accepted, in bytes.
@@ -256,33 +256,34 @@ pub enum KeyError {
 
 /// Appends the encoding of one value to `out`.
 pub fn encode_value(value: &Value, out: &mut Vec<u8>) {
+    encode_value_ref(value.view(), out);
+}
+
+/// Appends the encoding of one borrowed value to `out` ([`encode_value`]).
+pub fn encode_value_ref(value: ValueRef<'_>, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.push(TAG_NULL),
-        Value::Bool(b) => {
+        ValueRef::Null => out.push(TAG_NULL),
+        ValueRef::Bool(b) => {
             out.push(TAG_BOOL);
-            out.push(u8::from(*b));
+            out.push(u8::from(b));
         }
-        Value::Int(i) => {
+        ValueRef::Int(i) => {
             out.push(TAG_INT);
-            out.extend_from_slice(&ordered_int(*i));
+            out.extend_from_slice(&ordered_int(i));
         }
-        Value::Float(f) => {
+        ValueRef::Float(f) => {
             out.push(TAG_FLOAT);
             let bits = f.to_bits();
             let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
             out.extend_from_slice(&ordered.to_be_bytes());
         }
-        Value::Text(s) => {
+        ValueRef::Text(s) => {
             out.push(TAG_TEXT);
             encode_escaped(s.as_bytes(), out);
         }
-        Value::Bytes(b) => {
+        ValueRef::Bytes(b) => {
             out.push(TAG_BYTES);
             encode_escaped(b, out);
-        }
-        Value::InlineBytes(b) => {
-            out.push(TAG_BYTES);
-            encode_escaped(b.as_slice(), out);
         }
     }
 }
@@ -311,7 +312,7 @@ pub fn encode_key(values: &[Value]) -> Result<Key, KeyError> {
         return Ok(key);
     }
     with_scratch(|out| {
-        encode_into(values.iter(), out)?;
+        encode_into(values.iter().map(Value::view), out)?;
         Ok(Key::from(out.as_slice()))
     })
 }
@@ -341,10 +342,10 @@ fn encode_int_key(values: &[Value]) -> Option<Key> {
 }
 
 /// Encodes values into `out` (which is cleared first), enforcing the size limit.
-pub fn encode_into<'a>(values: impl Iterator<Item = &'a Value>, out: &mut Vec<u8>) -> Result<(), KeyError> {
+pub fn encode_into<'a>(values: impl Iterator<Item = ValueRef<'a>>, out: &mut Vec<u8>) -> Result<(), KeyError> {
     out.clear();
     for v in values {
-        encode_value(v, out);
+        encode_value_ref(v, out);
     }
     if out.len() > KEY_SIZE_MAX_BYTES {
         return Err(KeyError::TooLong { size_bytes: out.len() });
@@ -576,7 +577,7 @@ mod tests {
                 values[at] = Value::Text("k".into());
             }
             let mut generic = Vec::new();
-            encode_into(values.iter(), &mut generic).unwrap();
+            encode_into(values.iter().map(Value::view), &mut generic).unwrap();
             let key = encode_key(&values).unwrap();
             prop_assert_eq!(key.as_ref(), generic.as_slice());
             let fast = encode_int_key(&values);

@@ -31,7 +31,8 @@
 //! the record.
 
 use crate::storage::key::Key;
-use crate::storage::value::{Row, Value};
+use crate::storage::row::{InPlaceRow, ROW_BYTES_OFFSET};
+use crate::storage::value::Row;
 use crate::txn::tid::{LOCK_BIT, Tid, TidWord};
 use crossbeam_epoch::Guard;
 use std::ffi::c_void;
@@ -42,9 +43,9 @@ use triomphe::ThinArc;
 /// How many spins a reader or locker makes before yielding the CPU. With two cores and more
 /// threads than cores, a lock holder may be descheduled; yielding lets it run.
 const SPINS_BEFORE_YIELD: u32 = 64;
-/// Where a row's values start in its allocation, past `ThinArc`'s count and length words (a
-/// test checks it against a real row).
-const ROW_VALUES_OFFSET_BYTES: usize = 16;
+/// Bytes a row's value takes on average, for guessing where a column lies
+/// ([`Record::prefetch_row_columns`]): an int's 8 bytes and its tag and end.
+const ROW_BYTES_PER_VALUE_GUESS: usize = 11;
 
 /// A record of a table.
 pub struct Record {
@@ -74,7 +75,7 @@ impl Drop for Record {
     fn drop(&mut self) {
         // SAFETY: the record's own count of its current row. No reader can be inside `load_row`
         // (it would hold the record), and rows swapped out earlier were retired by `store_row`.
-        drop(unsafe { ThinArc::<(), Value>::from_raw(*self.row.get_mut()) });
+        drop(unsafe { ThinArc::<(), u8>::from_raw(*self.row.get_mut()) });
     }
 }
 
@@ -167,15 +168,15 @@ impl Record {
     /// caller is pinned. Rows do not change in place while transactions run (writers swap in a
     /// new row); the in-place edits of [`Record::edit_unshared_row`] are recovery's, which ends
     /// before the first checkpoint starts.
-    pub fn stable_read_with<R>(&self, guard: &Guard, mut read: impl FnMut(TidWord, &[Value]) -> R) -> R {
-        self.stable_read_lent(guard, |word, row| read(word, &row.slice))
+    pub fn stable_read_with<R>(&self, guard: &Guard, mut read: impl FnMut(TidWord, &Row) -> R) -> R {
+        self.stable_read_lent(guard, |word, row| read(word, Row::from_thin_ref(row)))
     }
 
     /// The read both of those make: wait while the record is locked, read the word, lend `read`
     /// the current row (the record's own reference, no count taken), read the word again, and
     /// run again if it changed.
     #[inline(always)]
-    fn stable_read_lent<R>(&self, _pinned: &Guard, mut read: impl FnMut(TidWord, &ThinArc<(), Value>) -> R) -> R {
+    fn stable_read_lent<R>(&self, _pinned: &Guard, mut read: impl FnMut(TidWord, &ThinArc<(), u8>) -> R) -> R {
         let mut spins = 0u32;
         loop {
             let before = self.word();
@@ -188,7 +189,7 @@ impl Record {
             // SAFETY: as in `load_row`: the row is freed only through the collector and the
             // caller is pinned; `ManuallyDrop` leaves the record's count untouched, and the lent
             // reference ends before `_pinned` does.
-            let row = ManuallyDrop::new(unsafe { ThinArc::<(), Value>::from_raw(raw) });
+            let row = ManuallyDrop::new(unsafe { ThinArc::<(), u8>::from_raw(raw) });
             let result = read(before, &row);
             if self.word() == before {
                 return result;
@@ -244,7 +245,7 @@ impl Record {
         self.unlock_with(word);
         // SAFETY: `old` is `ThinArc::into_raw` of the row the record held a count of until the
         // swap; that count is now ours, and nothing else will convert `old` back.
-        Row::from_thin(unsafe { ThinArc::<(), Value>::from_raw(old) })
+        Row::from_thin(unsafe { ThinArc::<(), u8>::from_raw(old) })
     }
 
     /// [`Record::install`] for a writer that owns the record without its lock: a PACMAN replay
@@ -278,22 +279,21 @@ impl Record {
         self.load_row(guard)
     }
 
-    /// Recovery's update in place: runs `edit` on the values of the current row if this record
-    /// holds the only reference of it, and returns its result; `None` (nothing run) otherwise.
-    /// The caller must hold the lock and run while no reader can load the row (recovery, before
-    /// transactions start): a reader takes a reference of its own, so with none taken the row
-    /// is changed where it lies instead of being copied, swapped and retired, and the values it
-    /// keeps are not touched (their counts are on cache lines a copy would miss on, per value).
-    pub(crate) fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut [Value]) -> R) -> Option<R> {
+    /// Recovery's update in place: lends `edit` the current row, whose values it may set where
+    /// they lie when this record holds the only reference of it ([`InPlaceRow::set`]). The caller
+    /// must hold the lock and run while no reader can load the row (recovery, before
+    /// transactions start): a reader takes a reference of its own, so with none taken the row is
+    /// changed where it lies instead of being copied, swapped and retired.
+    pub(crate) fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut InPlaceRow) -> R) -> R {
         debug_assert!(self.word().is_locked(), "edit_unshared_row without the lock");
         let raw = self.row.load(Ordering::Acquire);
         // SAFETY: `raw` is `ThinArc::into_raw` of the row this record holds a count of; only a
         // locked writer swaps it, and the caller is that writer. `ManuallyDrop` leaves the count
-        // as it is. `get_mut` succeeds only when that count is the only one, so no other holder
-        // can observe the edit; `with_arc_mut` writes the pointer back unchanged.
-        let mut current = ManuallyDrop::new(unsafe { ThinArc::<(), Value>::from_raw(raw) });
-        let out = current.with_arc_mut(|arc| triomphe::Arc::get_mut(arc).map(|row| edit(row.slice_mut())));
-        debug_assert_eq!(ThinArc::ptr(&current), raw.cast_const());
+        // as it is; `InPlaceRow` cannot replace the row, only set values in it, and only when
+        // that count is the only one, so no other holder can observe the edit.
+        let mut current = ManuallyDrop::new(Row::from_thin(unsafe { ThinArc::<(), u8>::from_raw(raw) }));
+        let out = edit(InPlaceRow::lend(&mut current));
+        debug_assert_eq!(current.as_ptr().cast::<std::ffi::c_void>(), raw.cast_const());
         out
     }
 
@@ -317,7 +317,7 @@ impl Record {
     pub fn prefetch_row_columns(&self, columns: impl Iterator<Item = usize>) {
         let raw = self.row.load(Ordering::Relaxed).cast::<u8>().cast_const();
         for column in columns {
-            let offset_bytes = ROW_VALUES_OFFSET_BYTES + column * std::mem::size_of::<Value>();
+            let offset_bytes = ROW_BYTES_OFFSET + column * ROW_BYTES_PER_VALUE_GUESS;
             // A prefetch does not fault, so an address past the allocation costs nothing.
             super::prefetch::prefetch_line(raw.wrapping_add(offset_bytes));
         }
@@ -331,7 +331,7 @@ impl Record {
         // `defer` under a pin taken after our load's pin began, so the allocation is alive while
         // `_pinned` lives; `ManuallyDrop` keeps the record's count untouched, and the clone
         // takes our own.
-        let current = ManuallyDrop::new(unsafe { ThinArc::<(), Value>::from_raw(raw) });
+        let current = ManuallyDrop::new(unsafe { ThinArc::<(), u8>::from_raw(raw) });
         Row::from_thin(ThinArc::clone(&current))
     }
 
@@ -342,7 +342,7 @@ impl Record {
         let old = self.row.swap(row_pointer(row).into_inner(), Ordering::AcqRel);
         // SAFETY: `old` is `ThinArc::into_raw` of the row the record held a count of until the
         // swap; that count is now ours, and nothing else will convert `old` back.
-        let old = unsafe { ThinArc::<(), Value>::from_raw(old) };
+        let old = unsafe { ThinArc::<(), u8>::from_raw(old) };
         // Readers pinned before the swap may still be about to take a reference of `old`.
         guard.defer(move || drop(old));
     }
@@ -360,18 +360,19 @@ fn backoff(spins: &mut u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::value::Value;
 
     fn row(v: i64) -> Row {
         Row::new(vec![Value::Int(v)])
     }
 
     #[test]
-    fn the_values_offset_is_the_rows() {
+    fn the_record_points_at_the_rows_allocation() {
         let r = Record::present(Key::from(&b"k"[..]), Row::new(vec![Value::Int(1), Value::Int(2)]), Tid::new(1, 1), 0);
         let raw = r.row.load(Ordering::Relaxed) as usize;
         let (_, got) = r.stable_read();
-        assert_eq!(got.as_ptr() as usize - raw, ROW_VALUES_OFFSET_BYTES);
-        assert_eq!(std::ptr::from_ref(&got[1]) as usize - raw, ROW_VALUES_OFFSET_BYTES + std::mem::size_of::<Value>());
+        assert_eq!(got.as_ptr() as usize, raw);
+        r.stable_read_with(&crossbeam_epoch::pin(), |_, lent| assert_eq!(lent.as_ptr() as usize, raw));
     }
 
     #[test]
@@ -382,7 +383,7 @@ mod tests {
         r.install(row(2), TidWord::new(Tid::new(1, 2), w.is_latest(), false), 7);
         let (word, got) = r.stable_read();
         assert_eq!(word.tid(), Tid::new(1, 2));
-        assert_eq!(got[0], Value::Int(2));
+        assert_eq!(got.at(0), Value::Int(2));
         assert_eq!(r.last_writer(), 7);
     }
 
@@ -400,7 +401,7 @@ mod tests {
         };
         for _ in 0..2000 {
             let (word, got) = r.stable_read();
-            assert_eq!(got[0], Value::Int(word.tid().sequence() as i64));
+            assert_eq!(got.at(0), Value::Int(word.tid().sequence() as i64));
         }
         writer.join().unwrap();
     }

@@ -88,7 +88,7 @@ pub fn retire(value: Value) {
 /// Drops `row` after the next [`RING_VALUES`] retired on this thread, prefetching its first
 /// lines now. For rows no other thread can reach (see the module docs).
 pub fn retire_row(row: Row) {
-    let start = row.as_ptr_for_prefetch();
+    let start = row.as_ptr();
     for line in 0..ROW_PREFETCH_LINES {
         super::prefetch::prefetch_line(start.wrapping_add(line * LINE_BYTES));
     }

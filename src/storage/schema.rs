@@ -6,7 +6,7 @@
 //! in index order, ties broken by primary key.
 
 use super::key::{self, Key, KeyError};
-use super::value::{ColumnType, Row, Value};
+use super::value::{ColumnType, Columns, Row, Value};
 use std::collections::HashSet;
 
 /// Identifies a table within a database. Stable for the life of the catalog.
@@ -172,12 +172,16 @@ impl TableSchema {
     }
 
     /// Checks a row against the schema: arity, types and nullability.
-    pub fn check_row(&self, row: &[Value]) -> Result<(), SchemaError> {
-        if row.len() != self.columns.len() {
-            return Err(SchemaError::Arity { table: self.name.clone(), expected: self.columns.len(), got: row.len() });
+    pub fn check_row<C: Columns + ?Sized>(&self, row: &C) -> Result<(), SchemaError> {
+        if row.width() != self.columns.len() {
+            return Err(SchemaError::Arity {
+                table: self.name.clone(),
+                expected: self.columns.len(),
+                got: row.width(),
+            });
         }
         // The columns zipped, not looked up by position: recovery checks every row it installs.
-        for (position, (value, column)) in row.iter().zip(&self.columns).enumerate() {
+        for (position, (value, column)) in row.columns().zip(&self.columns).enumerate() {
             let got = value.column_type();
             if !column.admits(got) {
                 return Err(self.misfit(position, got));
@@ -216,7 +220,7 @@ impl TableSchema {
     }
 
     /// Encodes the primary key of `row`.
-    pub fn primary_key_of(&self, row: &[Value]) -> Result<Key, SchemaError> {
+    pub fn primary_key_of<C: Columns + ?Sized>(&self, row: &C) -> Result<Key, SchemaError> {
         key::with_scratch(|buf| {
             self.encode_columns(row, &self.primary_key, buf)?;
             Ok(Key::from(buf.as_slice()))
@@ -236,7 +240,12 @@ impl TableSchema {
 
     /// Encodes the secondary-index entry key of `row` for index `index`: index columns, then the
     /// primary key.
-    pub fn secondary_key_of(&self, index: usize, row: &[Value], primary: &[u8]) -> Result<Key, SchemaError> {
+    pub fn secondary_key_of<C: Columns + ?Sized>(
+        &self,
+        index: usize,
+        row: &C,
+        primary: &[u8],
+    ) -> Result<Key, SchemaError> {
         key::with_scratch(|buf| {
             self.encode_columns(row, &self.indexes[index].columns, buf)?;
             buf.extend_from_slice(primary);
@@ -244,20 +253,25 @@ impl TableSchema {
         })
     }
 
-    fn encode_columns(&self, row: &[Value], positions: &[usize], buf: &mut Vec<u8>) -> Result<(), SchemaError> {
-        key::encode_into(positions.iter().map(|&p| &row[p]), buf)
+    fn encode_columns<C: Columns + ?Sized>(
+        &self,
+        row: &C,
+        positions: &[usize],
+        buf: &mut Vec<u8>,
+    ) -> Result<(), SchemaError> {
+        key::encode_into(positions.iter().map(|&p| row.column(p)), buf)
             .map_err(|source| SchemaError::Key { table: self.name.clone(), source })
     }
 
     /// Whether two rows agree on the columns of secondary index `index`.
-    pub fn same_index_columns(&self, index: usize, a: &[Value], b: &[Value]) -> bool {
-        self.indexes[index].columns.iter().all(|&p| a[p] == b[p])
+    pub fn same_index_columns<A: Columns + ?Sized, B: Columns + ?Sized>(&self, index: usize, a: &A, b: &B) -> bool {
+        self.indexes[index].columns.iter().all(|&p| a.column(p) == b.column(p))
     }
 }
 
 /// Builds a row from values, checking it against the schema.
 pub fn make_row(schema: &TableSchema, values: Vec<Value>) -> Result<Row, SchemaError> {
-    schema.check_row(&values)?;
+    schema.check_row(&values[..])?;
     Ok(Row::from(values))
 }
 

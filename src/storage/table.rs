@@ -14,8 +14,9 @@ use super::index::{Entry, IndexBackend, KeyRange, OrderedIndex};
 use super::key::Key;
 use super::point::PointIndex;
 use super::record::Record;
+use super::row::InPlaceRow;
 use super::schema::{SchemaError, TableId, TableSchema};
-use super::value::{Row, Value};
+use super::value::Row;
 use crate::txn::tid::Tid;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -333,13 +334,14 @@ impl Table {
     /// is not (the row already reflects the write: a checkpoint took a later version). An error,
     /// and nothing changed, if the key holds no row or `edit` fails (it must check before it
     /// changes anything): the write's previous row is missing, which replay in write order rules
-    /// out. The row is edited in place when nothing else holds it ([`Record::edit_unshared_row`]);
-    /// like every recovery install, not while transactions run.
+    /// out. `edit` sets values in the row where it lies when nothing else holds it and the new
+    /// values fit ([`InPlaceRow`]), and returns `None`; or it returns the new row, which is
+    /// installed. Like every recovery install, not while transactions run.
     pub fn edit_if_newer(
         &self,
         key: &Key,
         tid: Tid,
-        edit: impl FnOnce(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str>,
+        edit: impl FnOnce(&mut InPlaceRow) -> Result<Option<Row>, &'static str>,
     ) -> Result<bool, &'static str> {
         let Some(record) = self.point.get(key) else { return Err(NO_ROW_TO_EDIT) };
         Self::edit_record_if_newer(&record, tid, || NO_ROW_TO_EDIT, edit)
@@ -352,7 +354,7 @@ impl Table {
         record: &Record,
         tid: Tid,
         no_row: impl FnOnce() -> E,
-        edit: impl FnOnce(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), E>,
+        edit: impl FnOnce(&mut InPlaceRow) -> Result<Option<Row>, E>,
     ) -> Result<bool, E> {
         let word = record.lock();
         if tid <= word.tid() {
@@ -364,24 +366,7 @@ impl Table {
             return Err(no_row());
         }
         let new_word = crate::txn::tid::TidWord::new(tid, true, false);
-        // Recovery: no reader can reach a replaced value, so it is dropped soon, not through the
-        // epoch collector, and its cold block prefetched first ([`super::retire`]).
-        let guard = crossbeam_epoch::pin();
-        let mut retire = |old: Value| super::retire::retire(old);
-        // `edit` runs once, on the row in place or on a copy: it is handed over to whichever runs.
-        let mut edit = Some(edit);
-        let mut run = |values: &mut [Value], retire: &mut dyn FnMut(Value)| match edit.take() {
-            Some(edit) => edit(values, retire),
-            None => unreachable!("an edit runs once"),
-        };
-        let edited = match record.edit_unshared_row(|values| run(values, &mut retire)) {
-            Some(result) => result.map(|()| None),
-            None => {
-                let mut values = record.locked_row(&guard).to_vec();
-                run(&mut values, &mut drop).map(|()| Some(Row::new(values)))
-            }
-        };
-        match edited {
+        match record.edit_unshared_row(edit) {
             Err(e) => {
                 record.unlock();
                 Err(e)
@@ -726,7 +711,7 @@ fn install_on(record: &Record, row: Option<Row>, tid: Tid) -> bool {
 mod tests {
     use super::*;
     use crate::storage::schema::Column;
-    use crate::storage::value::ColumnType;
+    use crate::storage::value::{ColumnType, Value, ValueRef};
 
     fn table() -> Table {
         let column = |name: &str, ty| Column { name: name.into(), ty, nullable: false };
@@ -829,10 +814,12 @@ mod tests {
         }
     }
 
-    fn set_v(v: i64) -> impl Fn(&mut [Value], &mut dyn FnMut(Value)) -> Result<(), &'static str> {
-        move |row, retire| {
-            retire(std::mem::replace(&mut row[1], Value::Int(v)));
-            Ok(())
+    fn set_v(v: i64) -> impl Fn(&mut InPlaceRow) -> Result<Option<Row>, &'static str> {
+        move |row| {
+            if row.set(1, ValueRef::Int(v)) {
+                return Ok(None);
+            }
+            Ok(Some(row.row().with_changes(|i| (i == 1).then_some(ValueRef::Int(v)))))
         }
     }
 
@@ -851,7 +838,7 @@ mod tests {
         assert_eq!(super::super::retire::retired_len(), 1, "to the ring");
         drop(unread);
         assert_eq!(super::super::retire::retired_len(), 0);
-        assert_eq!(t.get(&key).unwrap().stable_read().1[1], Value::Int(3));
+        assert_eq!(t.get(&key).unwrap().stable_read().1.at(1), Value::Int(3));
     }
 
     #[test]
@@ -860,20 +847,27 @@ mod tests {
         let key = Key::from(&b"k1"[..]);
         let row = Row::new(vec![Value::Int(1), Value::Int(10), Value::text("kept")]);
         assert!(t.install_if_newer(&key, Some(row.clone()), Tid::new(2, 1)));
+        let address = |t: &Table| t.get(&key).map(|r| r.row_unchecked().as_ptr() as usize);
         // `row` is still held here: the edit goes to a copy and `row` is unchanged.
         assert_eq!(t.edit_if_newer(&key, Tid::new(2, 2), set_v(11)), Ok(true));
-        assert_eq!(row[1], Value::Int(10));
+        assert_eq!(row.at(1), Value::Int(10));
+        assert_ne!(address(&t), Some(row.as_ptr() as usize));
         drop(row);
         // Now the record holds its row alone: edited in place.
+        let before = address(&t);
         assert_eq!(t.edit_if_newer(&key, Tid::new(3, 1), set_v(12)), Ok(true));
+        assert_eq!(address(&t), before, "edited where it lies");
         // An older or equal TID leaves the row as it is.
         assert_eq!(t.edit_if_newer(&key, Tid::new(3, 1), set_v(99)), Ok(false));
         assert_eq!(t.edit_if_newer(&key, Tid::new(2, 5), set_v(99)), Ok(false));
         let record = t.get(&key).unwrap();
         let (word, now) = record.stable_read();
-        assert_eq!((word.tid(), &now[..]), (Tid::new(3, 1), &[Value::Int(1), Value::Int(12), Value::text("kept")][..]));
+        assert_eq!(
+            (word.tid(), now.to_vec()),
+            (Tid::new(3, 1), vec![Value::Int(1), Value::Int(12), Value::text("kept")])
+        );
         // A failing edit changes nothing.
-        let fail = |_: &mut [Value], _: &mut dyn FnMut(Value)| Err("refused");
+        let fail = |_: &mut InPlaceRow| Err("refused");
         assert_eq!(t.edit_if_newer(&key, Tid::new(4, 1), fail), Err("refused"));
         assert_eq!(record.stable_read().0.tid(), Tid::new(3, 1));
         // No row: a key never written, or a deleted one.

@@ -14,7 +14,6 @@ use compact_str::CompactString;
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
-use triomphe::ThinArc;
 
 /// The type of a table column or of a procedure value.
 ///
@@ -150,6 +149,20 @@ impl Value {
             Value::Bytes(b) => Some(Arc::clone(b)),
             Value::InlineBytes(b) => Some(Arc::from(b.as_slice())),
             _ => None,
+        }
+    }
+
+    /// The value, borrowed ([`ValueRef`]).
+    #[inline]
+    pub fn view(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(v) => ValueRef::Int(*v),
+            Value::Float(v) => ValueRef::Float(*v),
+            Value::Text(s) => ValueRef::Text(s),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+            Value::InlineBytes(b) => ValueRef::Bytes(b.as_slice()),
+            Value::Bool(v) => ValueRef::Bool(*v),
         }
     }
 
@@ -315,159 +328,231 @@ impl From<bool> for Value {
     }
 }
 
-/// The most values of room [`Row::build`]'s per-thread scratch vector keeps between rows.
-pub const ROW_SCRATCH_KEPT_MAX: usize = 1024;
+pub use super::row::{ROW_SCRATCH_KEPT_MAX, Row};
 
-thread_local! {
-    static ROW_SCRATCH: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+/// A value borrowed from where it lies: a row's bytes ([`Row::get`]) or a [`Value`]
+/// ([`Value::view`]). Readers that only look (key encoding, checks, comparisons, the log's
+/// encoders) take these, so reading a column of a row copies nothing; [`ValueRef::to_value`]
+/// makes an owned value when one must be kept.
+#[derive(Clone, Copy)]
+pub enum ValueRef<'a> {
+    /// The absence of a value.
+    Null,
+    /// A 64-bit signed integer.
+    Int(i64),
+    /// A 64-bit float.
+    Float(f64),
+    /// UTF-8 text.
+    Text(&'a str),
+    /// Raw bytes.
+    Bytes(&'a [u8]),
+    /// A boolean (procedure values only).
+    Bool(bool),
 }
 
-/// A row: one value per column of its table, in schema order. Rows are immutable once shared;
-/// an update builds a new row (the after-image) and installs it whole.
-///
-/// A row is one allocation: a reference count, the number of values, then the values
-/// (`triomphe::ThinArc`). An `Arc<Vec<Value>>` was two (the `Arc` around the vector, and the
-/// vector's buffer), so every row read chased one more pointer and every row built or loaded by
-/// recovery paid one more allocation; the pointer is thin, so a record can still swap its row
-/// atomically (see [`crate::storage::record`]).
-#[derive(Clone, PartialEq)]
-pub struct Row(ThinArc<(), Value>);
-
-impl Row {
-    /// A row holding `values`, in one allocation of exactly their size.
-    pub fn new(values: Vec<Value>) -> Row {
-        Row(ThinArc::from_header_and_iter((), values.into_iter()))
-    }
-
-    /// A row of the values an iterator of known length yields, allocated once.
-    pub fn from_exact_iter<I: ExactSizeIterator<Item = Value>>(values: I) -> Row {
-        Row(ThinArc::from_header_and_iter((), values))
-    }
-
-    /// A row of the values `fill` pushes, in one allocation of their number: they are gathered
-    /// in a per-thread scratch vector first, so a fallible build (evaluating a procedure's values,
-    /// decoding a log record) allocates the row alone, not a vector too. A `fill` that fails
-    /// builds nothing. At most [`ROW_SCRATCH_KEPT_MAX`] values' room is kept between calls.
-    pub fn build<E>(fill: impl FnOnce(&mut Vec<Value>) -> Result<(), E>) -> Result<Row, E> {
-        ROW_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut values) => {
-                values.clear();
-                let built = fill(&mut values).map(|()| Row::from_scratch(&mut values));
-                // Empty already after a row; drops a failed fill's values.
-                values.clear();
-                if values.capacity() > ROW_SCRATCH_KEPT_MAX {
-                    *values = Vec::new();
-                }
-                built
-            }
-            // A `fill` that builds a row itself: it gets a vector of its own.
-            Err(_) => {
-                let mut values = Vec::new();
-                fill(&mut values)?;
-                Ok(Row::new(values))
-            }
-        })
-    }
-
-    /// The row of the values in `scratch`, which it leaves empty. The values are moved out one by
-    /// one, leaving nulls, not drained: whether `Drain`'s drop was inlined depended on which
-    /// codegen unit a caller landed in, and out of line it cost 24 instructions a row (a change
-    /// elsewhere in the crate once moved direct replay's cost per record by 1 % that way).
-    fn from_scratch(scratch: &mut Vec<Value>) -> Row {
-        let row = Row::from_exact_iter(scratch.iter_mut().map(std::mem::take));
-        // SAFETY: a length of 0 exposes no uninitialized value. The values it forgets are the
-        // nulls `take` left, which own nothing, so nothing leaks. (Should the row's allocation
-        // panic first, the values stay, and the next `build`'s `clear` drops them.)
-        unsafe { scratch.set_len(0) };
-        row
-    }
-
-    /// A row of clones of `values`.
-    pub fn from_slice(values: &[Value]) -> Row {
-        Row(ThinArc::from_header_and_iter((), values.iter().cloned()))
-    }
-
-    /// The row with no values (the placeholder of an absent record).
-    pub fn empty() -> Row {
-        Row::from_exact_iter(std::iter::empty())
-    }
-
-    /// Changes the values through `f`: in place when this is the only reference to the row, else
-    /// in a copy that replaces it (copy on write, as `Arc::make_mut`).
-    pub fn update_values<R>(&mut self, f: impl FnOnce(&mut [Value]) -> R) -> R {
-        let in_place = self.0.with_arc_mut(move |arc| match triomphe::Arc::get_mut(arc) {
-            Some(inner) => Ok(f(inner.slice_mut())),
-            None => Err(f),
-        });
-        match in_place {
-            Ok(result) => result,
-            Err(f) => {
-                // Shared (with the record, or a reader): copy once, then change the copy, which
-                // nothing else can have cloned yet.
-                *self = Row::from_slice(self);
-                self.update_values(f)
-            }
+impl<'a> ValueRef<'a> {
+    /// An owned copy: text and bytes are copied (short ones inline, see [`Value::bytes`]).
+    #[inline]
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Int(v) => Value::Int(v),
+            ValueRef::Float(v) => Value::Float(v),
+            ValueRef::Text(s) => Value::text(s),
+            ValueRef::Bytes(b) => Value::bytes(b),
+            ValueRef::Bool(b) => Value::Bool(b),
         }
     }
 
-    /// The thin pointer a record holds.
-    pub(crate) fn into_thin(self) -> ThinArc<(), Value> {
-        self.0
+    /// The value's type, or `None` for `Null`.
+    #[inline]
+    pub fn column_type(self) -> Option<ColumnType> {
+        match self {
+            ValueRef::Null => None,
+            ValueRef::Int(_) => Some(ColumnType::Int),
+            ValueRef::Float(_) => Some(ColumnType::Float),
+            ValueRef::Text(_) => Some(ColumnType::Text),
+            ValueRef::Bytes(_) => Some(ColumnType::Bytes),
+            ValueRef::Bool(_) => Some(ColumnType::Bool),
+        }
     }
 
-    /// The address of the row's allocation (its count, then its values), for a prefetch.
-    pub(crate) fn as_ptr_for_prefetch(&self) -> *const u8 {
-        self.0.heap_ptr().cast::<u8>()
+    /// Whether this is `Null`.
+    #[inline]
+    pub fn is_null(self) -> bool {
+        matches!(self, ValueRef::Null)
     }
 
-    /// A row from a record's thin pointer.
-    pub(crate) fn from_thin(thin: ThinArc<(), Value>) -> Row {
-        Row(thin)
+    /// The integer inside, if this is an `Int`.
+    #[inline]
+    pub fn as_int(self) -> Option<i64> {
+        match self {
+            ValueRef::Int(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The float inside (integers widen), if numeric.
+    pub fn as_float(self) -> Option<f64> {
+        match self {
+            ValueRef::Float(v) => Some(v),
+            ValueRef::Int(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+
+    /// The text inside, if this is `Text`.
+    #[inline]
+    pub fn as_text(self) -> Option<&'a str> {
+        match self {
+            ValueRef::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes inside, if this is `Bytes` or `Text`.
+    #[inline]
+    pub fn as_bytes(self) -> Option<&'a [u8]> {
+        match self {
+            ValueRef::Bytes(b) => Some(b),
+            ValueRef::Text(s) => Some(s.as_bytes()),
+            _ => None,
+        }
+    }
+
+    /// The boolean inside, if this is `Bool`.
+    pub fn as_bool(self) -> Option<bool> {
+        match self {
+            ValueRef::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// [`Value::total_cmp`]'s order.
+    pub fn total_cmp(self, other: ValueRef<'_>) -> Ordering {
+        fn rank(v: ValueRef<'_>) -> u8 {
+            match v {
+                ValueRef::Null => 0,
+                ValueRef::Bool(_) => 1,
+                ValueRef::Int(_) => 2,
+                ValueRef::Float(_) => 3,
+                ValueRef::Text(_) => 4,
+                ValueRef::Bytes(_) => 5,
+            }
+        }
+        match (self, other) {
+            (ValueRef::Int(a), ValueRef::Int(b)) => a.cmp(&b),
+            (ValueRef::Float(a), ValueRef::Float(b)) => a.total_cmp(&b),
+            (ValueRef::Text(a), ValueRef::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (ValueRef::Bytes(a), ValueRef::Bytes(b)) => a.cmp(b),
+            (ValueRef::Bool(a), ValueRef::Bool(b)) => a.cmp(&b),
+            _ => rank(self).cmp(&rank(other)),
+        }
     }
 }
 
-impl std::ops::Deref for Row {
-    type Target = [Value];
-    fn deref(&self) -> &[Value] {
-        &self.0.slice
+impl PartialEq for ValueRef<'_> {
+    /// As [`Value`]'s: floats by `total_cmp`, so `NaN == NaN`.
+    fn eq(&self, other: &ValueRef<'_>) -> bool {
+        self.total_cmp(*other) == Ordering::Equal
     }
 }
 
-impl AsRef<[Value]> for Row {
-    fn as_ref(&self) -> &[Value] {
-        self
+impl PartialEq<Value> for ValueRef<'_> {
+    fn eq(&self, other: &Value) -> bool {
+        self.total_cmp(other.view()) == Ordering::Equal
     }
 }
 
-impl Default for Row {
-    fn default() -> Row {
-        Row::empty()
+impl PartialEq<ValueRef<'_>> for Value {
+    fn eq(&self, other: &ValueRef<'_>) -> bool {
+        self.view().total_cmp(*other) == Ordering::Equal
     }
 }
 
-impl fmt::Debug for Row {
+impl fmt::Debug for ValueRef<'_> {
+    /// As [`Value`]'s, so that a row prints as the values it holds.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        match self {
+            ValueRef::Null => f.write_str("Null"),
+            ValueRef::Int(v) => f.debug_tuple("Int").field(v).finish(),
+            ValueRef::Float(v) => f.debug_tuple("Float").field(v).finish(),
+            ValueRef::Text(s) => f.debug_tuple("Text").field(s).finish(),
+            ValueRef::Bytes(b) => f.debug_tuple("Bytes").field(b).finish(),
+            ValueRef::Bool(v) => f.debug_tuple("Bool").field(v).finish(),
+        }
     }
 }
 
-impl From<Vec<Value>> for Row {
-    fn from(values: Vec<Value>) -> Row {
-        Row::new(values)
+impl fmt::Display for ValueRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueRef::Text(s) => write!(f, "'{}'", s.replace('\'', "''")),
+            ValueRef::Bytes(b) => {
+                f.write_str("x'")?;
+                for byte in b.iter() {
+                    write!(f, "{byte:02x}")?;
+                }
+                f.write_str("'")
+            }
+            other => fmt::Display::fmt(&other.to_value(), f),
+        }
     }
 }
 
-/// Collects through a vector (an iterator's length is not known in advance): hot paths use
-/// [`Row::from_exact_iter`] or [`Row::new`].
-impl FromIterator<Value> for Row {
-    fn from_iter<I: IntoIterator<Item = Value>>(values: I) -> Row {
-        Row::new(values.into_iter().collect())
+/// Values by position: a row ([`Row`]) or a slice of values (a procedure's frame, a decoded
+/// log record). What reads a row's columns without keeping them (key encoding, schema checks,
+/// the log's encoders) takes this, so it reads a stored row where it lies.
+pub trait Columns {
+    /// How many values.
+    fn width(&self) -> usize;
+    /// Value `i`; panics past [`Columns::width`], as slice indexing does.
+    fn column(&self, i: usize) -> ValueRef<'_>;
+    /// The values in order.
+    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
+        (0..self.width()).map(move |i| self.column(i))
     }
 }
 
-impl From<&[Value]> for Row {
-    fn from(values: &[Value]) -> Row {
-        Row::from_slice(values)
+impl Columns for [Value] {
+    #[inline]
+    fn width(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn column(&self, i: usize) -> ValueRef<'_> {
+        self[i].view()
+    }
+    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
+        self.iter().map(Value::view)
+    }
+}
+
+impl<const N: usize> Columns for [Value; N] {
+    #[inline]
+    fn width(&self) -> usize {
+        N
+    }
+    #[inline]
+    fn column(&self, i: usize) -> ValueRef<'_> {
+        self[i].view()
+    }
+    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
+        self.iter().map(Value::view)
+    }
+}
+
+impl Columns for Vec<Value> {
+    #[inline]
+    fn width(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn column(&self, i: usize) -> ValueRef<'_> {
+        self[i].view()
+    }
+    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
+        self.iter().map(Value::view)
     }
 }
 
@@ -513,73 +598,6 @@ mod tests {
             assert_eq!(ColumnType::from_name(ty.name()), Some(ty));
         }
         assert_eq!(ColumnType::from_name("decimal"), None);
-    }
-
-    fn scratch_len_and_capacity() -> (usize, usize) {
-        ROW_SCRATCH.with(|s| {
-            let s = s.borrow();
-            (s.len(), s.capacity())
-        })
-    }
-
-    /// `Row::build` moves the values into the row (a shared value's count shows neither a copy
-    /// in the scratch vector nor a leak), and leaves the scratch empty after a row and after a
-    /// failed fill, so no value of one build reaches the next.
-    #[test]
-    fn build_moves_the_values_and_leaves_nothing_behind() {
-        let bytes: Arc<[u8]> = Arc::from(&b"payload"[..]);
-        let row = Row::build::<()>(|values| {
-            values.extend([Value::Int(7), Value::Bytes(Arc::clone(&bytes)), Value::text("a longer text than inline")]);
-            Ok(())
-        })
-        .expect("fill succeeds");
-        assert_eq!(
-            &row[..],
-            &[Value::Int(7), Value::Bytes(Arc::clone(&bytes)), Value::text("a longer text than inline")]
-        );
-        assert_eq!(Arc::strong_count(&bytes), 2, "the row holds the value, the scratch does not");
-        assert_eq!(scratch_len_and_capacity().0, 0);
-        drop(row);
-        assert_eq!(Arc::strong_count(&bytes), 1, "dropping the row drops the value");
-
-        let failed = Row::build(|values| {
-            values.push(Value::Bytes(Arc::clone(&bytes)));
-            Err("bad value")
-        });
-        assert_eq!(failed.err(), Some("bad value"));
-        assert_eq!(Arc::strong_count(&bytes), 1, "a failed fill's values are dropped at once");
-        let next = Row::build::<()>(|values| {
-            values.push(Value::Int(1));
-            Ok(())
-        })
-        .expect("fill succeeds");
-        assert_eq!(&next[..], &[Value::Int(1)]);
-    }
-
-    /// The scratch vector keeps at most `ROW_SCRATCH_KEPT_MAX` values' room after a wide row, and
-    /// after a wide fill that failed.
-    #[test]
-    fn build_keeps_bounded_scratch_room() {
-        let wide = ROW_SCRATCH_KEPT_MAX + 1;
-        let row = Row::build::<()>(|values| {
-            values.extend((0..wide).map(|i| Value::Int(i as i64)));
-            Ok(())
-        })
-        .expect("fill succeeds");
-        assert_eq!(row.len(), wide);
-        assert_eq!(row[wide - 1], Value::Int(wide as i64 - 1));
-        let (len, capacity) = scratch_len_and_capacity();
-        assert_eq!(len, 0);
-        assert!(capacity <= ROW_SCRATCH_KEPT_MAX, "kept {capacity} values' room");
-
-        let failed = Row::build(|values| {
-            values.extend((0..wide).map(|i| Value::Int(i as i64)));
-            Err("too wide")
-        });
-        assert_eq!(failed.err(), Some("too wide"));
-        let (len, capacity) = scratch_len_and_capacity();
-        assert_eq!(len, 0);
-        assert!(capacity <= ROW_SCRATCH_KEPT_MAX, "kept {capacity} values' room after a failed fill");
     }
 }
 

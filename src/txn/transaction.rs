@@ -1138,7 +1138,7 @@ fn add_secondary_entries(
 }
 
 /// Removes the entries of `old` that `new` (or a delete, `None`) no longer has. Under the lock.
-fn remove_stale_secondary(t: &Table, key: &Key, old: &[Value], new: Option<&Row>, record: &Arc<Record>) {
+fn remove_stale_secondary(t: &Table, key: &Key, old: &Row, new: Option<&Row>, record: &Arc<Record>) {
     for (i, index) in t.secondary.iter().enumerate() {
         if new.is_some_and(|new| t.schema.same_index_columns(i, old, new)) {
             continue;

@@ -256,7 +256,7 @@ fn remove_stale(t: &Table, s: &Stale) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::Value;
+    use crate::storage::{Value, ValueRef};
     use crate::txn::Tid;
 
     fn row(v: i64) -> Row {
@@ -265,8 +265,8 @@ mod tests {
 
     fn value(r: Option<Option<Row>>) -> Option<Option<i64>> {
         r.map(|r| {
-            r.map(|r| match r.first() {
-                Some(Value::Int(v)) => *v,
+            r.map(|r| match r.get(0) {
+                Some(ValueRef::Int(v)) => v,
                 other => panic!("unexpected {other:?}"),
             })
         })
@@ -305,7 +305,7 @@ mod tests {
     }
 
     fn owners(rows: Vec<Row>) -> Vec<(i64, i64)> {
-        rows.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
+        rows.iter().map(|r| (r.at(0).as_int().unwrap(), r.at(1).as_int().unwrap())).collect()
     }
 
     /// Each writer below replays *before* a reader with a smaller timestamp, which a replay
@@ -343,14 +343,14 @@ mod tests {
         assert!(tx.scan(&by_owner(9)).unwrap().is_empty(), "the entry the move added");
         assert!(tx.get(t, &[Value::Int(2)]).unwrap().is_some(), "deleted at 20");
         assert!(tx.get(t, &[Value::Int(7)]).unwrap().is_none(), "inserted at 20");
-        assert_eq!(tx.get(t, &[Value::Int(3)]).unwrap().unwrap()[2].as_int(), Some(100));
+        assert_eq!(tx.get(t, &[Value::Int(3)]).unwrap().unwrap().at(2).as_int(), Some(100));
         tx.commit().unwrap();
         // ts 22 sees ts 20 and 21.
         let mut tx = begin_at(&mut w, at(22));
         assert_eq!(owners(tx.scan(&by_owner(9)).unwrap()), [(1, 9)]);
         assert!(tx.scan(&by_owner(1)).unwrap().is_empty());
         assert!(tx.get(t, &[Value::Int(2)]).unwrap().is_none());
-        assert_eq!(tx.get(t, &[Value::Int(3)]).unwrap().unwrap()[2].as_int(), Some(321));
+        assert_eq!(tx.get(t, &[Value::Int(3)]).unwrap().unwrap().at(2).as_int(), Some(321));
         tx.commit().unwrap();
         // After replay: the newest versions, and no entry or record left for earlier readers.
         store.finish(&db.catalog());
@@ -358,7 +358,11 @@ mod tests {
         let mut tx = w.begin();
         assert!(tx.scan(&by_owner(1)).unwrap().is_empty());
         assert_eq!(owners(tx.scan(&by_owner(9)).unwrap()), [(1, 9)]);
-        assert_eq!(tx.get(t, &[Value::Int(3)]).unwrap().unwrap()[2].as_int(), Some(325), "the larger timestamp wins");
+        assert_eq!(
+            tx.get(t, &[Value::Int(3)]).unwrap().unwrap().at(2).as_int(),
+            Some(325),
+            "the larger timestamp wins"
+        );
         let all = tx.scan(&crate::txn::Scan { index: None, range: KeyRange::all(), ..by_owner(0) }).unwrap();
         assert_eq!(owners(all), [(0, 0), (1, 9), (3, 3), (7, 7)]);
         tx.commit().unwrap();

@@ -20,7 +20,7 @@ use super::ycsb::keys::KeyChooser;
 use super::ycsb::{load_parallel, thread_seed};
 use crate::bench::workload::{TxnCall, TxnGenerator, TxnRequest, Workload, WorkloadError};
 use crate::db::{Database, Worker};
-use crate::storage::{Direction, Key, KeyRange, ParamValue, Value};
+use crate::storage::{Direction, Key, KeyRange, ParamValue, Row, Value, ValueRef};
 use crate::txn::Scan;
 use rand::distr::Alphanumeric;
 use rand::rngs::SmallRng;
@@ -97,7 +97,7 @@ pub fn scan_table(
     db: &Database,
     table: &str,
     page: usize,
-    mut visit: impl FnMut(&[Value]) -> Result<(), WorkloadError>,
+    mut visit: impl FnMut(&Row) -> Result<(), WorkloadError>,
 ) -> Result<u64, WorkloadError> {
     let catalog = db.catalog();
     let t = catalog.table_by_name(table).ok_or_else(|| WorkloadError::Inconsistent(format!("no table {table}")))?;
@@ -140,8 +140,8 @@ pub fn versions(db: &Database) -> Result<Vec<(String, u64)>, WorkloadError> {
     Ok(out)
 }
 
-fn key_value(row: &[Value]) -> Result<(&str, &str), WorkloadError> {
-    match (row.first().and_then(Value::as_text), row.get(1).and_then(Value::as_text)) {
+fn key_value(row: &Row) -> Result<(&str, &str), WorkloadError> {
+    match (row.get(0).and_then(ValueRef::as_text), row.get(1).and_then(ValueRef::as_text)) {
         (Some(k), Some(v)) => Ok((k, v)),
         _ => Err(WorkloadError::Inconsistent(format!("kv row is not (text, text): {row:?}"))),
     }
@@ -229,7 +229,7 @@ impl Kv {
         Ok(())
     }
 
-    fn check_row(&self, row: &[Value], seen: &mut [bool], issued: &[u64]) -> Result<(), WorkloadError> {
+    fn check_row(&self, row: &Row, seen: &mut [bool], issued: &[u64]) -> Result<(), WorkloadError> {
         let (key, value) = key_value(row)?;
         let fail = |m: String| Err(WorkloadError::Inconsistent(format!("{key}: {m}")));
         let Some(n) = key_index(key).filter(|&n| n < self.records) else {

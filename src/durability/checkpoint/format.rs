@@ -28,7 +28,7 @@
 use crate::durability::codec::{DecodeError, Reader, encode_row};
 use crate::durability::frame;
 use crate::storage::key::KEY_SIZE_MAX_BYTES;
-use crate::storage::{Key, Row, TableId, Value};
+use crate::storage::{Columns, Key, Row, TableId};
 use crate::txn::Tid;
 
 /// Name of the manifest (in the first log directory).
@@ -177,7 +177,7 @@ impl BlockBuilder {
     }
 
     /// Appends one record.
-    pub fn push(&mut self, key: &[u8], tid: Tid, row: &[Value]) {
+    pub fn push<C: Columns + ?Sized>(&mut self, key: &[u8], tid: Tid, row: &C) {
         assert!(key.len() <= KEY_SIZE_MAX_BYTES, "key of {} bytes", key.len());
         assert!(self.records < BLOCK_RECORDS_MAX, "block record limit");
         self.payload.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -324,6 +324,7 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, CheckpointFormatError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::Value;
 
     #[test]
     fn manifest_round_trips_and_every_cut_is_an_error() {
@@ -357,7 +358,7 @@ mod tests {
         let first = decode_record(&mut r).unwrap();
         assert_eq!((first.key.as_bytes(), first.tid), (&b"k1"[..], Tid::new(3, 1)));
         let second = decode_record(&mut r).unwrap();
-        assert_eq!(&second.row[..], &row[..]);
+        assert_eq!(second.row, row[..]);
         assert!(r.is_empty());
     }
 

@@ -315,7 +315,7 @@ pub(crate) fn encode_patching(view: &CommitView<'_>, patchable: impl Fn(&LoggedW
                     }
                     ParamValue::Array(values) => {
                         out.push(ARG_ARRAY);
-                        codec::encode_row(values, out);
+                        codec::encode_row(&values[..], out);
                     }
                 }
             }
@@ -326,10 +326,8 @@ pub(crate) fn encode_patching(view: &CommitView<'_>, patchable: impl Fn(&LoggedW
             let writes = view.writes.iter().map(|w| {
                 let image = match (w.after, &w.before) {
                     (None, _) => codec::RedoImage::Delete,
-                    (Some(after), Some(before)) if patchable(w) => {
-                        codec::RedoImage::Patch { before: &before[..], after: &after[..] }
-                    }
-                    (Some(after), _) => codec::RedoImage::Put(&after[..]),
+                    (Some(after), Some(before)) if patchable(w) => codec::RedoImage::Patch { before, after },
+                    (Some(after), _) => codec::RedoImage::Put(after),
                 };
                 (w.table, w.key.as_ref(), image)
             });
@@ -406,8 +404,8 @@ fn decode_arg(r: &mut Reader<'_>) -> Result<ParamValue, DecodeError> {
     let tag = r.u8()?;
     let row = r.row()?;
     match tag {
-        ARG_SCALAR if row.len() == 1 => Ok(ParamValue::Scalar(row[0].clone())),
-        ARG_ARRAY => Ok(ParamValue::Array(Arc::from(&row[..]))),
+        ARG_SCALAR if row.len() == 1 => Ok(ParamValue::Scalar(row.value(0).unwrap_or(crate::storage::Value::Null))),
+        ARG_ARRAY => Ok(ParamValue::Array(Arc::from(row.to_vec()))),
         _ => Err(DecodeError { offset: at, reason: "bad argument tag or scalar width" }),
     }
 }

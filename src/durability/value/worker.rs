@@ -192,8 +192,7 @@ impl WorkerLog for ValueWorkerLog {
             self.logger.check_failed()
         } else {
             self.scratch.clear();
-            let writes =
-                view.writes.iter().map(|w| (w.table, w.key.as_ref(), codec::RedoImage::whole(w.after.map(|r| &r[..]))));
+            let writes = view.writes.iter().map(|w| (w.table, w.key.as_ref(), codec::RedoImage::whole(w.after)));
             codec::encode_entry(view.tid, writes, &mut self.scratch);
             self.append(epoch)
         };

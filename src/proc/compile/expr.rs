@@ -24,7 +24,7 @@ pub(crate) fn expr(e: &Expr) -> ExprFn {
         }
         ExprKind::Column(p) => {
             let p = *p;
-            Box::new(move |f| Ok(f.row.as_ref().and_then(|r| r.get(p)).cloned().unwrap_or(Value::Null)))
+            Box::new(move |f| Ok(f.row.as_ref().and_then(|r| r.value(p)).unwrap_or(Value::Null)))
         }
         ExprKind::ArrayLen(a) => {
             let slot = a.index();

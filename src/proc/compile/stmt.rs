@@ -114,6 +114,15 @@ fn with_key<T>(
     use_key(&buf[..fs.len()])
 }
 
+/// Evaluates an update's `set` expressions (in column order) into `changes`.
+fn eval_sets(sets: &[(usize, Operand)], f: &mut Frame, changes: &mut Vec<(usize, Value)>) -> RtResult<()> {
+    for (p, e) in sets {
+        let value = e.eval(f)?;
+        changes.push((*p, value));
+    }
+    Ok(())
+}
+
 /// For an `update` whose key parts and `set` values all move out of variables
 /// ([`Operand::Take`]) and which sets every non-key column once, the frame slot each column of
 /// the new row moves from, in column order; `None` otherwise. (A replay plan of an after-image is
@@ -429,7 +438,7 @@ impl Ctx<'_> {
             let row = key.with(f, &loc, |key| runtime::get(tx, table, key))?;
             f.vals[found] = Value::Bool(row.is_some());
             for &(slot, col) in &targets {
-                f.vals[slot] = row.as_ref().and_then(|r| r.get(col)).cloned().unwrap_or(Value::Null);
+                f.vals[slot] = row.as_ref().and_then(|r| r.value(col)).unwrap_or(Value::Null);
             }
             Ok(Flow::Next)
         }))
@@ -451,38 +460,37 @@ impl Ctx<'_> {
             }));
         }
         let reads_row = u.sets.iter().any(|(_, e)| e.reads_row());
+        // The new row is built from the changes in column order ([`Row::with_values`]); every
+        // set expression reads the old row, never the new one, so their order is free. A column
+        // set twice keeps its last value, as assigning in order did.
+        let mut sets = sets;
+        sets.reverse();
+        sets.sort_by_key(|(p, _)| *p);
+        sets.dedup_by_key(|(p, _)| *p);
         Ok(Box::new(move |f, tx| {
             // The key is evaluated before the frame is lent to the set expressions.
             let key = KeyValues::eval(&key, f, &loc)?;
-            if !reads_row {
-                // Nothing reads the old row: the storage changes it where it lies when no one
-                // else can see it (replay), else a copy.
-                let updated = runtime::update_in_place(tx, table, key.as_slice(), |row| {
-                    sets.iter().try_for_each(|(p, e)| {
-                        row[*p] = e.eval(f).map_err(|m| loc.err(m))?;
-                        Ok::<(), TxnError>(())
-                    })
-                })?;
-                f.vals[found] = Value::Bool(updated);
-                return Ok(Flow::Next);
-            }
-            let updated = runtime::update(tx, table, key.as_slice(), |old| {
-                // One allocation: a copy of the old row, changed in place (it is not shared).
-                let mut new = Row::from_slice(&old);
-                f.row = Some(old);
-                // All set expressions see the old row (`f.row`), never `new`, so writing each value
-                // into `new` as soon as it is computed is the same as computing them all first.
-                let values: RtResult<()> = new.update_values(|row| {
-                    sets.iter().try_for_each(|(p, e)| {
-                        row[*p] = e.eval(f)?;
-                        Ok(())
-                    })
-                });
-                f.row = None;
-                values.map_err(|m| loc.err(m))?;
-                Ok(new)
-            })?;
-            f.vals[found] = Value::Bool(updated);
+            let mut changes = std::mem::take(&mut f.changes);
+            changes.clear();
+            let updated = if reads_row {
+                runtime::update(tx, table, key.as_slice(), |old| {
+                    f.row = Some(old);
+                    let evaluated = eval_sets(&sets, f, &mut changes);
+                    let new = f.row.take().map(|old| old.with_values(&changes));
+                    evaluated.map_err(|m| loc.err(m))?;
+                    new.ok_or_else(|| loc.err("update lost its row".into()))
+                })
+            } else {
+                // Nothing reads the old row: the storage sets the columns where the row lies
+                // when no one else can see it (replay), else in a copy.
+                match eval_sets(&sets, f, &mut changes) {
+                    Ok(()) => runtime::update_in_place(tx, table, key.as_slice(), &changes),
+                    Err(m) => Err(loc.err(m)),
+                }
+            };
+            changes.clear();
+            f.changes = changes;
+            f.vals[found] = Value::Bool(updated?);
             Ok(Flow::Next)
         }))
     }
@@ -546,7 +554,7 @@ impl CompiledScan {
 
     fn set_columns(&self, f: &mut Frame, row: Option<&Row>) {
         for &(slot, col) in &self.targets {
-            f.vals[slot] = row.and_then(|r| r.get(col)).cloned().unwrap_or(Value::Null);
+            f.vals[slot] = row.and_then(|r| r.value(col)).unwrap_or(Value::Null);
         }
     }
 }

@@ -700,7 +700,7 @@ impl KeyRange {
     ) -> Result<KeyRange, crate::storage::key::KeyError> {
         use crate::storage::key::{encode_into, encode_value, prefix_successor};
         let mut base = Vec::new();
-        encode_into(prefix.iter(), &mut base)?;
+        encode_into(prefix.iter().map(crate::storage::value::Value::view), &mut base)?;
         let with = |v: &crate::storage::value::Value| {
             let mut k = base.clone();
             encode_value(v, &mut k);

@@ -12,7 +12,7 @@
 use super::{DISTRICTS_PER_WAREHOUSE, TableIds};
 use crate::bench::workload::WorkloadError;
 use crate::db::{Database, Worker};
-use crate::storage::{Direction, KeyRange, Row, TableId, Value};
+use crate::storage::{Direction, KeyRange, Row, TableId, Value, ValueRef};
 use crate::txn::Scan;
 use std::ops::Bound;
 
@@ -44,7 +44,7 @@ fn inconsistent(condition: u32, w: i64, d: Option<i64>, detail: String) -> Workl
 }
 
 fn int_at(row: &Row, i: usize) -> i64 {
-    row.get(i).and_then(Value::as_int).unwrap_or(0)
+    row.get(i).and_then(ValueRef::as_int).unwrap_or(0)
 }
 
 fn get(worker: &mut Worker, table: TableId, key: &[Value]) -> Result<Row, WorkloadError> {

@@ -4,7 +4,7 @@
 //! compares them with the compiled procedures to measure what the language costs.
 
 use super::TableIds;
-use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value};
+use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value, ValueRef};
 use crate::txn::{Scan, Transaction, TxnError};
 use std::ops::Bound;
 
@@ -88,11 +88,11 @@ fn scalar(v: i64) -> ParamValue {
 }
 
 fn int(row: &Row, i: usize) -> i64 {
-    row.get(i).and_then(Value::as_int).unwrap_or(0)
+    row.get(i).and_then(ValueRef::as_int).unwrap_or(0)
 }
 
 fn float(row: &Row, i: usize) -> f64 {
-    row.get(i).and_then(Value::as_float).unwrap_or(0.0)
+    row.get(i).and_then(ValueRef::as_float).unwrap_or(0.0)
 }
 
 fn must(row: Option<Row>, what: &str) -> Result<Row, TxnError> {
@@ -150,7 +150,7 @@ pub fn new_order(tx: &mut Transaction<'_>, t: &TableIds, a: &NewOrder) -> Result
         let stock = must(tx.get(t.stock, &key)?, "stock")?;
         let s_quantity = int(&stock, 2);
         let new_q = if s_quantity < qty + 10 { s_quantity - qty + 91 } else { s_quantity - qty };
-        let dist = stock.get(2 + a.d as usize).cloned().unwrap_or(Value::Null);
+        let dist = stock.value(2 + a.d as usize).unwrap_or(Value::Null);
         let remote = i64::from(sw != a.w);
         update(tx, t.stock, &key, |r| {
             r[2] = Value::Int(new_q);
@@ -193,9 +193,9 @@ fn customer_by_name(tx: &mut Transaction<'_>, t: &TableIds, cw: i64, cd: i64, la
 pub fn payment(tx: &mut Transaction<'_>, t: &TableIds, a: &Payment) -> Result<(i64, i64), TxnError> {
     let (w, d) = (Value::Int(a.w), Value::Int(a.d));
     let warehouse = update(tx, t.warehouse, std::slice::from_ref(&w), |r| add(r, 8, a.amount))?;
-    let w_name = must(warehouse, "warehouse")?.get(1).cloned().unwrap_or(Value::Null);
+    let w_name = must(warehouse, "warehouse")?.value(1).unwrap_or(Value::Null);
     let district = update(tx, t.district, &[w.clone(), d.clone()], |r| add(r, 9, a.amount))?;
-    let d_name = must(district, "district")?.get(2).cloned().unwrap_or(Value::Null);
+    let d_name = must(district, "district")?.value(2).unwrap_or(Value::Null);
     let c = match &a.last {
         Some(last) => customer_by_name(tx, t, a.cw, a.cd, last)?,
         None => a.c,
@@ -207,8 +207,8 @@ pub fn payment(tx: &mut Transaction<'_>, t: &TableIds, a: &Payment) -> Result<(i
         add(r, 18, 1);
     })?;
     let customer = must(customer, "customer")?;
-    if customer.get(13).and_then(Value::as_text) == Some("BC") {
-        let old = customer.get(20).and_then(Value::as_text).unwrap_or("");
+    if customer.get(13).and_then(ValueRef::as_text) == Some("BC") {
+        let old = customer.get(20).and_then(ValueRef::as_text).unwrap_or("");
         let data = format!("{c} {} {} {} {} {} | {old}", a.cd, a.cw, a.d, a.w, a.amount);
         let data: String = data.chars().take(500).collect();
         update(tx, t.customer, &key, |r| r[20] = Value::text(&data))?;

@@ -1,0 +1,795 @@
+//! Rows: a table's values in one allocation of bytes.
+//!
+//! A row is immutable once shared; an update builds a new row (the after-image) and installs it
+//! whole ([`crate::storage::record`]). It is one allocation (`triomphe::ThinArc`: a reference
+//! count and a length, then the bytes below), so a record swaps it through one thin pointer.
+//!
+//! # Layout
+//!
+//! For a row of `n` values holding `d` bytes of payload:
+//!
+//! ```text
+//! offset         size        field
+//! 0              2           n, little-endian
+//! 2              1           flags: bit 0 set = the ends below are u32 (d > 65,535), else u16
+//! 3              n           one tag per value: 0 null, 1 int, 2 float, 3 text, 4 bytes, 5 bool
+//! 3 + n          n × w       where each value's payload ends, from the payload's start
+//!                            (w = 2 or 4, little-endian); value i starts where value i − 1 ends
+//! 3 + n + n × w  d           the payloads, in order: int and float 8 bytes (little-endian; a
+//!                            float's IEEE bits), bool 1 byte, text (UTF-8) and bytes as they
+//!                            are, null nothing
+//! ```
+//!
+//! Why bytes and not a slice of [`Value`]s (until session 38): a `Value` takes 24 bytes whatever
+//! it holds, and a byte string of more than 22 bytes took an allocation of its own besides. On
+//! this VM the first touch of fresh memory is the largest single cost of the workloads that grow
+//! or rebuild a database (`docs/storage.md`, "Bytes per row"): a key of the server's keyspace
+//! (11-byte key, 32-byte value, an expiry) took 96 bytes of row and a 48-byte value allocation,
+//! and takes 80 bytes of row here; a TPC-C order line took 256 and takes 144. A copy for an
+//! update is one `memcpy` of the unchanged spans, with no reference count to touch and nothing
+//! to drop per value.
+//!
+//! The encoding is canonical (a value has one encoding), so rows compare by their bytes.
+//!
+//! Readers take [`ValueRef`]s, borrowed from the bytes ([`Row::get`], [`Columns`]); owned values
+//! are made on demand ([`Row::value`]).
+
+use super::value::{Columns, Value, ValueRef};
+use std::fmt;
+use std::mem::MaybeUninit;
+use triomphe::{Arc, HeaderWithLength, ThinArc, UniqueArc};
+
+/// The most values a row holds (its count is a `u16`).
+pub const ROW_VALUES_MAX: usize = u16::MAX as usize;
+/// The most values of room [`Row::build`]'s per-thread scratch vector keeps between rows.
+pub const ROW_SCRATCH_KEPT_MAX: usize = 1024;
+
+const TAG_NULL: u8 = 0;
+const TAG_INT: u8 = 1;
+const TAG_FLOAT: u8 = 2;
+const TAG_TEXT: u8 = 3;
+const TAG_BYTES: u8 = 4;
+const TAG_BOOL: u8 = 5;
+/// The count and the flags.
+const HEAD_BYTES: usize = 3;
+/// Flag: the ends are `u32`.
+const FLAG_WIDE_ENDS: u8 = 1;
+/// The most payload bytes whose ends fit a `u16`.
+const NARROW_PAYLOAD_MAX_BYTES: usize = u16::MAX as usize;
+
+thread_local! {
+    static ROW_SCRATCH: std::cell::RefCell<Vec<Value>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A row: one value per column of its table, in schema order, encoded as the module docs say.
+#[derive(Clone, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Row(ThinArc<(), u8>);
+
+/// Where a row's bytes start in its allocation, past `ThinArc`'s count and length words (a test
+/// checks it against a real row).
+pub(crate) const ROW_BYTES_OFFSET: usize = 16;
+
+impl Row {
+    /// A row holding `values`.
+    pub fn new(values: Vec<Value>) -> Row {
+        Row::from_slice(&values)
+    }
+
+    /// A row of the values an iterator of known length yields.
+    pub fn from_exact_iter<I: ExactSizeIterator<Item = Value>>(values: I) -> Row {
+        Row::build::<std::convert::Infallible>(|scratch| {
+            scratch.extend(values);
+            Ok(())
+        })
+        .unwrap_or_else(|never| match never {})
+    }
+
+    /// A row of the values `fill` pushes: they are gathered in a per-thread scratch vector, so a
+    /// fallible build (evaluating a procedure's values, decoding a log record) allocates the row
+    /// alone. A `fill` that fails builds nothing. At most [`ROW_SCRATCH_KEPT_MAX`] values' room
+    /// is kept between calls.
+    pub fn build<E>(fill: impl FnOnce(&mut Vec<Value>) -> Result<(), E>) -> Result<Row, E> {
+        ROW_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut values) => {
+                values.clear();
+                let built = fill(&mut values).map(|()| Row::from_slice(&values));
+                values.clear();
+                if values.capacity() > ROW_SCRATCH_KEPT_MAX {
+                    *values = Vec::new();
+                }
+                built
+            }
+            // A `fill` that builds a row itself: it gets a vector of its own.
+            Err(_) => {
+                let mut values = Vec::new();
+                fill(&mut values)?;
+                Ok(Row::from_slice(&values))
+            }
+        })
+    }
+
+    /// A row of `values`.
+    pub fn from_slice(values: &[Value]) -> Row {
+        Row::encode(values.iter().map(Value::view))
+    }
+
+    /// A row of the values `values` yields (borrowed from anywhere, e.g. another row).
+    pub fn from_refs<'a>(values: impl ExactSizeIterator<Item = ValueRef<'a>> + Clone) -> Row {
+        Row::encode(values)
+    }
+
+    /// The row with no values (the placeholder of an absent record).
+    pub fn empty() -> Row {
+        Row::encode(std::iter::empty())
+    }
+
+    /// This row with value `i` replaced by `changes`' value for it where it has one: the
+    /// after-image of an update. `changes` is looked up once per value, in order.
+    pub fn with_changes<'c>(&self, mut change: impl FnMut(usize) -> Option<ValueRef<'c>>) -> Row {
+        // The encoder reads its values twice; the changes are gathered once, so `change` may
+        // compute them.
+        let spans = RowSpans::of(self);
+        let mut changes = smallvec_like::Changes::default();
+        for i in 0..spans.n {
+            if let Some(v) = change(i) {
+                changes.push(i, v);
+            }
+        }
+        Row::encode(Changed { spans, changes: &changes, i: 0, next: 0 })
+    }
+
+    /// This row with the values of `changes` (column, value), in increasing column order, each
+    /// column once: an update's after-image. A change past the row's end is ignored (callers
+    /// check positions against the schema first).
+    pub fn with_values(&self, changes: &[(usize, Value)]) -> Row {
+        debug_assert!(changes.windows(2).all(|w| w[0].0 < w[1].0), "changes in increasing column order");
+        let mut next = changes.iter().peekable();
+        self.with_changes(|i| next.next_if(|(p, _)| *p == i).map(|(_, v)| v.view()))
+    }
+
+    /// Changes the values through `f` (decoded, changed, encoded again): for callers that edit
+    /// a row as values. Hot paths build with [`Row::with_changes`].
+    pub fn update_values<R>(&mut self, f: impl FnOnce(&mut [Value]) -> R) -> R {
+        let mut values = self.to_vec();
+        let out = f(&mut values);
+        *self = Row::from_slice(&values);
+        out
+    }
+
+    /// How many values.
+    #[inline]
+    pub fn len(&self) -> usize {
+        let b = self.bytes();
+        usize::from(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    /// Whether it holds no values.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i`, borrowed, or `None` past the end.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<ValueRef<'_>> {
+        let spans = RowSpans::of(self);
+        (i < spans.n).then(|| spans.value(i))
+    }
+
+    /// Value `i`, borrowed; panics past the end, as indexing a slice does.
+    #[inline]
+    pub fn at(&self, i: usize) -> ValueRef<'_> {
+        let spans = RowSpans::of(self);
+        assert!(i < spans.n, "value {i} of a row of {}", spans.n);
+        spans.value(i)
+    }
+
+    /// Value `i`, owned, or `None` past the end.
+    #[inline]
+    pub fn value(&self, i: usize) -> Option<Value> {
+        self.get(i).map(ValueRef::to_value)
+    }
+
+    /// The values, borrowed, in order.
+    pub fn iter(&self) -> RowIter<'_> {
+        RowIter { spans: RowSpans::of(self), next: 0, start: 0 }
+    }
+
+    /// The values, owned.
+    pub fn to_vec(&self) -> Vec<Value> {
+        self.iter().map(ValueRef::to_value).collect()
+    }
+
+    /// Sets value `i` where it lies if the new value's encoding has the old one's tag and size
+    /// (an int for an int, bytes for bytes of the same length) and this is the row's only
+    /// reference; `false` (nothing changed) otherwise. Recovery's in-place edits.
+    pub fn set_in_place(&mut self, i: usize, value: ValueRef<'_>) -> bool {
+        let (tag, size) = (tag_of(value), payload_bytes(value));
+        let Some((at_tag, start, end)) = self.get(i).map(|_| RowSpans::of(self).span(i)) else {
+            return false;
+        };
+        if tag != at_tag || end - start != size {
+            return false;
+        }
+        self.0.with_arc_mut(|arc| match Arc::get_mut(arc) {
+            Some(inner) => {
+                let bytes = inner.slice_mut();
+                write_payload(value, &mut bytes[start..end]);
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// The bytes of the encoding.
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        &self.0.slice
+    }
+
+    /// Encodes a row. The iterator is run twice (sizes, then bytes) and must yield the same
+    /// values both times; the second run checks it does.
+    fn encode<'a>(values: impl ExactSizeIterator<Item = ValueRef<'a>> + Clone) -> Row {
+        let n = values.len();
+        assert!(n <= ROW_VALUES_MAX, "a row holds at most {ROW_VALUES_MAX} values, not {n}");
+        let payload: usize = values.clone().map(payload_bytes).sum();
+        let wide = payload > NARROW_PAYLOAD_MAX_BYTES;
+        let end_bytes = if wide { 4 } else { 2 };
+        let (tags_at, ends_at, data_at) = (HEAD_BYTES, HEAD_BYTES + n, HEAD_BYTES + n + n * end_bytes);
+        let total = data_at + payload;
+        let mut arc =
+            UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
+                HeaderWithLength::new((), total),
+                total,
+            );
+        let out = uninit_as_bytes(&mut arc.slice);
+        out[..2].copy_from_slice(&(n as u16).to_le_bytes());
+        out[2] = if wide { FLAG_WIDE_ENDS } else { 0 };
+        let (head, data) = out.split_at_mut(data_at);
+        let mut end = 0usize;
+        let mut count = 0usize;
+        for (i, v) in values.enumerate() {
+            let size = payload_bytes(v);
+            assert!(i < n && end + size <= payload, "a row's values changed while it was encoded");
+            write_payload(v, &mut data[end..end + size]);
+            end += size;
+            head[tags_at + i] = tag_of(v);
+            let at = ends_at + i * end_bytes;
+            if wide {
+                head[at..at + 4].copy_from_slice(&(end as u32).to_le_bytes());
+            } else {
+                head[at..at + 2].copy_from_slice(&(end as u16).to_le_bytes());
+            }
+            count += 1;
+        }
+        assert!(count == n && end == payload, "a row's values changed while it was encoded");
+        // SAFETY: every byte was written above: the head, `n` tags, `n` ends, and the payloads,
+        // which fill `data` exactly (`end == payload`, checked).
+        let arc = unsafe { arc.assume_init_slice_with_header() }.shareable();
+        Row(Arc::into_thin(arc))
+    }
+
+    /// The thin pointer a record holds.
+    pub(crate) fn into_thin(self) -> ThinArc<(), u8> {
+        self.0
+    }
+
+    /// A row from a record's thin pointer.
+    pub(crate) fn from_thin(thin: ThinArc<(), u8>) -> Row {
+        Row(thin)
+    }
+
+    /// A record's thin pointer seen as a row, without taking a count.
+    pub(crate) fn from_thin_ref(thin: &ThinArc<(), u8>) -> &Row {
+        // SAFETY: `Row` is `repr(transparent)` over `ThinArc<(), u8>`.
+        unsafe { &*std::ptr::from_ref(thin).cast::<Row>() }
+    }
+
+    /// The address of the row's allocation (its count, then its bytes): for a prefetch, and for
+    /// telling whether a row was edited where it lies.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.0.heap_ptr().cast::<u8>()
+    }
+}
+
+/// `&mut [MaybeUninit<u8>]` as bytes to write: every caller writes all of them before reading.
+fn uninit_as_bytes(slice: &mut [MaybeUninit<u8>]) -> &mut [u8] {
+    // Zeroing first keeps this safe code: the bytes are then initialized, and a row is small
+    // (the encoder's own writes follow in the same cache lines).
+    for b in slice.iter_mut() {
+        b.write(0);
+    }
+    // SAFETY: every element was initialized just above.
+    unsafe { &mut *(std::ptr::from_mut(slice) as *mut [u8]) }
+}
+
+#[inline]
+fn tag_of(v: ValueRef<'_>) -> u8 {
+    match v {
+        ValueRef::Null => TAG_NULL,
+        ValueRef::Int(_) => TAG_INT,
+        ValueRef::Float(_) => TAG_FLOAT,
+        ValueRef::Text(_) => TAG_TEXT,
+        ValueRef::Bytes(_) => TAG_BYTES,
+        ValueRef::Bool(_) => TAG_BOOL,
+    }
+}
+
+#[inline]
+fn payload_bytes(v: ValueRef<'_>) -> usize {
+    match v {
+        ValueRef::Null => 0,
+        ValueRef::Int(_) | ValueRef::Float(_) => 8,
+        ValueRef::Bool(_) => 1,
+        ValueRef::Text(s) => s.len(),
+        ValueRef::Bytes(b) => b.len(),
+    }
+}
+
+/// Writes `v`'s payload into `out`, which is exactly [`payload_bytes`] long.
+#[inline]
+fn write_payload(v: ValueRef<'_>, out: &mut [u8]) {
+    match v {
+        ValueRef::Null => {}
+        ValueRef::Int(i) => out.copy_from_slice(&i.to_le_bytes()),
+        ValueRef::Float(f) => out.copy_from_slice(&f.to_bits().to_le_bytes()),
+        ValueRef::Bool(b) => out[0] = u8::from(b),
+        ValueRef::Text(s) => out.copy_from_slice(s.as_bytes()),
+        ValueRef::Bytes(b) => out.copy_from_slice(b),
+    }
+}
+
+/// A row's parts, read once from its head.
+#[derive(Clone, Copy)]
+struct RowSpans<'a> {
+    bytes: &'a [u8],
+    n: usize,
+    wide: bool,
+    data_at: usize,
+}
+
+impl<'a> RowSpans<'a> {
+    #[inline]
+    fn of(row: &'a Row) -> RowSpans<'a> {
+        let bytes = row.bytes();
+        let n = usize::from(u16::from_le_bytes([bytes[0], bytes[1]]));
+        let wide = bytes[2] & FLAG_WIDE_ENDS != 0;
+        let data_at = HEAD_BYTES + n + n * if wide { 4 } else { 2 };
+        RowSpans { bytes, n, wide, data_at }
+    }
+
+    /// Where value `i`'s payload ends, from the payload's start.
+    #[inline]
+    fn end(&self, i: usize) -> usize {
+        let b = self.bytes;
+        if self.wide {
+            let at = HEAD_BYTES + self.n + 4 * i;
+            u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize
+        } else {
+            let at = HEAD_BYTES + self.n + 2 * i;
+            usize::from(u16::from_le_bytes([b[at], b[at + 1]]))
+        }
+    }
+
+    /// Value `i`'s tag and payload range within the row's bytes.
+    #[inline]
+    fn span(&self, i: usize) -> (u8, usize, usize) {
+        let start = if i == 0 { 0 } else { self.end(i - 1) };
+        (self.bytes[HEAD_BYTES + i], self.data_at + start, self.data_at + self.end(i))
+    }
+
+    #[inline]
+    fn value(&self, i: usize) -> ValueRef<'a> {
+        let (tag, start, end) = self.span(i);
+        decode(tag, &self.bytes[start..end])
+    }
+}
+
+/// The value a tag and payload encode (written by [`Row::encode`] alone).
+#[inline]
+fn decode(tag: u8, payload: &[u8]) -> ValueRef<'_> {
+    let word = || {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&payload[..8]);
+        w
+    };
+    match tag {
+        TAG_NULL => ValueRef::Null,
+        TAG_INT => ValueRef::Int(i64::from_le_bytes(word())),
+        TAG_FLOAT => ValueRef::Float(f64::from_bits(u64::from_le_bytes(word()))),
+        // SAFETY: a text payload is the bytes of a `&str` ([`write_payload`]), and rows are
+        // written by `Row::encode` and `Row::set_in_place` alone, both from `ValueRef`s.
+        TAG_TEXT => ValueRef::Text(unsafe { std::str::from_utf8_unchecked(payload) }),
+        TAG_BYTES => ValueRef::Bytes(payload),
+        TAG_BOOL => ValueRef::Bool(payload[0] != 0),
+        other => unreachable!("a row holds tag {other}, which no encoder writes"),
+    }
+}
+
+/// The values of a row, borrowed, in order.
+#[derive(Clone)]
+pub struct RowIter<'a> {
+    spans: RowSpans<'a>,
+    next: usize,
+    start: usize,
+}
+
+impl<'a> Iterator for RowIter<'a> {
+    type Item = ValueRef<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<ValueRef<'a>> {
+        if self.next >= self.spans.n {
+            return None;
+        }
+        let i = self.next;
+        let end = self.spans.end(i);
+        let tag = self.spans.bytes[HEAD_BYTES + i];
+        let (from, to) = (self.spans.data_at + self.start, self.spans.data_at + end);
+        self.next += 1;
+        self.start = end;
+        Some(decode(tag, &self.spans.bytes[from..to]))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.spans.n - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RowIter<'_> {}
+
+impl Columns for Row {
+    #[inline]
+    fn width(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn column(&self, i: usize) -> ValueRef<'_> {
+        self.at(i)
+    }
+    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
+        self.iter()
+    }
+}
+
+/// A row's values with some replaced ([`Row::with_changes`]), for [`Row::encode`].
+#[derive(Clone)]
+struct Changed<'r, 'c> {
+    spans: RowSpans<'r>,
+    changes: &'r smallvec_like::Changes<'c>,
+    /// The next value's position.
+    i: usize,
+    /// The first change not yet passed.
+    next: usize,
+}
+
+impl<'r, 'c: 'r> Iterator for Changed<'r, 'c> {
+    type Item = ValueRef<'r>;
+
+    #[inline]
+    fn next(&mut self) -> Option<ValueRef<'r>> {
+        if self.i >= self.spans.n {
+            return None;
+        }
+        let i = self.i;
+        self.i += 1;
+        Some(match self.changes.at(i, &mut self.next) {
+            Some(v) => v,
+            None => self.spans.value(i),
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.spans.n - self.i;
+        (left, Some(left))
+    }
+}
+
+impl<'r, 'c: 'r> ExactSizeIterator for Changed<'r, 'c> {}
+
+mod smallvec_like {
+    //! The changes of one update, in column order, without an allocation for the few an update
+    //! makes.
+    use super::ValueRef;
+
+    /// How many changes live on the stack.
+    const INLINE: usize = 8;
+
+    #[derive(Default, Clone)]
+    pub(super) struct Changes<'c> {
+        inline: [(usize, Option<ValueRef<'c>>); INLINE],
+        len: usize,
+        more: Vec<(usize, ValueRef<'c>)>,
+    }
+
+    impl<'c> Changes<'c> {
+        pub(super) fn push(&mut self, i: usize, v: ValueRef<'c>) {
+            if self.len < INLINE {
+                self.inline[self.len] = (i, Some(v));
+            } else {
+                self.more.push((i, v));
+            }
+            self.len += 1;
+        }
+
+        /// The change of column `i`, where `next` is the index of the first change not yet
+        /// passed; columns are asked in increasing order.
+        #[inline]
+        pub(super) fn at(&self, i: usize, next: &mut usize) -> Option<ValueRef<'c>> {
+            let (column, value) = if *next < self.len.min(INLINE) {
+                self.inline[*next]
+            } else if *next < self.len {
+                let (c, v) = self.more[*next - INLINE];
+                (c, Some(v))
+            } else {
+                return None;
+            };
+            if column != i {
+                return None;
+            }
+            *next += 1;
+            value
+        }
+    }
+}
+
+/// A record's current row lent for an edit where it lies (recovery's column patches,
+/// [`crate::storage::Record::edit_unshared_row`]): it can be read, and its values set in place
+/// when the edit allows it, but not replaced (the record keeps the pointer).
+#[repr(transparent)]
+pub struct InPlaceRow(Row);
+
+impl InPlaceRow {
+    /// `row` lent for an edit.
+    pub(crate) fn lend(row: &mut Row) -> &mut InPlaceRow {
+        // SAFETY: `InPlaceRow` is `repr(transparent)` over `Row`.
+        unsafe { &mut *std::ptr::from_mut(row).cast::<InPlaceRow>() }
+    }
+
+    /// The row.
+    pub fn row(&self) -> &Row {
+        &self.0
+    }
+
+    /// Whether [`InPlaceRow::set`] of value `i` to `value` would succeed: the row is held by
+    /// this reference alone and the new value's encoding has the old one's tag and size.
+    pub fn fits(&mut self, i: usize, value: ValueRef<'_>) -> bool {
+        let Some(old) = self.0.get(i) else { return false };
+        tag_of(old) == tag_of(value)
+            && payload_bytes(old) == payload_bytes(value)
+            && self.0.0.with_arc_mut(|arc| arc.is_unique())
+    }
+
+    /// Applies `changes` (column, value; increasing columns, each once): where the row lies if
+    /// every new value fits there (`None`), else to a copy, which is returned. All or nothing:
+    /// nothing is set unless everything fits.
+    pub fn apply<'v>(&mut self, changes: impl Iterator<Item = (usize, ValueRef<'v>)> + Clone) -> Option<Row> {
+        if !changes.clone().all(|(i, v)| self.fits(i, v)) {
+            let mut next = changes.peekable();
+            return Some(self.0.with_changes(|i| next.next_if(|(p, _)| *p == i).map(|(_, v)| v)));
+        }
+        for (i, v) in changes {
+            let set = self.set(i, v);
+            debug_assert!(set, "a value that fits is set");
+        }
+        None
+    }
+
+    /// Sets value `i` where it lies, if [`InPlaceRow::fits`]; `false` (nothing changed) if not.
+    pub fn set(&mut self, i: usize, value: ValueRef<'_>) -> bool {
+        self.0.set_in_place(i, value)
+    }
+}
+
+impl Default for Row {
+    fn default() -> Row {
+        Row::empty()
+    }
+}
+
+impl fmt::Debug for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl From<Vec<Value>> for Row {
+    fn from(values: Vec<Value>) -> Row {
+        Row::new(values)
+    }
+}
+
+impl FromIterator<Value> for Row {
+    fn from_iter<I: IntoIterator<Item = Value>>(values: I) -> Row {
+        Row::new(values.into_iter().collect())
+    }
+}
+
+impl From<&[Value]> for Row {
+    fn from(values: &[Value]) -> Row {
+        Row::from_slice(values)
+    }
+}
+
+impl PartialEq<[Value]> for Row {
+    fn eq(&self, other: &[Value]) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == *b)
+    }
+}
+
+impl PartialEq<Vec<Value>> for Row {
+    fn eq(&self, other: &Vec<Value>) -> bool {
+        *self == other[..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc as StdArc;
+
+    fn sample() -> Vec<Value> {
+        vec![
+            Value::Int(-7),
+            Value::Null,
+            Value::Float(2.5),
+            Value::text("a text longer than twenty-four bytes"),
+            Value::bytes(b"key:1"),
+            Value::Bytes(StdArc::from(&[9u8; 40][..])),
+            Value::Bool(true),
+            Value::text(""),
+        ]
+    }
+
+    #[test]
+    fn a_row_gives_back_its_values() {
+        let values = sample();
+        let row = Row::from_slice(&values);
+        assert_eq!(row.len(), values.len());
+        assert_eq!(row.to_vec(), values);
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(row.at(i), *v);
+            assert_eq!(row.value(i).as_ref(), Some(v));
+        }
+        assert!(row.get(values.len()).is_none());
+        assert_eq!(row.iter().len(), values.len());
+        assert_eq!(Row::empty().len(), 0);
+        assert!(Row::empty().iter().next().is_none());
+        assert_eq!(format!("{row:?}"), format!("{values:?}"));
+    }
+
+    #[test]
+    fn the_keyspace_row_takes_eighty_bytes() {
+        let row = Row::new(vec![Value::bytes(b"key:4999999"), Value::bytes(&[7u8; 32]), Value::Int(0)]);
+        // 16 bytes of count and length, 3 of head, 3 tags, 6 ends, 51 of payload.
+        assert_eq!(ROW_BYTES_OFFSET + row.bytes().len(), 79);
+        assert_eq!(row.as_ptr().wrapping_add(ROW_BYTES_OFFSET), row.bytes().as_ptr());
+    }
+
+    #[test]
+    fn a_large_payload_takes_wide_ends() {
+        let big = vec![0xABu8; 70_000];
+        let row = Row::new(vec![Value::Int(1), Value::bytes(&big), Value::text("after")]);
+        assert_eq!(row.bytes()[2] & FLAG_WIDE_ENDS, FLAG_WIDE_ENDS);
+        assert_eq!(row.at(1).as_bytes(), Some(&big[..]));
+        assert_eq!(row.at(2), Value::text("after"));
+        let narrow = Row::new(vec![Value::bytes(&big[..65_535])]);
+        assert_eq!(narrow.bytes()[2] & FLAG_WIDE_ENDS, 0);
+        assert_eq!(narrow.at(0).as_bytes().map(<[u8]>::len), Some(65_535));
+    }
+
+    #[test]
+    fn rows_compare_by_their_values() {
+        let a = Row::from_slice(&sample());
+        let b = Row::from_slice(&sample());
+        assert_eq!(a, b);
+        // Inline and shared bytes are one value, hence one encoding.
+        let inline = Row::new(vec![Value::bytes(b"short")]);
+        let shared = Row::new(vec![Value::Bytes(StdArc::from(&b"short"[..]))]);
+        assert_eq!(inline, shared);
+        assert_ne!(a, Row::new(vec![Value::Int(-7)]));
+        assert_ne!(Row::new(vec![Value::Int(1)]), Row::new(vec![Value::Float(f64::from_bits(1))]));
+    }
+
+    #[test]
+    fn with_changes_replaces_only_the_changed_values() {
+        let values = sample();
+        let row = Row::from_slice(&values);
+        let new_text = Value::text("short");
+        let changed = row.with_changes(|i| match i {
+            0 => Some(ValueRef::Int(99)),
+            3 => Some(new_text.view()),
+            7 => Some(ValueRef::Null),
+            _ => None,
+        });
+        let mut expected = values.clone();
+        expected[0] = Value::Int(99);
+        expected[3] = new_text.clone();
+        expected[7] = Value::Null;
+        assert_eq!(changed.to_vec(), expected);
+        assert_eq!(row.to_vec(), values, "the old row is unchanged");
+        // More changes than the inline room.
+        let wide: Vec<Value> = (0..20).map(Value::Int).collect();
+        let all = Row::from_slice(&wide).with_changes(|i| Some(ValueRef::Int(100 + i as i64)));
+        assert_eq!(all.to_vec(), (100..120).map(Value::Int).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn set_in_place_needs_the_same_size_and_the_only_reference() {
+        let mut row = Row::new(vec![Value::Int(1), Value::bytes(b"abc"), Value::text("x")]);
+        assert!(row.set_in_place(0, ValueRef::Int(5)));
+        assert!(row.set_in_place(1, ValueRef::Bytes(b"xyz")));
+        assert!(!row.set_in_place(1, ValueRef::Bytes(b"longer")), "another size");
+        assert!(!row.set_in_place(2, ValueRef::Bytes(b"y")), "another type");
+        assert!(!row.set_in_place(3, ValueRef::Int(1)), "past the end");
+        assert_eq!(row.to_vec(), vec![Value::Int(5), Value::bytes(b"xyz"), Value::text("x")]);
+        let shared = row.clone();
+        assert!(!row.set_in_place(0, ValueRef::Int(6)), "shared");
+        assert_eq!(shared.at(0), Value::Int(5));
+    }
+
+    #[test]
+    fn update_values_edits_a_copy() {
+        let mut row = Row::new(vec![Value::Int(1), Value::text("a")]);
+        let kept = row.clone();
+        row.update_values(|v| v[1] = Value::text("b"));
+        assert_eq!(row.to_vec(), vec![Value::Int(1), Value::text("b")]);
+        assert_eq!(kept.to_vec(), vec![Value::Int(1), Value::text("a")]);
+    }
+
+    fn scratch_len_and_capacity() -> (usize, usize) {
+        ROW_SCRATCH.with(|s| {
+            let s = s.borrow();
+            (s.len(), s.capacity())
+        })
+    }
+
+    /// `Row::build` leaves the scratch empty after a row and after a failed fill, so no value of
+    /// one build reaches the next, and drops a failed fill's values at once.
+    #[test]
+    fn build_leaves_nothing_behind() {
+        let bytes: StdArc<[u8]> = StdArc::from(&[1u8; 64][..]);
+        let row = Row::build::<()>(|values| {
+            values.extend([Value::Int(7), Value::Bytes(StdArc::clone(&bytes))]);
+            Ok(())
+        })
+        .expect("fill succeeds");
+        assert_eq!(row.to_vec(), vec![Value::Int(7), Value::Bytes(StdArc::clone(&bytes))]);
+        assert_eq!(StdArc::strong_count(&bytes), 1, "the row holds a copy, the scratch nothing");
+        assert_eq!(scratch_len_and_capacity().0, 0);
+        let failed = Row::build(|values| {
+            values.push(Value::Bytes(StdArc::clone(&bytes)));
+            Err("bad value")
+        });
+        assert_eq!(failed.err(), Some("bad value"));
+        assert_eq!(StdArc::strong_count(&bytes), 1, "a failed fill's values are dropped at once");
+    }
+
+    /// The scratch vector keeps at most `ROW_SCRATCH_KEPT_MAX` values' room after a wide row, and
+    /// after a wide fill that failed.
+    #[test]
+    fn build_keeps_bounded_scratch_room() {
+        let wide = ROW_SCRATCH_KEPT_MAX + 1;
+        let row = Row::build::<()>(|values| {
+            values.extend((0..wide).map(|i| Value::Int(i as i64)));
+            Ok(())
+        })
+        .expect("fill succeeds");
+        assert_eq!(row.len(), wide);
+        assert_eq!(row.at(wide - 1), Value::Int(wide as i64 - 1));
+        let (len, capacity) = scratch_len_and_capacity();
+        assert_eq!(len, 0);
+        assert!(capacity <= ROW_SCRATCH_KEPT_MAX, "kept {capacity} values' room");
+
+        let failed = Row::build(|values| {
+            values.extend((0..wide).map(|i| Value::Int(i as i64)));
+            Err("too wide")
+        });
+        assert_eq!(failed.err(), Some("too wide"));
+        let (len, capacity) = scratch_len_and_capacity();
+        assert_eq!(len, 0);
+        assert!(capacity <= ROW_SCRATCH_KEPT_MAX, "kept {capacity} values' room after a failed fill");
+    }
+}
