@@ -36,18 +36,19 @@ fn collect_until(done: impl Fn() -> bool) -> bool {
 #[test]
 fn replaced_rows_and_the_last_row_are_freed() {
     let _alone = one_at_a_time();
-    let payload: Arc<[u8]> = Arc::from(&b"payload"[..]);
-    let with_payload = || Row::new(vec![Value::Bytes(Arc::clone(&payload))]);
-    let record = Record::present(Key::from(&b"k"[..]), with_payload(), Tid::new(1, 1), 0);
-    for i in 2..100u64 {
+    // The test keeps a reference of every row it installs: a row the record no longer holds,
+    // and is freed, is back to that one reference.
+    let rows: Vec<Row> = (1..100i64).map(|i| Row::new(vec![Value::Int(i)])).collect();
+    let record = Record::present(Key::from(&b"k"[..]), rows[0].clone(), Tid::new(1, 1), 0);
+    for (i, row) in rows.iter().enumerate().skip(1) {
         let word = record.lock();
-        record.install(with_payload(), TidWord::new(Tid::new(1, i), word.is_latest(), false), 0);
+        record.install(row.clone(), TidWord::new(Tid::new(1, i as u64 + 1), word.is_latest(), false), 0);
     }
     let (_, read) = record.stable_read();
     drop(record);
-    assert!(Arc::strong_count(&payload) >= 2, "a row read must outlive its record");
+    assert!(read.strong_count() >= 2, "a row read must outlive its record");
     drop(read);
-    assert!(collect_until(|| Arc::strong_count(&payload) == 1), "every row the record held must be freed");
+    assert!(collect_until(|| rows.iter().all(|r| r.strong_count() == 1)), "every row the record held must be freed");
 }
 
 #[test]
@@ -171,13 +172,23 @@ fn rows_retired_by_many_writing_transactions_are_freed_as_they_go() {
             indexes: vec![],
         })
         .unwrap();
-    let payload: Arc<[u8]> = Arc::from(&b"payload"[..]);
-    let row = |k: i64| Row::new(vec![Value::Int(k), Value::Bytes(Arc::clone(&payload))]);
+    // Every row the test installs, a reference of each kept: a row the table still holds, or
+    // that is retired but not yet freed, has more than that one.
+    let mut installed: Vec<Row> = Vec::with_capacity(ROWS as usize * (TRANSACTIONS + 1));
+    let mut row = |k: i64| {
+        let row = Row::new(vec![Value::Int(k), Value::bytes(b"a payload longer than inline bytes")]);
+        installed.push(row.clone());
+        row
+    };
     let mut worker = db.worker();
-    worker.run(1, |tx| (0..ROWS).try_for_each(|k| tx.insert(table, row(k)))).unwrap();
+    let first: Vec<Row> = (0..ROWS).map(&mut row).collect();
+    worker.run(1, |tx| first.iter().try_for_each(|r| tx.insert(table, r.clone()))).unwrap();
+    drop(first);
     for _ in 0..TRANSACTIONS {
-        worker.run(1, |tx| (0..ROWS).try_for_each(|k| tx.update(table, row(k)).map(|_| ()))).unwrap();
+        let next: Vec<Row> = (0..ROWS).map(&mut row).collect();
+        worker.run(1, |tx| next.iter().try_for_each(|r| tx.update(table, r.clone()).map(|_| ()))).unwrap();
     }
-    let unfreed = Arc::strong_count(&payload) - 1 - ROWS as usize;
+    let held = installed.iter().filter(|r| r.strong_count() > 1).count();
+    let unfreed = held - ROWS as usize;
     assert!(unfreed < UNFREED_MAX, "{unfreed} replaced rows are not freed after {TRANSACTIONS} transactions");
 }

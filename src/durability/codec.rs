@@ -316,6 +316,62 @@ pub enum TypedRow {
     },
 }
 
+/// The values of a logged row that [`Reader::row`] has checked, borrowed from the log's bytes.
+#[derive(Clone)]
+struct LoggedValues<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    left: usize,
+}
+
+impl<'a> LoggedValues<'a> {
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let taken = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        taken
+    }
+
+    fn word(&mut self) -> [u8; 8] {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.take(8));
+        w
+    }
+
+    fn sized(&mut self) -> &'a [u8] {
+        let mut len = [0u8; 4];
+        len.copy_from_slice(self.take(4));
+        self.take(u32::from_le_bytes(len) as usize)
+    }
+}
+
+impl<'a> Iterator for LoggedValues<'a> {
+    type Item = ValueRef<'a>;
+
+    fn next(&mut self) -> Option<ValueRef<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let tag = self.take(1)[0];
+        Some(match tag {
+            TAG_NULL => ValueRef::Null,
+            TAG_BOOL => ValueRef::Bool(self.take(1)[0] != 0),
+            TAG_INT => ValueRef::Int(i64::from_le_bytes(self.word())),
+            TAG_FLOAT => ValueRef::Float(f64::from_bits(u64::from_le_bytes(self.word()))),
+            // SAFETY: `Reader::row` checked that this text is UTF-8 before lending the bytes.
+            TAG_TEXT => ValueRef::Text(unsafe { std::str::from_utf8_unchecked(self.sized()) }),
+            TAG_BYTES => ValueRef::Bytes(self.sized()),
+            other => unreachable!("tag {other} passed `Reader::row`'s check"),
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for LoggedValues<'_> {}
+
 /// A cursor over bytes being decoded.
 pub struct Reader<'a> {
     bytes: &'a [u8],
@@ -378,21 +434,41 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    /// A row.
+    /// A row: its values checked (tags, lengths, UTF-8) in one pass over the bytes, then
+    /// encoded as a row straight from them ([`Row::from_refs`]), no [`Value`] built.
     pub fn row(&mut self) -> Result<Row, DecodeError> {
         let columns = usize::from(self.u16()?);
-        Row::build(|row| {
-            // Each value is decoded into its place: a `push`, which may grow the vector, kept the
-            // value on the stack across that call and copied it from there by wide loads of
-            // what narrow stores had just written, a store-forwarding stall per column. (The
-            // nulls are built in place too: `resize` cloned one through memory, the same stall.)
-            row.extend((0..columns).map(|_| Value::Null));
-            for slot in row.iter_mut() {
-                let tag = self.u8()?;
-                self.body_to(tag, |value| *slot = value)?;
+        let start = self.at;
+        for _ in 0..columns {
+            let tag = self.u8()?;
+            self.check_body(tag)?;
+        }
+        Ok(Row::from_refs(LoggedValues { bytes: &self.bytes[start..self.at], at: 0, left: columns }))
+    }
+
+    /// Checks the body of a value whose tag, `tag`, has been read, and moves past it.
+    fn check_body(&mut self, tag: u8) -> Result<(), DecodeError> {
+        match tag {
+            TAG_NULL => {}
+            TAG_BOOL => {
+                self.take(1)?;
             }
-            Ok(())
-        })
+            TAG_INT | TAG_FLOAT => {
+                self.take(8)?;
+            }
+            TAG_TEXT => {
+                let len = self.u32()? as usize;
+                let start = self.at;
+                std::str::from_utf8(self.take(len)?)
+                    .map_err(|_| DecodeError { offset: start, reason: "text is not UTF-8" })?;
+            }
+            TAG_BYTES => {
+                let len = self.u32()? as usize;
+                self.take(len)?;
+            }
+            _ => return self.fail("unknown value tag"),
+        }
+        Ok(())
     }
 
     /// Decodes a row value by value, handing each to `put(position, value)` instead of collecting

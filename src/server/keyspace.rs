@@ -32,14 +32,29 @@ pub const TABLE: &str = "redis_kv";
 pub const DDL: &str =
     "table redis_kv (k bytes not null, v bytes not null, expire_at_ms int not null, primary key (k));\n";
 
-/// A live key's contents.
+/// A live key's contents: its stored row, whose value is read where it lies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    /// The value.
-    pub value: Arc<[u8]>,
+    /// The key's row.
+    row: Row,
     /// Absolute expiry in Unix milliseconds; 0 for none.
     pub expire_at_ms: i64,
 }
+
+impl Entry {
+    /// The value.
+    pub fn value(&self) -> &[u8] {
+        self.row.get(VALUE_COLUMN).and_then(ValueRef::as_bytes).unwrap_or_default()
+    }
+
+    /// The value as a bulk reply, written from the row (no copy before the reply's own).
+    pub fn into_reply(self) -> crate::server::resp::Reply {
+        crate::server::resp::Reply::Column(self.row, VALUE_COLUMN)
+    }
+}
+
+/// The value's column.
+const VALUE_COLUMN: usize = 1;
 
 /// One page of a table walk: the live keys with their entries, and the key the next page starts
 /// after (`None`: no more rows).
@@ -129,16 +144,10 @@ impl Keyspace {
     }
 
     /// Stores `value` under `key` (a blind write).
-    pub fn put(
-        &self,
-        tx: &mut Transaction<'_>,
-        key: &[u8],
-        value: Arc<[u8]>,
-        expire_at_ms: i64,
-    ) -> Result<(), TxnError> {
+    pub fn put(&self, tx: &mut Transaction<'_>, key: &[u8], value: &[u8], expire_at_ms: i64) -> Result<(), TxnError> {
         debug_assert!(expire_at_ms >= 0);
-        let row = [Value::bytes(key), Value::Bytes(value), Value::Int(expire_at_ms)];
-        tx.put(self.table, Row::from_exact_iter(row.into_iter()))
+        let row = [ValueRef::Bytes(key), ValueRef::Bytes(value), ValueRef::Int(expire_at_ms)];
+        tx.put(self.table, Row::from_refs(row.into_iter()))
     }
 
     /// Deletes `key`. Returns whether a live (unexpired) key was deleted; an expired row is
@@ -217,12 +226,12 @@ fn key_arc(row: &Row) -> Option<Arc<[u8]>> {
 
 /// The entry a row holds, if it has not expired at `now_ms`.
 fn live_entry(row: &Row, now_ms: i64) -> Option<Entry> {
-    let value = row.get(1).and_then(ValueRef::as_bytes).map(Arc::from)?;
+    row.get(VALUE_COLUMN).and_then(ValueRef::as_bytes)?;
     let expire_at_ms = row.get(2).and_then(ValueRef::as_int).unwrap_or(0);
     if expire_at_ms != 0 && expire_at_ms <= now_ms {
         return None;
     }
-    Some(Entry { value, expire_at_ms })
+    Some(Entry { row: row.clone(), expire_at_ms })
 }
 
 /// Redis's glob matching (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\\` escapes.

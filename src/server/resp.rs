@@ -12,6 +12,7 @@
 //! errors are Redis's own (`ERR Protocol error: invalid bulk length`, ...); after one the
 //! connection is closed, as Redis does.
 
+use crate::storage::{Row, ValueRef};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -298,6 +299,8 @@ pub enum Reply {
     Bulk(Vec<u8>),
     /// A bulk string shared with a stored value.
     Shared(Arc<[u8]>),
+    /// A bulk string that is a bytes column of a stored row (a null or another type: `$-1`).
+    Column(Row, usize),
     /// `$-1`.
     Nil,
     /// `*n` and the elements.
@@ -335,6 +338,10 @@ impl Reply {
             Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
             Reply::Bulk(bytes) => bulk(out, bytes),
             Reply::Shared(bytes) => bulk(out, bytes),
+            Reply::Column(row, i) => match row.get(*i).and_then(ValueRef::as_bytes) {
+                Some(bytes) => bulk(out, bytes),
+                None => out.extend_from_slice(b"$-1\r\n"),
+            },
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::Array(items) => {
                 line(out, b'*', items.len().to_string().as_bytes());

@@ -1,30 +1,26 @@
-//! Values that recovery's in-place edits replace, and rows that its installs replace, dropped a
-//! few edits later, their memory prefetched when they are replaced.
+//! Rows that recovery's installs replace, dropped a few installs later, their first lines
+//! prefetched when they are replaced.
 //!
-//! A column patch replays by overwriting a value in the row where it lies
-//! ([`crate::storage::Table::edit_if_newer`]). The value it replaces was written long before,
-//! so its heap block is cold: dropping a `Bytes` value decrements the count at the head of its
-//! block, a cache miss that was a fifth of the samples of a YCSB `taurus-data` replay (`perf
-//! annotate`: the `lock decq` of the drop, `docs/PERFORMANCE.md`, "Taurus", "Session 18").
-//! Here the block is prefetched as the value is replaced and dropped [`RING_VALUES`] edits
-//! later, when the line has arrived, so the miss overlaps the edits in between.
+//! A row replaced by an install ([`crate::storage::Table::install_if_newer`]) was written long
+//! before, so its block is cold: its drop reads the count at its head and frees it. Through the
+//! epoch collector that happens hundreds of installs later; on a thread that holds
+//! [`ReplacedRowsUnread`] (value replay) its first lines are prefetched as it is replaced, and
+//! it is dropped from a ring [`RING_VALUES`] installs later, when the lines have arrived, so the
+//! miss overlaps the installs in between. (Until session 38 a column patch's replaced values
+//! went through the ring too: a `Bytes` value's count was a fifth of the samples of a YCSB
+//! `taurus-data` replay. Rows hold their values as bytes now, so an edit in place drops nothing.)
 //!
-//! A row replaced by an install ([`crate::storage::Table::install_if_newer`]) is as cold: its
-//! drop reads the count at its head and every value, and frees it. Through the epoch collector
-//! that happens hundreds of installs later; on a thread that holds [`ReplacedRowsUnread`] (value
-//! replay) its first lines are prefetched as it is replaced, and it is dropped from the ring.
-//!
-//! Only for recovery, before transactions run: the values are dropped outright (not through
-//! the epoch collector), which is safe only because no reader can be between loading a row
-//! and taking its count. The ring is per thread and holds at most [`RING_VALUES`] values or
-//! rows; they are dropped when the thread exits, or by [`drop_retired`].
+//! Only for recovery, before transactions run: the rows are dropped outright (not through the
+//! epoch collector), which is safe only because no reader can be between loading a row and
+//! taking its count. The ring is per thread and holds at most [`RING_VALUES`] rows; they are
+//! dropped when the thread exits, or by [`drop_retired`].
 
-use super::value::{Row, Value};
+use super::value::Row;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-/// Values a thread holds before dropping the oldest: enough edits to cover a memory access
-/// (each edit itself misses once or twice on the index and the record), few enough that the
+/// Rows a thread holds before dropping the oldest: enough installs to cover a memory access
+/// (each install itself misses once or twice on the index and the record), few enough that the
 /// prefetched lines are still in cache.
 pub const RING_VALUES: usize = 16;
 
@@ -36,10 +32,7 @@ const ROW_PREFETCH_LINES: usize = 2;
 const LINE_BYTES: usize = 64;
 
 /// What the ring holds: each is kept only to be dropped when it leaves the ring.
-enum Retired {
-    Value(#[expect(dead_code, reason = "held to be dropped later")] Value),
-    Row(#[expect(dead_code, reason = "held to be dropped later")] Row),
-}
+struct Retired(#[expect(dead_code, reason = "held to be dropped later")] Row);
 
 thread_local! {
     static RING: RefCell<VecDeque<Retired>> = RefCell::new(VecDeque::with_capacity(RING_VALUES));
@@ -78,13 +71,6 @@ pub fn replaced_rows_unread() -> bool {
     REPLACED_ROWS_UNREAD.get()
 }
 
-/// Drops `value` after the next [`RING_VALUES`] retired on this thread, prefetching its heap
-/// block now. For values no other thread can reach (see the module docs).
-pub fn retire(value: Value) {
-    prefetch_heap(&value);
-    push(Retired::Value(value));
-}
-
 /// Drops `row` after the next [`RING_VALUES`] retired on this thread, prefetching its first
 /// lines now. For rows no other thread can reach (see the module docs).
 pub fn retire_row(row: Row) {
@@ -92,7 +78,7 @@ pub fn retire_row(row: Row) {
     for line in 0..ROW_PREFETCH_LINES {
         super::prefetch::prefetch_line(start.wrapping_add(line * LINE_BYTES));
     }
-    push(Retired::Row(row));
+    push(Retired(row));
 }
 
 fn push(retired: Retired) {
@@ -114,35 +100,24 @@ pub fn retired_len() -> usize {
     RING.with_borrow(VecDeque::len)
 }
 
-/// Prefetches the cache line a drop of `value` writes: a `Bytes` block's reference count.
-/// Other values drop without touching their heap (text frees its block unread) or own none
-/// (inline bytes).
-fn prefetch_heap(value: &Value) {
-    if let Value::Bytes(bytes) = value {
-        // The count sits just before the bytes, in the block's first line.
-        super::prefetch::prefetch_line(std::sync::Arc::as_ptr(bytes).cast::<u8>().wrapping_sub(2 * size_of::<usize>()));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::storage::value::Value;
 
     #[test]
-    fn a_value_is_dropped_after_the_ring_fills_and_the_ring_stays_bounded() {
+    fn a_row_is_dropped_after_the_ring_fills_and_the_ring_stays_bounded() {
         drop_retired();
-        let first = Arc::<[u8]>::from(&b"first"[..]);
-        retire(Value::Bytes(Arc::clone(&first)));
-        assert_eq!(Arc::strong_count(&first), 2, "held by the ring");
+        let first = Row::new(vec![Value::Int(1), Value::bytes(b"in a replaced row")]);
+        retire_row(first.clone());
         for i in 0..RING_VALUES - 1 {
-            retire(Value::Int(i as i64));
+            retire_row(Row::new(vec![Value::Int(i as i64)]));
         }
-        assert_eq!(Arc::strong_count(&first), 2, "still held: the ring is not full yet");
-        retire(Value::Null);
-        assert_eq!(Arc::strong_count(&first), 1, "dropped once RING_VALUES more were retired");
+        assert_eq!(first.strong_count(), 2, "the row is still held");
+        retire_row(Row::empty());
+        assert_eq!(first.strong_count(), 1, "the row was dropped once RING_VALUES more were retired");
         for i in 0..3 * RING_VALUES {
-            retire(Value::Int(i as i64));
+            retire_row(Row::new(vec![Value::Int(i as i64)]));
         }
         assert_eq!(retired_len(), RING_VALUES);
         drop_retired();
@@ -150,25 +125,11 @@ mod tests {
     }
 
     #[test]
-    fn a_row_is_dropped_after_the_ring_fills() {
-        drop_retired();
-        let bytes = Arc::<[u8]>::from(&b"in a replaced row"[..]);
-        retire_row(Row::new(vec![Value::Int(1), Value::Bytes(Arc::clone(&bytes))]));
-        for i in 0..RING_VALUES - 1 {
-            retire_row(Row::new(vec![Value::Int(i as i64)]));
-        }
-        assert_eq!(Arc::strong_count(&bytes), 2, "the row is still held");
-        retire(Value::Null);
-        assert_eq!(Arc::strong_count(&bytes), 1, "the row was dropped once RING_VALUES more were retired");
-        drop_retired();
-    }
-
-    #[test]
     fn the_unread_rows_scope_nests_and_empties_the_ring_when_it_ends() {
         assert!(!replaced_rows_unread(), "off by default");
         let outer = ReplacedRowsUnread::enter();
         let inner = ReplacedRowsUnread::enter();
-        retire(Value::Int(1));
+        retire_row(Row::empty());
         drop(inner);
         assert!(replaced_rows_unread(), "the outer scope still holds");
         assert_eq!(retired_len(), 0, "the inner scope's end dropped what was retired");
@@ -177,10 +138,10 @@ mod tests {
     }
 
     #[test]
-    fn values_left_in_a_ring_are_dropped_when_its_thread_ends() {
-        let value = Arc::<[u8]>::from(&b"left behind"[..]);
-        let held = Value::Bytes(Arc::clone(&value));
-        std::thread::spawn(move || retire(held)).join().unwrap();
-        assert_eq!(Arc::strong_count(&value), 1);
+    fn rows_left_in_a_ring_are_dropped_when_its_thread_ends() {
+        let row = Row::new(vec![Value::bytes(b"left behind")]);
+        let held = row.clone();
+        std::thread::spawn(move || retire_row(held)).join().unwrap();
+        assert_eq!(row.strong_count(), 1);
     }
 }

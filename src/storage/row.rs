@@ -127,16 +127,26 @@ impl Row {
     /// This row with value `i` replaced by `changes`' value for it where it has one: the
     /// after-image of an update. `changes` is looked up once per value, in order.
     pub fn with_changes<'c>(&self, mut change: impl FnMut(usize) -> Option<ValueRef<'c>>) -> Row {
-        // The encoder reads its values twice; the changes are gathered once, so `change` may
-        // compute them.
         let spans = RowSpans::of(self);
         let mut changes = smallvec_like::Changes::default();
+        let mut payload = spans.end_of_all();
         for i in 0..spans.n {
             if let Some(v) = change(i) {
+                let (_, start, end) = spans.span(i);
+                payload = payload - (end - start) + payload_bytes(v);
                 changes.push(i, v);
             }
         }
-        Row::encode(Changed { spans, changes: &changes, i: 0, next: 0 })
+        // The unchanged values between two changes are copied as one run of bytes.
+        let mut writer = RowWriter::new(spans.n, payload);
+        let mut from = 0;
+        for (i, v) in changes.iter() {
+            writer.copy_run(&spans, from, i);
+            writer.push(v);
+            from = i + 1;
+        }
+        writer.copy_run(&spans, from, spans.n);
+        writer.finish()
     }
 
     /// This row with the values of `changes` (column, value), in increasing column order, each
@@ -229,45 +239,19 @@ impl Row {
     }
 
     /// Encodes a row. The iterator is run twice (sizes, then bytes) and must yield the same
-    /// values both times; the second run checks it does.
+    /// values both times; the writer checks it does.
     fn encode<'a>(values: impl ExactSizeIterator<Item = ValueRef<'a>> + Clone) -> Row {
-        let n = values.len();
-        assert!(n <= ROW_VALUES_MAX, "a row holds at most {ROW_VALUES_MAX} values, not {n}");
         let payload: usize = values.clone().map(payload_bytes).sum();
-        let wide = payload > NARROW_PAYLOAD_MAX_BYTES;
-        let end_bytes = if wide { 4 } else { 2 };
-        let (tags_at, ends_at, data_at) = (HEAD_BYTES, HEAD_BYTES + n, HEAD_BYTES + n + n * end_bytes);
-        let total = data_at + payload;
-        let mut arc =
-            UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
-                HeaderWithLength::new((), total),
-                total,
-            );
-        let out = uninit_as_bytes(&mut arc.slice);
-        out[..2].copy_from_slice(&(n as u16).to_le_bytes());
-        out[2] = if wide { FLAG_WIDE_ENDS } else { 0 };
-        let (head, data) = out.split_at_mut(data_at);
-        let mut end = 0usize;
-        let mut count = 0usize;
-        for (i, v) in values.enumerate() {
-            let size = payload_bytes(v);
-            assert!(i < n && end + size <= payload, "a row's values changed while it was encoded");
-            write_payload(v, &mut data[end..end + size]);
-            end += size;
-            head[tags_at + i] = tag_of(v);
-            let at = ends_at + i * end_bytes;
-            if wide {
-                head[at..at + 4].copy_from_slice(&(end as u32).to_le_bytes());
-            } else {
-                head[at..at + 2].copy_from_slice(&(end as u16).to_le_bytes());
-            }
-            count += 1;
+        let mut writer = RowWriter::new(values.len(), payload);
+        for v in values {
+            writer.push(v);
         }
-        assert!(count == n && end == payload, "a row's values changed while it was encoded");
-        // SAFETY: every byte was written above: the head, `n` tags, `n` ends, and the payloads,
-        // which fill `data` exactly (`end == payload`, checked).
-        let arc = unsafe { arc.assume_init_slice_with_header() }.shareable();
-        Row(Arc::into_thin(arc))
+        writer.finish()
+    }
+
+    /// How many references the row has (tests of who holds a row).
+    pub fn strong_count(&self) -> usize {
+        self.0.with_arc(Arc::count)
     }
 
     /// The thin pointer a record holds.
@@ -290,6 +274,98 @@ impl Row {
     /// telling whether a row was edited where it lies.
     pub fn as_ptr(&self) -> *const u8 {
         self.0.heap_ptr().cast::<u8>()
+    }
+}
+
+/// Writes a row of `n` values and `payload` bytes of payload into its allocation, value by value
+/// or a run of another row's values at a time. Every write is bounds-checked against the sizes
+/// given up front, and [`RowWriter::finish`] checks they were met exactly.
+struct RowWriter {
+    arc: UniqueArc<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>,
+    n: usize,
+    payload: usize,
+    wide: bool,
+    data_at: usize,
+    /// Values written.
+    i: usize,
+    /// Payload bytes written.
+    end: usize,
+}
+
+impl RowWriter {
+    fn new(n: usize, payload: usize) -> RowWriter {
+        assert!(n <= ROW_VALUES_MAX, "a row holds at most {ROW_VALUES_MAX} values, not {n}");
+        let wide = payload > NARROW_PAYLOAD_MAX_BYTES;
+        let data_at = HEAD_BYTES + n + n * if wide { 4 } else { 2 };
+        let total = data_at + payload;
+        let mut arc =
+            UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
+                HeaderWithLength::new((), total),
+                total,
+            );
+        let out = uninit_as_bytes(&mut arc.slice);
+        out[..2].copy_from_slice(&(n as u16).to_le_bytes());
+        out[2] = if wide { FLAG_WIDE_ENDS } else { 0 };
+        RowWriter { arc, n, payload, wide, data_at, i: 0, end: 0 }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `new` initialized every byte (`uninit_as_bytes`).
+        unsafe { &mut *(std::ptr::from_mut(&mut self.arc.slice) as *mut [u8]) }
+    }
+
+    /// Records value `i`'s tag and where its payload ends (`end`).
+    #[inline]
+    fn head(&mut self, i: usize, tag: u8, end: usize) {
+        let (n, wide) = (self.n, self.wide);
+        let bytes = self.bytes();
+        bytes[HEAD_BYTES + i] = tag;
+        let at = HEAD_BYTES + n + i * if wide { 4 } else { 2 };
+        if wide {
+            bytes[at..at + 4].copy_from_slice(&(end as u32).to_le_bytes());
+        } else {
+            bytes[at..at + 2].copy_from_slice(&(end as u16).to_le_bytes());
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, v: ValueRef<'_>) {
+        let (i, start, size) = (self.i, self.end, payload_bytes(v));
+        assert!(i < self.n && start + size <= self.payload, "a row's values changed while it was encoded");
+        let from = self.data_at + start;
+        write_payload(v, &mut self.bytes()[from..from + size]);
+        self.head(i, tag_of(v), start + size);
+        self.i += 1;
+        self.end += size;
+    }
+
+    /// Copies values `from..to` of the row `spans` reads, as they are.
+    fn copy_run(&mut self, spans: &RowSpans<'_>, from: usize, to: usize) {
+        if from >= to {
+            return;
+        }
+        let (_, run_start, _) = spans.span(from);
+        let (_, _, run_end) = spans.span(to - 1);
+        let (i, start, size) = (self.i, self.end, run_end - run_start);
+        assert!(i + (to - from) <= self.n && start + size <= self.payload, "a run past the row's sizes");
+        let at = self.data_at + start;
+        self.bytes()[at..at + size].copy_from_slice(&spans.bytes[run_start..run_end]);
+        // The run's ends, moved from where its first value started there to where it starts here.
+        let shift_from = run_start - spans.data_at;
+        for (k, column) in (from..to).enumerate() {
+            let tag = spans.bytes[HEAD_BYTES + column];
+            self.head(i + k, tag, spans.end(column) - shift_from + start);
+        }
+        self.i += to - from;
+        self.end += size;
+    }
+
+    fn finish(self) -> Row {
+        assert!(self.i == self.n && self.end == self.payload, "a row's values changed while it was encoded");
+        // SAFETY: every byte was initialized by `new`; `i == n` and `end == payload` say the
+        // writes filled the head and the payload as sized.
+        let arc = unsafe { self.arc.assume_init_slice_with_header() }.shareable();
+        Row(Arc::into_thin(arc))
     }
 }
 
@@ -370,6 +446,12 @@ impl<'a> RowSpans<'a> {
             let at = HEAD_BYTES + self.n + 2 * i;
             usize::from(u16::from_le_bytes([b[at], b[at + 1]]))
         }
+    }
+
+    /// The payload's size.
+    #[inline]
+    fn end_of_all(&self) -> usize {
+        if self.n == 0 { 0 } else { self.end(self.n - 1) }
     }
 
     /// Value `i`'s tag and payload range within the row's bytes.
@@ -454,41 +536,6 @@ impl Columns for Row {
     }
 }
 
-/// A row's values with some replaced ([`Row::with_changes`]), for [`Row::encode`].
-#[derive(Clone)]
-struct Changed<'r, 'c> {
-    spans: RowSpans<'r>,
-    changes: &'r smallvec_like::Changes<'c>,
-    /// The next value's position.
-    i: usize,
-    /// The first change not yet passed.
-    next: usize,
-}
-
-impl<'r, 'c: 'r> Iterator for Changed<'r, 'c> {
-    type Item = ValueRef<'r>;
-
-    #[inline]
-    fn next(&mut self) -> Option<ValueRef<'r>> {
-        if self.i >= self.spans.n {
-            return None;
-        }
-        let i = self.i;
-        self.i += 1;
-        Some(match self.changes.at(i, &mut self.next) {
-            Some(v) => v,
-            None => self.spans.value(i),
-        })
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = self.spans.n - self.i;
-        (left, Some(left))
-    }
-}
-
-impl<'r, 'c: 'r> ExactSizeIterator for Changed<'r, 'c> {}
-
 mod smallvec_like {
     //! The changes of one update, in column order, without an allocation for the few an update
     //! makes.
@@ -514,23 +561,12 @@ mod smallvec_like {
             self.len += 1;
         }
 
-        /// The change of column `i`, where `next` is the index of the first change not yet
-        /// passed; columns are asked in increasing order.
-        #[inline]
-        pub(super) fn at(&self, i: usize, next: &mut usize) -> Option<ValueRef<'c>> {
-            let (column, value) = if *next < self.len.min(INLINE) {
-                self.inline[*next]
-            } else if *next < self.len {
-                let (c, v) = self.more[*next - INLINE];
-                (c, Some(v))
-            } else {
-                return None;
-            };
-            if column != i {
-                return None;
-            }
-            *next += 1;
-            value
+        /// The changes in the order pushed.
+        pub(super) fn iter(&self) -> impl Iterator<Item = (usize, ValueRef<'c>)> + '_ {
+            self.inline[..self.len.min(INLINE)]
+                .iter()
+                .filter_map(|&(i, v)| Some((i, v?)))
+                .chain(self.more.iter().copied())
         }
     }
 }

@@ -80,7 +80,7 @@ fn expire_in(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>], unit_ms: i64, command: &st
         if at <= now {
             ks.delete(tx, &args[1], now)?;
         } else {
-            ks.put(tx, &args[1], entry.value, at)?;
+            ks.put(tx, &args[1], entry.value(), at)?;
         }
         Ok(Reply::Int(1))
     })
@@ -101,7 +101,7 @@ pub fn persist(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let (ks, now) = (ctx.keyspace().clone(), now_ms());
     ctx.run(|tx| match ks.get(tx, &args[1], now)? {
         Some(e) if e.expire_at_ms != 0 => {
-            ks.put(tx, &args[1], e.value, 0)?;
+            ks.put(tx, &args[1], e.value(), 0)?;
             Ok(Reply::Int(1))
         }
         _ => Ok(Reply::Int(0)),

@@ -4,17 +4,16 @@
 //! command that replies with an error has written nothing.
 
 use crate::server::command::{Ctx, STRING_BYTES_MAX, not_an_integer, syntax_error, wrong_arity};
-use crate::server::keyspace::now_ms;
+use crate::server::keyspace::{Entry, now_ms};
 use crate::server::resp::{Reply, parse_strict_i64};
 use crate::txn::TxnError;
-use std::sync::Arc;
 
 type Result = std::result::Result<Reply, TxnError>;
 
 /// GET key
 pub fn get(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let (ks, now) = (ctx.keyspace().clone(), now_ms());
-    ctx.run(|tx| Ok(ks.get(tx, &args[1], now)?.map_or(Reply::Nil, |e| Reply::Shared(e.value))))
+    ctx.run(|tx| Ok(ks.get(tx, &args[1], now)?.map_or(Reply::Nil, Entry::into_reply)))
 }
 
 /// When a SET's key expires.
@@ -83,7 +82,7 @@ pub fn set(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
         Err(reply) => return Ok(reply),
     };
     ctx.charge(args[2].len())?;
-    let (ks, value): (_, Arc<[u8]>) = (ctx.keyspace().clone(), Arc::from(args[2].as_slice()));
+    let (ks, value) = (ctx.keyspace().clone(), args[2].as_slice());
     let key = &args[1];
     ctx.run(|tx| {
         let blind = !options.nx && !options.xx && !options.get && options.expiry != Expiry::Keep;
@@ -95,10 +94,10 @@ pub fn set(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
                 Expiry::Keep => old.as_ref().map_or(0, |e| e.expire_at_ms),
                 Expiry::At(at) => at,
             };
-            ks.put(tx, key, Arc::clone(&value), expire_at_ms)?;
+            ks.put(tx, key, value, expire_at_ms)?;
         }
         Ok(match (options.get, refused) {
-            (true, _) => old.map_or(Reply::Nil, |e| Reply::Shared(e.value)),
+            (true, _) => old.map_or(Reply::Nil, Entry::into_reply),
             (false, true) => Reply::Nil,
             (false, false) => Reply::ok(),
         })
@@ -109,12 +108,12 @@ pub fn set(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
 pub fn setnx(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let (ks, now) = (ctx.keyspace().clone(), now_ms());
     ctx.charge(args[2].len())?;
-    let value: Arc<[u8]> = Arc::from(args[2].as_slice());
+    let value = args[2].as_slice();
     ctx.run(|tx| {
         if ks.get(tx, &args[1], now)?.is_some() {
             return Ok(Reply::Int(0));
         }
-        ks.put(tx, &args[1], Arc::clone(&value), 0)?;
+        ks.put(tx, &args[1], value, 0)?;
         Ok(Reply::Int(1))
     })
 }
@@ -123,11 +122,11 @@ pub fn setnx(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
 pub fn getset(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let (ks, now) = (ctx.keyspace().clone(), now_ms());
     ctx.charge(args[2].len())?;
-    let value: Arc<[u8]> = Arc::from(args[2].as_slice());
+    let value = args[2].as_slice();
     ctx.run(|tx| {
         let old = ks.get(tx, &args[1], now)?;
-        ks.put(tx, &args[1], Arc::clone(&value), 0)?;
-        Ok(old.map_or(Reply::Nil, |e| Reply::Shared(e.value)))
+        ks.put(tx, &args[1], value, 0)?;
+        Ok(old.map_or(Reply::Nil, Entry::into_reply))
     })
 }
 
@@ -139,7 +138,7 @@ fn incr_by(ctx: &mut Ctx<'_, '_>, key: &[u8], delta: i64) -> Result {
         let old = ks.get(tx, key, now)?;
         let current = match &old {
             None => 0,
-            Some(e) => match parse_strict_i64(&e.value) {
+            Some(e) => match parse_strict_i64(e.value()) {
                 Some(n) => n,
                 None => return Ok(not_an_integer()),
             },
@@ -148,7 +147,7 @@ fn incr_by(ctx: &mut Ctx<'_, '_>, key: &[u8], delta: i64) -> Result {
             return Ok(Reply::err("ERR increment or decrement would overflow"));
         };
         let expire_at_ms = old.map_or(0, |e| e.expire_at_ms);
-        ks.put(tx, key, Arc::from(new.to_string().as_bytes()), expire_at_ms)?;
+        ks.put(tx, key, new.to_string().as_bytes(), expire_at_ms)?;
         Ok(Reply::Int(new))
     })
 }
@@ -186,15 +185,15 @@ pub fn append(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let mut grown = 0;
     let reply = ctx.run(|tx| {
         let old = ks.get(tx, &args[1], now)?;
-        let old_len = old.as_ref().map_or(0, |e| e.value.len());
+        let old_len = old.as_ref().map_or(0, |e| e.value().len());
         if old_len + args[2].len() > STRING_BYTES_MAX {
             return Ok(Reply::err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"));
         }
         let mut value = Vec::with_capacity(old_len + args[2].len());
-        value.extend_from_slice(old.as_ref().map_or(&[][..], |e| &e.value));
+        value.extend_from_slice(old.as_ref().map_or(&[][..], |e| e.value()));
         value.extend_from_slice(&args[2]);
         grown = value.len();
-        ks.put(tx, &args[1], Arc::from(value), old.map_or(0, |e| e.expire_at_ms))?;
+        ks.put(tx, &args[1], &value, old.map_or(0, |e| e.expire_at_ms))?;
         Ok(Reply::Int(grown as i64))
     })?;
     ctx.charge(grown)?;
@@ -204,7 +203,7 @@ pub fn append(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
 /// STRLEN key
 pub fn strlen(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     let (ks, now) = (ctx.keyspace().clone(), now_ms());
-    ctx.run(|tx| Ok(Reply::Int(ks.get(tx, &args[1], now)?.map_or(0, |e| e.value.len() as i64))))
+    ctx.run(|tx| Ok(Reply::Int(ks.get(tx, &args[1], now)?.map_or(0, |e| e.value().len() as i64))))
 }
 
 /// MGET key [key ...]
@@ -213,7 +212,7 @@ pub fn mget(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     ctx.run(|tx| {
         let mut values = Vec::with_capacity(args.len() - 1);
         for key in &args[1..] {
-            values.push(ks.get(tx, key, now)?.map_or(Reply::Nil, |e| Reply::Shared(e.value)));
+            values.push(ks.get(tx, key, now)?.map_or(Reply::Nil, Entry::into_reply));
         }
         Ok(Reply::Array(values))
     })
@@ -228,7 +227,7 @@ pub fn mset(ctx: &mut Ctx<'_, '_>, args: &[Vec<u8>]) -> Result {
     ctx.charge(args[2..].iter().step_by(2).map(Vec::len).sum())?;
     ctx.run(|tx| {
         for pair in args[1..].chunks_exact(2) {
-            ks.put(tx, &pair[0], Arc::from(pair[1].as_slice()), 0)?;
+            ks.put(tx, &pair[0], &pair[1], 0)?;
         }
         Ok(Reply::ok())
     })
