@@ -439,36 +439,35 @@ impl<'a> Reader<'a> {
     pub fn row(&mut self) -> Result<Row, DecodeError> {
         let columns = usize::from(self.u16()?);
         let start = self.at;
+        let mut payload_bytes = 0;
         for _ in 0..columns {
             let tag = self.u8()?;
-            self.check_body(tag)?;
+            payload_bytes += self.check_body(tag)?;
         }
-        Ok(Row::from_refs(LoggedValues { bytes: &self.bytes[start..self.at], at: 0, left: columns }))
+        let values = LoggedValues { bytes: &self.bytes[start..self.at], at: 0, left: columns };
+        Ok(Row::from_refs_sized(values, payload_bytes))
     }
 
-    /// Checks the body of a value whose tag, `tag`, has been read, and moves past it.
-    fn check_body(&mut self, tag: u8) -> Result<(), DecodeError> {
-        match tag {
-            TAG_NULL => {}
-            TAG_BOOL => {
-                self.take(1)?;
-            }
-            TAG_INT | TAG_FLOAT => {
-                self.take(8)?;
-            }
+    /// Checks the body of a value whose tag, `tag`, has been read, moves past it, and returns
+    /// the size of the value's payload in a row ([`Row`]'s layout: the body less its length).
+    fn check_body(&mut self, tag: u8) -> Result<usize, DecodeError> {
+        Ok(match tag {
+            TAG_NULL => 0,
+            TAG_BOOL => self.take(1)?.len(),
+            TAG_INT | TAG_FLOAT => self.take(8)?.len(),
             TAG_TEXT => {
                 let len = self.u32()? as usize;
                 let start = self.at;
                 std::str::from_utf8(self.take(len)?)
                     .map_err(|_| DecodeError { offset: start, reason: "text is not UTF-8" })?;
+                len
             }
             TAG_BYTES => {
                 let len = self.u32()? as usize;
-                self.take(len)?;
+                self.take(len)?.len()
             }
             _ => return self.fail("unknown value tag"),
-        }
-        Ok(())
+        })
     }
 
     /// Decodes a row value by value, handing each to `put(position, value)` instead of collecting

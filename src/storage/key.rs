@@ -341,6 +341,22 @@ fn encode_int_key(values: &[Value]) -> Option<Key> {
     Some(Key(Repr::Inline { len, bytes }))
 }
 
+/// [`encode_int_key`] of borrowed values (a row's key columns), `count` of them.
+#[inline]
+pub fn encode_int_key_refs<'a>(values: impl Iterator<Item = ValueRef<'a>>, count: usize) -> Option<Key> {
+    if count == 0 || count > INT_KEY_PARTS_INLINE {
+        return None;
+    }
+    let mut bytes = [0u8; KEY_INLINE_BYTES];
+    for (part, value) in bytes.chunks_exact_mut(INT_PART_BYTES).zip(values) {
+        let ValueRef::Int(i) = value else { return None };
+        part[0] = TAG_INT;
+        part[1..].copy_from_slice(&ordered_int(i));
+    }
+    let len = (count * INT_PART_BYTES) as u8;
+    Some(Key(Repr::Inline { len, bytes }))
+}
+
 /// Encodes values into `out` (which is cleared first), enforcing the size limit.
 pub fn encode_into<'a>(values: impl Iterator<Item = ValueRef<'a>>, out: &mut Vec<u8>) -> Result<(), KeyError> {
     out.clear();

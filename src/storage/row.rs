@@ -34,7 +34,7 @@
 //! Readers take [`ValueRef`]s, borrowed from the bytes ([`Row::get`], [`Columns`]); owned values
 //! are made on demand ([`Row::value`]).
 
-use super::value::{Columns, Value, ValueRef};
+use super::value::{ColumnType, Columns, Value, ValueRef};
 use std::fmt;
 use std::mem::MaybeUninit;
 use triomphe::{Arc, HeaderWithLength, ThinArc, UniqueArc};
@@ -119,6 +119,20 @@ impl Row {
         Row::encode(values)
     }
 
+    /// [`Row::from_refs`] of values whose payloads the caller has sized (the log's reader, which
+    /// checks every value first): one pass over them, not two. A wrong size panics (the writer
+    /// checks every write against it).
+    pub(crate) fn from_refs_sized<'a>(
+        values: impl ExactSizeIterator<Item = ValueRef<'a>>,
+        payload_bytes: usize,
+    ) -> Row {
+        let mut writer = RowWriter::new(values.len(), payload_bytes);
+        for v in values {
+            writer.push(v);
+        }
+        writer.finish()
+    }
+
     /// The row with no values (the placeholder of an absent record).
     pub fn empty() -> Row {
         Row::encode(std::iter::empty())
@@ -154,8 +168,22 @@ impl Row {
     /// check positions against the schema first).
     pub fn with_values(&self, changes: &[(usize, Value)]) -> Row {
         debug_assert!(changes.windows(2).all(|w| w[0].0 < w[1].0), "changes in increasing column order");
-        let mut next = changes.iter().peekable();
-        self.with_changes(|i| next.next_if(|(p, _)| *p == i).map(|(_, v)| v.view()))
+        let spans = RowSpans::of(self);
+        let changes = changes.iter().filter(|(i, _)| *i < spans.n);
+        let mut payload = spans.end_of_all();
+        for (i, v) in changes.clone() {
+            let (_, start, end) = spans.span(*i);
+            payload = payload - (end - start) + payload_bytes(v.view());
+        }
+        let mut writer = RowWriter::new(spans.n, payload);
+        let mut from = 0;
+        for (i, v) in changes {
+            writer.copy_run(&spans, from, *i);
+            writer.push(v.view());
+            from = i + 1;
+        }
+        writer.copy_run(&spans, from, spans.n);
+        writer.finish()
     }
 
     /// Changes the values through `f` (decoded, changed, encoded again): for callers that edit
@@ -201,6 +229,15 @@ impl Row {
         self.get(i).map(ValueRef::to_value)
     }
 
+    /// Sets `out[slot]` to an owned copy of value `column` (null past the end) for each
+    /// `(slot, column)` of `targets`, reading the row's head once: a `select ... into`.
+    pub fn values_into(&self, targets: &[(usize, usize)], out: &mut [Value]) {
+        let spans = RowSpans::of(self);
+        for &(slot, column) in targets {
+            out[slot] = if column < spans.n { spans.value(column).to_value() } else { Value::Null };
+        }
+    }
+
     /// The values, borrowed, in order.
     pub fn iter(&self) -> RowIter<'_> {
         RowIter { spans: RowSpans::of(self), next: 0, start: 0 }
@@ -216,16 +253,19 @@ impl Row {
     /// reference; `false` (nothing changed) otherwise. Recovery's in-place edits.
     pub fn set_in_place(&mut self, i: usize, value: ValueRef<'_>) -> bool {
         let (tag, size) = (tag_of(value), payload_bytes(value));
-        let Some((at_tag, start, end)) = self.get(i).map(|_| RowSpans::of(self).span(i)) else {
+        let spans = RowSpans::of(self);
+        if i >= spans.n {
             return false;
-        };
+        }
+        let (at_tag, start, end) = spans.span(i);
         if tag != at_tag || end - start != size {
             return false;
         }
+        let data_at = self.bytes().len() - spans.end_of_all();
         self.0.with_arc_mut(|arc| match Arc::get_mut(arc) {
             Some(inner) => {
                 let bytes = inner.slice_mut();
-                write_payload(value, &mut bytes[start..end]);
+                write_payload(value, &mut bytes[data_at + start..data_at + end]);
                 true
             }
             None => false,
@@ -278,13 +318,18 @@ impl Row {
 }
 
 /// Writes a row of `n` values and `payload` bytes of payload into its allocation, value by value
-/// or a run of another row's values at a time. Every write is bounds-checked against the sizes
-/// given up front, and [`RowWriter::finish`] checks they were met exactly.
+/// or a run of another row's values at a time. Every write is checked against the sizes given up
+/// front before it is made, and [`RowWriter::finish`] checks they were met exactly, which is
+/// when every byte of the allocation has been written once: the head by `new`, a tag and an end
+/// per value, and the payloads end to end.
 struct RowWriter {
     arc: UniqueArc<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>,
     n: usize,
     payload: usize,
     wide: bool,
+    /// Where the ends start.
+    ends_at: usize,
+    /// Where the payloads start.
     data_at: usize,
     /// Values written.
     i: usize,
@@ -296,35 +341,38 @@ impl RowWriter {
     fn new(n: usize, payload: usize) -> RowWriter {
         assert!(n <= ROW_VALUES_MAX, "a row holds at most {ROW_VALUES_MAX} values, not {n}");
         let wide = payload > NARROW_PAYLOAD_MAX_BYTES;
-        let data_at = HEAD_BYTES + n + n * if wide { 4 } else { 2 };
+        let ends_at = HEAD_BYTES + n;
+        let data_at = ends_at + n * if wide { 4 } else { 2 };
         let total = data_at + payload;
         let mut arc =
             UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
                 HeaderWithLength::new((), total),
                 total,
             );
-        let out = uninit_as_bytes(&mut arc.slice);
-        out[..2].copy_from_slice(&(n as u16).to_le_bytes());
-        out[2] = if wide { FLAG_WIDE_ENDS } else { 0 };
-        RowWriter { arc, n, payload, wide, data_at, i: 0, end: 0 }
+        let head = &mut arc.slice[..HEAD_BYTES];
+        let [count_low, count_high] = (n as u16).to_le_bytes();
+        head[0].write(count_low);
+        head[1].write(count_high);
+        head[2].write(if wide { FLAG_WIDE_ENDS } else { 0 });
+        RowWriter { arc, n, payload, wide, ends_at, data_at, i: 0, end: 0 }
     }
 
-    fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: `new` initialized every byte (`uninit_as_bytes`).
-        unsafe { &mut *(std::ptr::from_mut(&mut self.arc.slice) as *mut [u8]) }
+    /// Writes `bytes` at `at`, which must lie within the allocation.
+    #[inline]
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        let dst = &mut self.arc.slice[at..at + bytes.len()];
+        // SAFETY: `MaybeUninit<u8>` has `u8`'s layout, and `dst` is exactly `bytes.len()` long.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.as_mut_ptr().cast::<u8>(), bytes.len()) };
     }
 
     /// Records value `i`'s tag and where its payload ends (`end`).
     #[inline]
     fn head(&mut self, i: usize, tag: u8, end: usize) {
-        let (n, wide) = (self.n, self.wide);
-        let bytes = self.bytes();
-        bytes[HEAD_BYTES + i] = tag;
-        let at = HEAD_BYTES + n + i * if wide { 4 } else { 2 };
-        if wide {
-            bytes[at..at + 4].copy_from_slice(&(end as u32).to_le_bytes());
+        self.arc.slice[HEAD_BYTES + i].write(tag);
+        if self.wide {
+            self.put(self.ends_at + 4 * i, &(end as u32).to_le_bytes());
         } else {
-            bytes[at..at + 2].copy_from_slice(&(end as u16).to_le_bytes());
+            self.put(self.ends_at + 2 * i, &(end as u16).to_le_bytes());
         }
     }
 
@@ -332,52 +380,61 @@ impl RowWriter {
     fn push(&mut self, v: ValueRef<'_>) {
         let (i, start, size) = (self.i, self.end, payload_bytes(v));
         assert!(i < self.n && start + size <= self.payload, "a row's values changed while it was encoded");
-        let from = self.data_at + start;
-        write_payload(v, &mut self.bytes()[from..from + size]);
+        let at = self.data_at + start;
+        match v {
+            ValueRef::Null => {}
+            ValueRef::Int(x) => self.put(at, &x.to_le_bytes()),
+            ValueRef::Float(x) => self.put(at, &x.to_bits().to_le_bytes()),
+            ValueRef::Bool(b) => self.put(at, &[u8::from(b)]),
+            ValueRef::Text(t) => self.put(at, t.as_bytes()),
+            ValueRef::Bytes(b) => self.put(at, b),
+        }
         self.head(i, tag_of(v), start + size);
         self.i += 1;
         self.end += size;
     }
 
-    /// Copies values `from..to` of the row `spans` reads, as they are.
+    /// Copies values `from..to` of the row `spans` reads, as they are: their tags and payloads
+    /// as one run each, their ends moved by where the run starts here.
     fn copy_run(&mut self, spans: &RowSpans<'_>, from: usize, to: usize) {
         if from >= to {
             return;
         }
-        let (_, run_start, _) = spans.span(from);
-        let (_, _, run_end) = spans.span(to - 1);
-        let (i, start, size) = (self.i, self.end, run_end - run_start);
-        assert!(i + (to - from) <= self.n && start + size <= self.payload, "a run past the row's sizes");
-        let at = self.data_at + start;
-        self.bytes()[at..at + size].copy_from_slice(&spans.bytes[run_start..run_end]);
-        // The run's ends, moved from where its first value started there to where it starts here.
-        let shift_from = run_start - spans.data_at;
-        for (k, column) in (from..to).enumerate() {
-            let tag = spans.bytes[HEAD_BYTES + column];
-            self.head(i + k, tag, spans.end(column) - shift_from + start);
+        let run_start = if from == 0 { 0 } else { spans.end(from - 1) };
+        let run_end = spans.end(to - 1);
+        let (i, start, count, size) = (self.i, self.end, to - from, run_end - run_start);
+        assert!(i + count <= self.n && start + size <= self.payload, "a run past the row's sizes");
+        self.put(self.data_at + start, spans.payload(run_start, run_end));
+        self.put(HEAD_BYTES + i, &spans.tags[from..to]);
+        if !self.wide && !spans.wide {
+            // The common case, both narrow: one pass over the two arrays of `u16` ends.
+            let shift = start.wrapping_sub(run_start);
+            let src = &spans.ends[2 * from..2 * to];
+            let at = self.ends_at + 2 * i;
+            let dst = &mut self.arc.slice[at..at + 2 * count];
+            for (d, s) in dst.chunks_exact_mut(2).zip(src.chunks_exact(2)) {
+                let moved = (usize::from(u16::from_le_bytes([s[0], s[1]])).wrapping_add(shift) as u16).to_le_bytes();
+                d[0].write(moved[0]);
+                d[1].write(moved[1]);
+            }
+        } else {
+            for k in 0..count {
+                let end = spans.end(from + k) - run_start + start;
+                let tag = spans.tags[from + k];
+                self.head(i + k, tag, end);
+            }
         }
-        self.i += to - from;
+        self.i += count;
         self.end += size;
     }
 
     fn finish(self) -> Row {
         assert!(self.i == self.n && self.end == self.payload, "a row's values changed while it was encoded");
-        // SAFETY: every byte was initialized by `new`; `i == n` and `end == payload` say the
-        // writes filled the head and the payload as sized.
+        // SAFETY: `i == n` and `end == payload`: every tag, end and payload byte was written,
+        // and `new` wrote the head (see the struct's docs).
         let arc = unsafe { self.arc.assume_init_slice_with_header() }.shareable();
         Row(Arc::into_thin(arc))
     }
-}
-
-/// `&mut [MaybeUninit<u8>]` as bytes to write: every caller writes all of them before reading.
-fn uninit_as_bytes(slice: &mut [MaybeUninit<u8>]) -> &mut [u8] {
-    // Zeroing first keeps this safe code: the bytes are then initialized, and a row is small
-    // (the encoder's own writes follow in the same cache lines).
-    for b in slice.iter_mut() {
-        b.write(0);
-    }
-    // SAFETY: every element was initialized just above.
-    unsafe { &mut *(std::ptr::from_mut(slice) as *mut [u8]) }
 }
 
 #[inline]
@@ -416,13 +473,17 @@ fn write_payload(v: ValueRef<'_>, out: &mut [u8]) {
     }
 }
 
-/// A row's parts, read once from its head.
+/// A row's parts, read once from its head: the tags, the ends and the payloads, each its own
+/// slice. `ends` holds exactly `n` ends of `w` bytes, and every end is at most `data.len()` and
+/// at least the one before it: [`RowWriter`], the only writer, checks both, so the reads below
+/// need no bounds checks of their own.
 #[derive(Clone, Copy)]
 struct RowSpans<'a> {
-    bytes: &'a [u8],
+    tags: &'a [u8],
+    ends: &'a [u8],
+    data: &'a [u8],
     n: usize,
     wide: bool,
-    data_at: usize,
 }
 
 impl<'a> RowSpans<'a> {
@@ -431,40 +492,51 @@ impl<'a> RowSpans<'a> {
         let bytes = row.bytes();
         let n = usize::from(u16::from_le_bytes([bytes[0], bytes[1]]));
         let wide = bytes[2] & FLAG_WIDE_ENDS != 0;
-        let data_at = HEAD_BYTES + n + n * if wide { 4 } else { 2 };
-        RowSpans { bytes, n, wide, data_at }
+        let (tags, rest) = bytes[HEAD_BYTES..].split_at(n);
+        let (ends, data) = rest.split_at(n * if wide { 4 } else { 2 });
+        RowSpans { tags, ends, data, n, wide }
     }
 
-    /// Where value `i`'s payload ends, from the payload's start.
+    /// Where value `i` (`i < n`) ends within the payloads.
     #[inline]
     fn end(&self, i: usize) -> usize {
-        let b = self.bytes;
-        if self.wide {
-            let at = HEAD_BYTES + self.n + 4 * i;
-            u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize
-        } else {
-            let at = HEAD_BYTES + self.n + 2 * i;
-            usize::from(u16::from_le_bytes([b[at], b[at + 1]]))
+        assert!(i < self.n);
+        // SAFETY: `ends` holds `n` ends of 4 (wide) or 2 bytes (`of` split it so), and `i < n`.
+        unsafe {
+            if self.wide {
+                u32::from_le_bytes(*self.ends.as_ptr().add(4 * i).cast::<[u8; 4]>()) as usize
+            } else {
+                usize::from(u16::from_le_bytes(*self.ends.as_ptr().add(2 * i).cast::<[u8; 2]>()))
+            }
         }
     }
 
-    /// The payload's size.
+    /// The payloads' size.
     #[inline]
     fn end_of_all(&self) -> usize {
-        if self.n == 0 { 0 } else { self.end(self.n - 1) }
+        self.data.len()
     }
 
-    /// Value `i`'s tag and payload range within the row's bytes.
+    /// Value `i`'s tag and payload range within the payloads.
     #[inline]
     fn span(&self, i: usize) -> (u8, usize, usize) {
         let start = if i == 0 { 0 } else { self.end(i - 1) };
-        (self.bytes[HEAD_BYTES + i], self.data_at + start, self.data_at + self.end(i))
+        (self.tags[i], start, self.end(i))
+    }
+
+    /// Value `i`'s payload.
+    #[inline]
+    fn payload(&self, start: usize, end: usize) -> &'a [u8] {
+        debug_assert!(start <= end && end <= self.data.len());
+        // SAFETY: `start` and `end` are ends of this row (or 0), which the writer kept in
+        // order and within the payloads (see the struct's docs).
+        unsafe { self.data.get_unchecked(start..end) }
     }
 
     #[inline]
     fn value(&self, i: usize) -> ValueRef<'a> {
         let (tag, start, end) = self.span(i);
-        decode(tag, &self.bytes[start..end])
+        decode(tag, self.payload(start, end))
     }
 }
 
@@ -507,11 +579,11 @@ impl<'a> Iterator for RowIter<'a> {
         }
         let i = self.next;
         let end = self.spans.end(i);
-        let tag = self.spans.bytes[HEAD_BYTES + i];
-        let (from, to) = (self.spans.data_at + self.start, self.spans.data_at + end);
+        let tag = self.spans.tags[i];
+        let payload = self.spans.payload(self.start, end);
         self.next += 1;
         self.start = end;
-        Some(decode(tag, &self.spans.bytes[from..to]))
+        Some(decode(tag, payload))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -533,6 +605,23 @@ impl Columns for Row {
     }
     fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
         self.iter()
+    }
+    /// The row's head read once for all of them.
+    fn columns_at(&self, positions: &[usize]) -> impl Iterator<Item = ValueRef<'_>> + Clone {
+        let spans = RowSpans::of(self);
+        positions.iter().map(move |&p| spans.value(p))
+    }
+    /// Read from the tags alone.
+    fn column_types(&self) -> impl Iterator<Item = Option<ColumnType>> {
+        RowSpans::of(self).tags.iter().map(|&tag| match tag {
+            TAG_NULL => None,
+            TAG_INT => Some(ColumnType::Int),
+            TAG_FLOAT => Some(ColumnType::Float),
+            TAG_TEXT => Some(ColumnType::Text),
+            TAG_BYTES => Some(ColumnType::Bytes),
+            TAG_BOOL => Some(ColumnType::Bool),
+            other => unreachable!("a row holds tag {other}, which no encoder writes"),
+        })
     }
 }
 

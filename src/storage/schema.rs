@@ -181,8 +181,7 @@ impl TableSchema {
             });
         }
         // The columns zipped, not looked up by position: recovery checks every row it installs.
-        for (position, (value, column)) in row.columns().zip(&self.columns).enumerate() {
-            let got = value.column_type();
+        for (position, (got, column)) in row.column_types().zip(&self.columns).enumerate() {
             if !column.admits(got) {
                 return Err(self.misfit(position, got));
             }
@@ -221,6 +220,10 @@ impl TableSchema {
 
     /// Encodes the primary key of `row`.
     pub fn primary_key_of<C: Columns + ?Sized>(&self, row: &C) -> Result<Key, SchemaError> {
+        // Most keys are a few integers, written straight into the key ([`key::encode_int_key_refs`]).
+        if let Some(key) = key::encode_int_key_refs(row.columns_at(&self.primary_key), self.primary_key.len()) {
+            return Ok(key);
+        }
         key::with_scratch(|buf| {
             self.encode_columns(row, &self.primary_key, buf)?;
             Ok(Key::from(buf.as_slice()))
@@ -259,7 +262,7 @@ impl TableSchema {
         positions: &[usize],
         buf: &mut Vec<u8>,
     ) -> Result<(), SchemaError> {
-        key::encode_into(positions.iter().map(|&p| row.column(p)), buf)
+        key::encode_into(row.columns_at(positions), buf)
             .map_err(|source| SchemaError::Key { table: self.name.clone(), source })
     }
 

@@ -512,6 +512,14 @@ pub trait Columns {
     fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
         (0..self.width()).map(move |i| self.column(i))
     }
+    /// The values at `positions`, in their order.
+    fn columns_at(&self, positions: &[usize]) -> impl Iterator<Item = ValueRef<'_>> + Clone {
+        positions.iter().map(move |&p| self.column(p))
+    }
+    /// The values' types in order (`None`: null), for checks that need no value.
+    fn column_types(&self) -> impl Iterator<Item = Option<ColumnType>> {
+        self.columns().map(ValueRef::column_type)
+    }
 }
 
 impl Columns for [Value] {

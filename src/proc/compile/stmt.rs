@@ -284,8 +284,9 @@ impl Ctx<'_> {
                 let moved_slots = take_run(&values);
                 Ok(Box::new(move |f, tx| {
                     let row = match &moved_slots {
-                        // Every value moves out of consecutive slots (a replay plan's parameters).
-                        Some(slots) => Row::from_exact_iter(f.vals[slots.clone()].iter_mut().map(std::mem::take)),
+                        // Every value is read where it lies in consecutive slots (a replay plan's
+                        // parameters), encoded into the row without a copy of its own.
+                        Some(slots) => Row::from_refs(f.vals[slots.clone()].iter().map(Value::view)),
                         None => Row::build(|row| {
                             for v in &values {
                                 row.push(v.eval(f).map_err(|m| loc.err(m))?);
@@ -437,8 +438,9 @@ impl Ctx<'_> {
         Ok(Box::new(move |f, tx| {
             let row = key.with(f, &loc, |key| runtime::get(tx, table, key))?;
             f.vals[found] = Value::Bool(row.is_some());
-            for &(slot, col) in &targets {
-                f.vals[slot] = row.as_ref().and_then(|r| r.value(col)).unwrap_or(Value::Null);
+            match &row {
+                Some(row) => row.values_into(&targets, &mut f.vals),
+                None => targets.iter().for_each(|&(slot, _)| f.vals[slot] = Value::Null),
             }
             Ok(Flow::Next)
         }))
@@ -453,7 +455,7 @@ impl Ctx<'_> {
             // without the old row, a key evaluated apart, or a callback per column.
             let key_columns = u.table.primary_key.clone();
             return Ok(Box::new(move |f, tx| {
-                let row = Row::from_exact_iter(slots.iter().map(|&slot| std::mem::take(&mut f.vals[slot])));
+                let row = Row::from_refs(slots.iter().map(|&slot| f.vals[slot].view()));
                 let updated = runtime::replace(tx, table, &key_columns, row)?;
                 f.vals[found] = Value::Bool(updated);
                 Ok(Flow::Next)
@@ -553,8 +555,9 @@ impl CompiledScan {
     }
 
     fn set_columns(&self, f: &mut Frame, row: Option<&Row>) {
-        for &(slot, col) in &self.targets {
-            f.vals[slot] = row.and_then(|r| r.value(col)).unwrap_or(Value::Null);
+        match row {
+            Some(row) => row.values_into(&self.targets, &mut f.vals),
+            None => self.targets.iter().for_each(|&(slot, _)| f.vals[slot] = Value::Null),
         }
     }
 }
