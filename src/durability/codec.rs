@@ -39,7 +39,7 @@
 //! first byte it could not make sense of.
 
 use crate::storage::key::KEY_SIZE_MAX_BYTES;
-use crate::storage::row::InPlaceRow;
+use crate::storage::row::{InPlaceRow, RowWriter};
 use crate::storage::{ColumnType, Columns, Key, Row, TableId, Value, ValueRef};
 use crate::txn::Tid;
 
@@ -316,61 +316,24 @@ pub enum TypedRow {
     },
 }
 
-/// The values of a logged row that [`Reader::row`] has checked, borrowed from the log's bytes.
-#[derive(Clone)]
-struct LoggedValues<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    left: usize,
-}
-
-impl<'a> LoggedValues<'a> {
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let taken = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        taken
-    }
-
-    fn word(&mut self) -> [u8; 8] {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(self.take(8));
-        w
-    }
-
-    fn sized(&mut self) -> &'a [u8] {
-        let mut len = [0u8; 4];
-        len.copy_from_slice(self.take(4));
-        self.take(u32::from_le_bytes(len) as usize)
-    }
-}
-
-impl<'a> Iterator for LoggedValues<'a> {
-    type Item = ValueRef<'a>;
-
-    fn next(&mut self) -> Option<ValueRef<'a>> {
-        if self.left == 0 {
-            return None;
+/// The first value of `logged`, which [`Reader::row`] has checked: its tag, its body as a row
+/// holds it (without a text's or bytes' length), and the bytes after it. A value that does not
+/// split as checked is a bug, and panics.
+#[inline]
+fn split_checked_value(logged: &[u8]) -> (u8, &[u8], &[u8]) {
+    let (&tag, rest) = logged.split_first().expect("a checked row holds its values");
+    let (body, rest) = match tag {
+        TAG_NULL => rest.split_at(0),
+        TAG_BOOL => rest.split_at(1),
+        TAG_INT | TAG_FLOAT => rest.split_at(8),
+        TAG_TEXT | TAG_BYTES => {
+            let (len, rest) = rest.split_at(4);
+            rest.split_at(u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize)
         }
-        self.left -= 1;
-        let tag = self.take(1)[0];
-        Some(match tag {
-            TAG_NULL => ValueRef::Null,
-            TAG_BOOL => ValueRef::Bool(self.take(1)[0] != 0),
-            TAG_INT => ValueRef::Int(i64::from_le_bytes(self.word())),
-            TAG_FLOAT => ValueRef::Float(f64::from_bits(u64::from_le_bytes(self.word()))),
-            // SAFETY: `Reader::row` checked that this text is UTF-8 before lending the bytes.
-            TAG_TEXT => ValueRef::Text(unsafe { std::str::from_utf8_unchecked(self.sized()) }),
-            TAG_BYTES => ValueRef::Bytes(self.sized()),
-            other => unreachable!("tag {other} passed `Reader::row`'s check"),
-        })
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
+        other => unreachable!("tag {other} passed `Reader::row`'s check"),
+    };
+    (tag, body, rest)
 }
-
-impl ExactSizeIterator for LoggedValues<'_> {}
 
 /// A cursor over bytes being decoded.
 pub struct Reader<'a> {
@@ -434,8 +397,9 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    /// A row: its values checked (tags, lengths, UTF-8) in one pass over the bytes, then
-    /// encoded as a row straight from them ([`Row::from_refs`]), no [`Value`] built.
+    /// A row: its values checked (tags, lengths, UTF-8) in one pass over the bytes, then copied
+    /// into a row in a second ([`RowWriter`]): a row's tags are the log's, and its payloads the
+    /// log's bodies without their lengths, so no [`Value`] is made.
     pub fn row(&mut self) -> Result<Row, DecodeError> {
         let columns = usize::from(self.u16()?);
         let start = self.at;
@@ -444,8 +408,14 @@ impl<'a> Reader<'a> {
             let tag = self.u8()?;
             payload_bytes += self.check_body(tag)?;
         }
-        let values = LoggedValues { bytes: &self.bytes[start..self.at], at: 0, left: columns };
-        Ok(Row::from_refs_sized(values, payload_bytes))
+        let mut writer = RowWriter::new(columns, payload_bytes);
+        let mut logged = &self.bytes[start..self.at];
+        for _ in 0..columns {
+            let (tag, payload, rest) = split_checked_value(logged);
+            writer.push_raw(tag, payload);
+            logged = rest;
+        }
+        Ok(writer.finish())
     }
 
     /// Checks the body of a value whose tag, `tag`, has been read, moves past it, and returns
@@ -658,6 +628,20 @@ mod tests {
             Value::text("héllo"),
             Value::bytes(&[0, 1, 255]),
         ]
+    }
+
+    /// A row's tags are the log's, so a logged row's tags are copied into a row as they are.
+    #[test]
+    fn the_row_tags_are_the_logs() {
+        use crate::storage::row;
+        assert_eq!(
+            [row::TAG_NULL, row::TAG_BOOL, row::TAG_INT, row::TAG_FLOAT, row::TAG_TEXT, row::TAG_BYTES],
+            [TAG_NULL, TAG_BOOL, TAG_INT, TAG_FLOAT, TAG_TEXT, TAG_BYTES]
+        );
+        let values = sample_row();
+        let mut out = Vec::new();
+        encode_row(&values[..], &mut out);
+        assert_eq!(Reader::new(&out).row().unwrap(), Row::from_slice(&values));
     }
 
     #[test]

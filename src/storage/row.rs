@@ -12,7 +12,7 @@
 //! offset         size        field
 //! 0              2           n, little-endian
 //! 2              1           flags: bit 0 set = the ends below are u32 (d > 65,535), else u16
-//! 3              n           one tag per value: 0 null, 1 int, 2 float, 3 text, 4 bytes, 5 bool
+//! 3              n           one tag per value: 0 null, 1 bool, 2 int, 3 float, 4 text, 5 bytes
 //! 3 + n          n × w       where each value's payload ends, from the payload's start
 //!                            (w = 2 or 4, little-endian); value i starts where value i − 1 ends
 //! 3 + n + n × w  d           the payloads, in order: int and float 8 bytes (little-endian; a
@@ -44,12 +44,23 @@ pub const ROW_VALUES_MAX: usize = u16::MAX as usize;
 /// The most values of room [`Row::build`]'s per-thread scratch vector keeps between rows.
 pub const ROW_SCRATCH_KEPT_MAX: usize = 1024;
 
-const TAG_NULL: u8 = 0;
-const TAG_INT: u8 = 1;
-const TAG_FLOAT: u8 = 2;
-const TAG_TEXT: u8 = 3;
-const TAG_BYTES: u8 = 4;
-const TAG_BOOL: u8 = 5;
+/// The tags: the log codec's value tags (`durability::codec`, `docs/FORMAT.md`), so that a logged
+/// row's tags are copied into a row as they are (a test checks the two agree).
+pub(crate) const TAG_NULL: u8 = 0;
+pub(crate) const TAG_BOOL: u8 = 1;
+pub(crate) const TAG_INT: u8 = 2;
+pub(crate) const TAG_FLOAT: u8 = 3;
+pub(crate) const TAG_TEXT: u8 = 4;
+pub(crate) const TAG_BYTES: u8 = 5;
+/// Each tag's column type (`None`: null), by tag.
+const TAG_TYPES: [Option<ColumnType>; 6] = [
+    None,
+    Some(ColumnType::Bool),
+    Some(ColumnType::Int),
+    Some(ColumnType::Float),
+    Some(ColumnType::Text),
+    Some(ColumnType::Bytes),
+];
 /// The count and the flags.
 const HEAD_BYTES: usize = 3;
 /// Flag: the ends are `u32`.
@@ -111,26 +122,27 @@ impl Row {
 
     /// A row of `values`.
     pub fn from_slice(values: &[Value]) -> Row {
-        Row::encode(values.iter().map(Value::view))
+        // Matched on the values themselves, not through `ValueRef`s: compiled replay builds
+        // every row it installs here, from its plan's frame.
+        let payload_bytes = values.iter().map(value_payload_bytes).sum();
+        let mut writer = RowWriter::new(values.len(), payload_bytes);
+        for v in values {
+            match v {
+                Value::Null => writer.push_raw(TAG_NULL, &[]),
+                Value::Int(x) => writer.push_raw(TAG_INT, &x.to_le_bytes()),
+                Value::Float(x) => writer.push_raw(TAG_FLOAT, &x.to_bits().to_le_bytes()),
+                Value::Bool(b) => writer.push_raw(TAG_BOOL, &[u8::from(*b)]),
+                Value::Text(t) => writer.push_raw(TAG_TEXT, t.as_bytes()),
+                Value::Bytes(b) => writer.push_raw(TAG_BYTES, b),
+                Value::InlineBytes(b) => writer.push_raw(TAG_BYTES, b.as_slice()),
+            }
+        }
+        writer.finish()
     }
 
     /// A row of the values `values` yields (borrowed from anywhere, e.g. another row).
     pub fn from_refs<'a>(values: impl ExactSizeIterator<Item = ValueRef<'a>> + Clone) -> Row {
         Row::encode(values)
-    }
-
-    /// [`Row::from_refs`] of values whose payloads the caller has sized (the log's reader, which
-    /// checks every value first): one pass over them, not two. A wrong size panics (the writer
-    /// checks every write against it).
-    pub(crate) fn from_refs_sized<'a>(
-        values: impl ExactSizeIterator<Item = ValueRef<'a>>,
-        payload_bytes: usize,
-    ) -> Row {
-        let mut writer = RowWriter::new(values.len(), payload_bytes);
-        for v in values {
-            writer.push(v);
-        }
-        writer.finish()
     }
 
     /// The row with no values (the placeholder of an absent record).
@@ -322,7 +334,7 @@ impl Row {
 /// front before it is made, and [`RowWriter::finish`] checks they were met exactly, which is
 /// when every byte of the allocation has been written once: the head by `new`, a tag and an end
 /// per value, and the payloads end to end.
-struct RowWriter {
+pub(crate) struct RowWriter {
     arc: UniqueArc<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>,
     n: usize,
     payload: usize,
@@ -338,7 +350,7 @@ struct RowWriter {
 }
 
 impl RowWriter {
-    fn new(n: usize, payload: usize) -> RowWriter {
+    pub(crate) fn new(n: usize, payload: usize) -> RowWriter {
         assert!(n <= ROW_VALUES_MAX, "a row holds at most {ROW_VALUES_MAX} values, not {n}");
         let wide = payload > NARROW_PAYLOAD_MAX_BYTES;
         let ends_at = HEAD_BYTES + n;
@@ -376,22 +388,42 @@ impl RowWriter {
         }
     }
 
+    /// Writes the next value: its tag and its payload as it lies in a row. Checked once against
+    /// the sizes given to `new`, then written without a check per byte: it runs for every value
+    /// of every row built (a replayed log's rows, a restore's images).
+    #[inline]
+    pub(crate) fn push_raw(&mut self, tag: u8, payload: &[u8]) {
+        let (i, start, size) = (self.i, self.end, payload.len());
+        assert!(i < self.n && size <= self.payload - start, "a row's values changed while it was encoded");
+        let end = start + size;
+        let base = self.arc.slice.as_mut_ptr().cast::<u8>();
+        // SAFETY: the allocation is `data_at + payload` bytes long (`new`). `i < n`, so the tag
+        // lies in `HEAD_BYTES..ends_at` and the end in `ends_at..data_at`; `end <= payload`, so
+        // the payload lies in `data_at..data_at + payload`. `payload` is not part of this
+        // allocation, which nothing else can reach while it is written.
+        unsafe {
+            base.add(HEAD_BYTES + i).write(tag);
+            if self.wide {
+                base.add(self.ends_at + 4 * i).cast::<[u8; 4]>().write_unaligned((end as u32).to_le_bytes());
+            } else {
+                base.add(self.ends_at + 2 * i).cast::<[u8; 2]>().write_unaligned((end as u16).to_le_bytes());
+            }
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), base.add(self.data_at + start), size);
+        }
+        self.i += 1;
+        self.end = end;
+    }
+
     #[inline]
     fn push(&mut self, v: ValueRef<'_>) {
-        let (i, start, size) = (self.i, self.end, payload_bytes(v));
-        assert!(i < self.n && start + size <= self.payload, "a row's values changed while it was encoded");
-        let at = self.data_at + start;
         match v {
-            ValueRef::Null => {}
-            ValueRef::Int(x) => self.put(at, &x.to_le_bytes()),
-            ValueRef::Float(x) => self.put(at, &x.to_bits().to_le_bytes()),
-            ValueRef::Bool(b) => self.put(at, &[u8::from(b)]),
-            ValueRef::Text(t) => self.put(at, t.as_bytes()),
-            ValueRef::Bytes(b) => self.put(at, b),
+            ValueRef::Null => self.push_raw(TAG_NULL, &[]),
+            ValueRef::Int(x) => self.push_raw(TAG_INT, &x.to_le_bytes()),
+            ValueRef::Float(x) => self.push_raw(TAG_FLOAT, &x.to_bits().to_le_bytes()),
+            ValueRef::Bool(b) => self.push_raw(TAG_BOOL, &[u8::from(b)]),
+            ValueRef::Text(t) => self.push_raw(TAG_TEXT, t.as_bytes()),
+            ValueRef::Bytes(b) => self.push_raw(TAG_BYTES, b),
         }
-        self.head(i, tag_of(v), start + size);
-        self.i += 1;
-        self.end += size;
     }
 
     /// Copies values `from..to` of the row `spans` reads, as they are: their tags and payloads
@@ -428,7 +460,7 @@ impl RowWriter {
         self.end += size;
     }
 
-    fn finish(self) -> Row {
+    pub(crate) fn finish(self) -> Row {
         assert!(self.i == self.n && self.end == self.payload, "a row's values changed while it was encoded");
         // SAFETY: `i == n` and `end == payload`: every tag, end and payload byte was written,
         // and `new` wrote the head (see the struct's docs).
@@ -446,6 +478,19 @@ fn tag_of(v: ValueRef<'_>) -> u8 {
         ValueRef::Text(_) => TAG_TEXT,
         ValueRef::Bytes(_) => TAG_BYTES,
         ValueRef::Bool(_) => TAG_BOOL,
+    }
+}
+
+/// The payload a value takes in a row.
+#[inline]
+fn value_payload_bytes(v: &Value) -> usize {
+    match v {
+        Value::Null => 0,
+        Value::Int(_) | Value::Float(_) => 8,
+        Value::Bool(_) => 1,
+        Value::Text(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        Value::InlineBytes(b) => b.as_slice().len(),
     }
 }
 
@@ -613,15 +658,7 @@ impl Columns for Row {
     }
     /// Read from the tags alone.
     fn column_types(&self) -> impl Iterator<Item = Option<ColumnType>> {
-        RowSpans::of(self).tags.iter().map(|&tag| match tag {
-            TAG_NULL => None,
-            TAG_INT => Some(ColumnType::Int),
-            TAG_FLOAT => Some(ColumnType::Float),
-            TAG_TEXT => Some(ColumnType::Text),
-            TAG_BYTES => Some(ColumnType::Bytes),
-            TAG_BOOL => Some(ColumnType::Bool),
-            other => unreachable!("a row holds tag {other}, which no encoder writes"),
-        })
+        RowSpans::of(self).tags.iter().map(|&tag| TAG_TYPES[usize::from(tag)])
     }
 }
 

@@ -1,14 +1,13 @@
 //! Scalar values and column types.
 //!
-//! A [`Value`] is what a column of a row holds, what a procedure parameter or local variable holds,
-//! and what a key is built from. Copying a value out of a shared row into a procedure's frame must
-//! be cheap, and so must copying a whole row.
+//! A [`Value`] is what a procedure parameter or local variable holds, what a key is built from,
+//! and what is read out of a row ([`Row::value`]) to be kept. A stored row holds its values as
+//! bytes ([`super::row`]); [`ValueRef`] borrows one from there (or from a `Value`) for readers
+//! that only look, and [`Columns`] lets them read a row and a slice of values alike.
 //!
-//! Text is a [`CompactString`]: up to 24 bytes live inline in the 24-byte value, so copying a row
-//! (every update builds a new after-image from the old row) is a `memcpy` with no reference count
-//! to touch on another cache line, and most TPC-C strings (names, addresses, `dist_info`) are
-//! never allocated at all. Longer text is copied on clone; bytes stay shared (`Arc<[u8]>`) since
-//! the key-value and YCSB values they hold are long.
+//! Text is a [`CompactString`]: up to 24 bytes live inline in the 24-byte value, so most TPC-C
+//! strings (names, addresses, `dist_info`) read out of a row are never allocated. Longer text is
+//! copied on clone; long bytes are shared (`Arc<[u8]>`), short ones inline ([`InlineBytes`]).
 
 use compact_str::CompactString;
 use std::cmp::Ordering;

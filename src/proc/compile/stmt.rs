@@ -286,7 +286,7 @@ impl Ctx<'_> {
                     let row = match &moved_slots {
                         // Every value is read where it lies in consecutive slots (a replay plan's
                         // parameters), encoded into the row without a copy of its own.
-                        Some(slots) => Row::from_refs(f.vals[slots.clone()].iter().map(Value::view)),
+                        Some(slots) => Row::from_slice(&f.vals[slots.clone()]),
                         None => Row::build(|row| {
                             for v in &values {
                                 row.push(v.eval(f).map_err(|m| loc.err(m))?);
