@@ -127,14 +127,17 @@ impl Row {
         let payload_bytes = values.iter().map(value_payload_bytes).sum();
         let mut writer = RowWriter::new(values.len(), payload_bytes);
         for v in values {
-            match v {
-                Value::Null => writer.push_raw(TAG_NULL, &[]),
-                Value::Int(x) => writer.push_raw(TAG_INT, &x.to_le_bytes()),
-                Value::Float(x) => writer.push_raw(TAG_FLOAT, &x.to_bits().to_le_bytes()),
-                Value::Bool(b) => writer.push_raw(TAG_BOOL, &[u8::from(*b)]),
-                Value::Text(t) => writer.push_raw(TAG_TEXT, t.as_bytes()),
-                Value::Bytes(b) => writer.push_raw(TAG_BYTES, b),
-                Value::InlineBytes(b) => writer.push_raw(TAG_BYTES, b.as_slice()),
+            // SAFETY: each tag is the value's, and text is a `CompactString`'s bytes (UTF-8).
+            unsafe {
+                match v {
+                    Value::Null => writer.push_raw(TAG_NULL, &[]),
+                    Value::Int(x) => writer.push_raw(TAG_INT, &x.to_le_bytes()),
+                    Value::Float(x) => writer.push_raw(TAG_FLOAT, &x.to_bits().to_le_bytes()),
+                    Value::Bool(b) => writer.push_raw(TAG_BOOL, &[u8::from(*b)]),
+                    Value::Text(t) => writer.push_raw(TAG_TEXT, t.as_bytes()),
+                    Value::Bytes(b) => writer.push_raw(TAG_BYTES, b),
+                    Value::InlineBytes(b) => writer.push_raw(TAG_BYTES, b.as_slice()),
+                }
             }
         }
         writer.finish()
@@ -393,8 +396,13 @@ impl RowWriter {
     /// Writes the next value: its tag and its payload as it lies in a row. Checked once against
     /// the sizes given to `new`, then written without a check per byte: it runs for every value
     /// of every row built (a replayed log's rows, a restore's images).
+    ///
+    /// # Safety
+    ///
+    /// `tag` is one of the row's tags, and a [`TAG_TEXT`] payload is UTF-8: readers hand text
+    /// out as `&str` without checking it again ([`decode`]).
     #[inline]
-    pub(crate) fn push_raw(&mut self, tag: u8, payload: &[u8]) {
+    pub(crate) unsafe fn push_raw(&mut self, tag: u8, payload: &[u8]) {
         let (i, start, size) = (self.i, self.end, payload.len());
         assert!(i < self.n && size <= self.payload - start, "a row's values changed while it was encoded");
         let end = start + size;
@@ -418,13 +426,16 @@ impl RowWriter {
 
     #[inline]
     fn push(&mut self, v: ValueRef<'_>) {
-        match v {
-            ValueRef::Null => self.push_raw(TAG_NULL, &[]),
-            ValueRef::Int(x) => self.push_raw(TAG_INT, &x.to_le_bytes()),
-            ValueRef::Float(x) => self.push_raw(TAG_FLOAT, &x.to_bits().to_le_bytes()),
-            ValueRef::Bool(b) => self.push_raw(TAG_BOOL, &[u8::from(b)]),
-            ValueRef::Text(t) => self.push_raw(TAG_TEXT, t.as_bytes()),
-            ValueRef::Bytes(b) => self.push_raw(TAG_BYTES, b),
+        // SAFETY: each tag is the value's, and text is a `&str`'s bytes.
+        unsafe {
+            match v {
+                ValueRef::Null => self.push_raw(TAG_NULL, &[]),
+                ValueRef::Int(x) => self.push_raw(TAG_INT, &x.to_le_bytes()),
+                ValueRef::Float(x) => self.push_raw(TAG_FLOAT, &x.to_bits().to_le_bytes()),
+                ValueRef::Bool(b) => self.push_raw(TAG_BOOL, &[u8::from(b)]),
+                ValueRef::Text(t) => self.push_raw(TAG_TEXT, t.as_bytes()),
+                ValueRef::Bytes(b) => self.push_raw(TAG_BYTES, b),
+            }
         }
     }
 
@@ -599,8 +610,9 @@ fn decode(tag: u8, payload: &[u8]) -> ValueRef<'_> {
         TAG_NULL => ValueRef::Null,
         TAG_INT => ValueRef::Int(i64::from_le_bytes(word())),
         TAG_FLOAT => ValueRef::Float(f64::from_bits(u64::from_le_bytes(word()))),
-        // SAFETY: a text payload is the bytes of a `&str` ([`write_payload`]), and rows are
-        // written by `Row::encode` and `Row::set_in_place` alone, both from `ValueRef`s.
+        // SAFETY: a text payload is UTF-8: `RowWriter::push_raw`'s contract (its callers write
+        // the bytes of a `&str`, or text the log's reader checked), and `Row::set_in_place`
+        // writes the bytes of a `&str`.
         TAG_TEXT => ValueRef::Text(unsafe { std::str::from_utf8_unchecked(payload) }),
         TAG_BYTES => ValueRef::Bytes(payload),
         TAG_BOOL => ValueRef::Bool(payload[0] != 0),
