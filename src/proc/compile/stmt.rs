@@ -463,12 +463,11 @@ impl Ctx<'_> {
         }
         let reads_row = u.sets.iter().any(|(_, e)| e.reads_row());
         // The new row is built from the changes in column order ([`Row::with_values`]); every
-        // set expression reads the old row, never the new one, so their order is free. A column
-        // set twice keeps its last value, as assigning in order did.
+        // set expression reads the old row, never the new one, so their order is free. The
+        // checker rejects a column set twice (`check::query`), which `with_values` relies on.
         let mut sets = sets;
-        sets.reverse();
         sets.sort_by_key(|(p, _)| *p);
-        sets.dedup_by_key(|(p, _)| *p);
+        assert!(sets.windows(2).all(|w| w[0].0 < w[1].0), "an update sets a column twice");
         Ok(Box::new(move |f, tx| {
             // The key is evaluated before the frame is lent to the set expressions.
             let key = KeyValues::eval(&key, f, &loc)?;
