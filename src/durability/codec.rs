@@ -170,8 +170,7 @@ impl ColumnPatch {
     /// The row `base` becomes with this patch applied; an error if a position is past its end.
     pub fn apply(&self, base: &Row) -> Result<Row, &'static str> {
         self.check_width(base.len())?;
-        let mut next = self.columns.iter().peekable();
-        Ok(base.with_changes(|i| next.next_if(|(p, _)| usize::from(*p) == i).map(|(_, v)| v.view())))
+        Ok(base.with_changes(self.columns.iter().map(|(p, v)| (usize::from(*p), v.view()))))
     }
 
     fn check_width(&self, width: usize) -> Result<(), &'static str> {

@@ -153,23 +153,25 @@ impl Row {
         Row::encode(std::iter::empty())
     }
 
-    /// This row with value `i` replaced by `changes`' value for it where it has one: the
-    /// after-image of an update. `changes` is looked up once per value, in order.
-    pub fn with_changes<'c>(&self, mut change: impl FnMut(usize) -> Option<ValueRef<'c>>) -> Row {
+    /// This row with the values of `changes` (column, value), in increasing column order, each
+    /// column once: an update's after-image. The unchanged values between two changes are copied
+    /// as one run of bytes. A change past the row's end is ignored (callers check positions
+    /// against the schema first).
+    pub fn with_changes<'v>(&self, changes: impl Iterator<Item = (usize, ValueRef<'v>)> + Clone) -> Row {
         let spans = RowSpans::of(self);
-        let mut changes = smallvec_like::Changes::default();
+        let changes = changes.filter(|(i, _)| *i < spans.n);
+        debug_assert!(
+            changes.clone().zip(changes.clone().skip(1)).all(|(a, b)| a.0 < b.0),
+            "changes in increasing column order"
+        );
         let mut payload = spans.end_of_all();
-        for i in 0..spans.n {
-            if let Some(v) = change(i) {
-                let (_, start, end) = spans.span(i);
-                payload = payload - (end - start) + payload_bytes(v);
-                changes.push(i, v);
-            }
+        for (i, v) in changes.clone() {
+            let (_, start, end) = spans.span(i);
+            payload = payload - (end - start) + payload_bytes(v);
         }
-        // The unchanged values between two changes are copied as one run of bytes.
         let mut writer = RowWriter::new(spans.n, payload);
         let mut from = 0;
-        for (i, v) in changes.iter() {
+        for (i, v) in changes {
             writer.copy_run(&spans, from, i);
             writer.push(v);
             from = i + 1;
@@ -178,36 +180,9 @@ impl Row {
         writer.finish()
     }
 
-    /// This row with the values of `changes` (column, value), in increasing column order, each
-    /// column once: an update's after-image. A change past the row's end is ignored (callers
-    /// check positions against the schema first).
+    /// [`Row::with_changes`] of owned values.
     pub fn with_values(&self, changes: &[(usize, Value)]) -> Row {
-        debug_assert!(changes.windows(2).all(|w| w[0].0 < w[1].0), "changes in increasing column order");
-        let spans = RowSpans::of(self);
-        let changes = changes.iter().filter(|(i, _)| *i < spans.n);
-        let mut payload = spans.end_of_all();
-        for (i, v) in changes.clone() {
-            let (_, start, end) = spans.span(*i);
-            payload = payload - (end - start) + payload_bytes(v.view());
-        }
-        let mut writer = RowWriter::new(spans.n, payload);
-        let mut from = 0;
-        for (i, v) in changes {
-            writer.copy_run(&spans, from, *i);
-            writer.push(v.view());
-            from = i + 1;
-        }
-        writer.copy_run(&spans, from, spans.n);
-        writer.finish()
-    }
-
-    /// Changes the values through `f` (decoded, changed, encoded again): for callers that edit
-    /// a row as values. Hot paths build with [`Row::with_changes`].
-    pub fn update_values<R>(&mut self, f: impl FnOnce(&mut [Value]) -> R) -> R {
-        let mut values = self.to_vec();
-        let out = f(&mut values);
-        *self = Row::from_slice(&values);
-        out
+        self.with_changes(changes.iter().map(|(i, v)| (*i, v.view())))
     }
 
     /// How many values.
@@ -676,41 +651,6 @@ impl Columns for Row {
     }
 }
 
-mod smallvec_like {
-    //! The changes of one update, in column order, without an allocation for the few an update
-    //! makes.
-    use super::ValueRef;
-
-    /// How many changes live on the stack.
-    const INLINE: usize = 8;
-
-    #[derive(Default, Clone)]
-    pub(super) struct Changes<'c> {
-        inline: [(usize, Option<ValueRef<'c>>); INLINE],
-        len: usize,
-        more: Vec<(usize, ValueRef<'c>)>,
-    }
-
-    impl<'c> Changes<'c> {
-        pub(super) fn push(&mut self, i: usize, v: ValueRef<'c>) {
-            if self.len < INLINE {
-                self.inline[self.len] = (i, Some(v));
-            } else {
-                self.more.push((i, v));
-            }
-            self.len += 1;
-        }
-
-        /// The changes in the order pushed.
-        pub(super) fn iter(&self) -> impl Iterator<Item = (usize, ValueRef<'c>)> + '_ {
-            self.inline[..self.len.min(INLINE)]
-                .iter()
-                .filter_map(|&(i, v)| Some((i, v?)))
-                .chain(self.more.iter().copied())
-        }
-    }
-}
-
 /// A record's current row lent for an edit where it lies (recovery's column patches,
 /// [`crate::storage::Record::edit_unshared_row`]): it can be read, and its values set in place
 /// when the edit allows it, but not replaced (the record keeps the pointer).
@@ -743,8 +683,7 @@ impl InPlaceRow {
     /// nothing is set unless everything fits.
     pub fn apply<'v>(&mut self, changes: impl Iterator<Item = (usize, ValueRef<'v>)> + Clone) -> Option<Row> {
         if !changes.clone().all(|(i, v)| self.fits(i, v)) {
-            let mut next = changes.peekable();
-            return Some(self.0.with_changes(|i| next.next_if(|(p, _)| *p == i).map(|(_, v)| v)));
+            return Some(self.0.with_changes(changes));
         }
         for (i, v) in changes {
             let set = self.set(i, v);
@@ -874,21 +813,16 @@ mod tests {
         let values = sample();
         let row = Row::from_slice(&values);
         let new_text = Value::text("short");
-        let changed = row.with_changes(|i| match i {
-            0 => Some(ValueRef::Int(99)),
-            3 => Some(new_text.view()),
-            7 => Some(ValueRef::Null),
-            _ => None,
-        });
+        let changed = row.with_changes([(0, ValueRef::Int(99)), (3, new_text.view()), (7, ValueRef::Null)].into_iter());
         let mut expected = values.clone();
         expected[0] = Value::Int(99);
         expected[3] = new_text.clone();
         expected[7] = Value::Null;
         assert_eq!(changed.to_vec(), expected);
         assert_eq!(row.to_vec(), values, "the old row is unchanged");
-        // More changes than the inline room.
+        // Every value changed; a change past the end ignored.
         let wide: Vec<Value> = (0..20).map(Value::Int).collect();
-        let all = Row::from_slice(&wide).with_changes(|i| Some(ValueRef::Int(100 + i as i64)));
+        let all = Row::from_slice(&wide).with_changes((0..21).map(|i| (i, ValueRef::Int(100 + i as i64))));
         assert_eq!(all.to_vec(), (100..120).map(Value::Int).collect::<Vec<_>>());
     }
 
@@ -904,15 +838,6 @@ mod tests {
         let shared = row.clone();
         assert!(!row.set_in_place(0, ValueRef::Int(6)), "shared");
         assert_eq!(shared.at(0), Value::Int(5));
-    }
-
-    #[test]
-    fn update_values_edits_a_copy() {
-        let mut row = Row::new(vec![Value::Int(1), Value::text("a")]);
-        let kept = row.clone();
-        row.update_values(|v| v[1] = Value::text("b"));
-        assert_eq!(row.to_vec(), vec![Value::Int(1), Value::text("b")]);
-        assert_eq!(kept.to_vec(), vec![Value::Int(1), Value::text("a")]);
     }
 
     fn scratch_len_and_capacity() -> (usize, usize) {

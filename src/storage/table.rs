@@ -819,7 +819,7 @@ mod tests {
             if row.set(1, ValueRef::Int(v)) {
                 return Ok(None);
             }
-            Ok(Some(row.row().with_changes(|i| (i == 1).then_some(ValueRef::Int(v)))))
+            Ok(Some(row.row().with_changes(std::iter::once((1, ValueRef::Int(v))))))
         }
     }
 

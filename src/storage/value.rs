@@ -521,45 +521,18 @@ pub trait Columns {
     }
 }
 
-impl Columns for [Value] {
+/// A slice, an array or a vector of values.
+impl<T: AsRef<[Value]> + ?Sized> Columns for T {
     #[inline]
     fn width(&self) -> usize {
-        self.len()
+        self.as_ref().len()
     }
     #[inline]
     fn column(&self, i: usize) -> ValueRef<'_> {
-        self[i].view()
+        self.as_ref()[i].view()
     }
     fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
-        self.iter().map(Value::view)
-    }
-}
-
-impl<const N: usize> Columns for [Value; N] {
-    #[inline]
-    fn width(&self) -> usize {
-        N
-    }
-    #[inline]
-    fn column(&self, i: usize) -> ValueRef<'_> {
-        self[i].view()
-    }
-    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
-        self.iter().map(Value::view)
-    }
-}
-
-impl Columns for Vec<Value> {
-    #[inline]
-    fn width(&self) -> usize {
-        self.len()
-    }
-    #[inline]
-    fn column(&self, i: usize) -> ValueRef<'_> {
-        self[i].view()
-    }
-    fn columns(&self) -> impl ExactSizeIterator<Item = ValueRef<'_>> + Clone {
-        self.iter().map(Value::view)
+        self.as_ref().iter().map(Value::view)
     }
 }
 
