@@ -40,7 +40,7 @@
 
 use crate::storage::key::KEY_SIZE_MAX_BYTES;
 use crate::storage::row::{InPlaceRow, RowWriter};
-use crate::storage::{ColumnType, Columns, Key, Row, TableId, Value, ValueRef};
+use crate::storage::{ColumnType, Columns, FixedShape, Key, Row, TableId, Value, ValueRef};
 use crate::txn::Tid;
 
 const TAG_NULL: u8 = 0;
@@ -52,6 +52,8 @@ const TAG_BYTES: u8 = 5;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 const OP_PATCH: u8 = 3;
+/// A logged int or float: its tag and 8 bytes.
+const FIXED_VALUE_BYTES: usize = 9;
 /// The most writes one logged transaction may hold.
 pub const WRITES_MAX: u32 = 1 << 20;
 
@@ -470,6 +472,37 @@ impl<'a> Reader<'a> {
         Ok(TypedRow::Fits)
     }
 
+    /// [`Reader::row_each_typed`] for a row of `shape` (every column an int or a float, none
+    /// null), decoded with one bounds check for the whole row:
+    /// such a row is logged as its count and then 9 bytes per value (tag, body). Returns `false`,
+    /// with the reader not moved, when the logged row is not of the shape (another count, a
+    /// null, a value of another type, too few bytes); the caller then decodes it with
+    /// [`Reader::row_each_typed`], which says what was wrong. Values already handed to `put`
+    /// before a mismatch is found are handed again by that decode.
+    #[inline(always)]
+    pub fn row_each_fixed(&mut self, shape: &FixedShape, mut put: impl FnMut(usize, Value)) -> bool {
+        let tags = shape.tags();
+        let logged_bytes = 2 + FIXED_VALUE_BYTES * tags.len();
+        let Some(logged) = self.bytes.get(self.at..self.at.saturating_add(logged_bytes)) else {
+            return false;
+        };
+        let (count, values) = logged.split_at(2);
+        if usize::from(u16::from_le_bytes([count[0], count[1]])) != tags.len() {
+            return false;
+        }
+        let (values, _) = values.as_chunks::<FIXED_VALUE_BYTES>();
+        for (position, (value, &tag)) in values.iter().zip(tags).enumerate() {
+            let [logged_tag, body @ ..] = *value;
+            if logged_tag != tag {
+                return false;
+            }
+            let bits = u64::from_le_bytes(body);
+            put(position, if tag == TAG_INT { Value::Int(bits as i64) } else { Value::Float(f64::from_bits(bits)) });
+        }
+        self.at += logged_bytes;
+        true
+    }
+
     /// The type a value tag stands for (`None`: null).
     fn tag_type(&self, tag: u8) -> Result<Option<ColumnType>, DecodeError> {
         Ok(Some(match tag {
@@ -698,6 +731,41 @@ mod tests {
         for cut in 0..out.len() {
             let typed = Reader::new(&out[..cut]).row_each_typed(&fits, |_, _| {});
             assert!(typed.is_err(), "cut at {cut}: {typed:?}");
+        }
+    }
+
+    #[test]
+    fn a_fixed_row_is_decoded_whole_or_not_at_all() {
+        let types = [(ColumnType::Int, false), (ColumnType::Float, false)];
+        let shape = FixedShape::of(types.into_iter()).expect("shape");
+        let decode = |bytes: &[u8]| {
+            let mut reader = Reader::new(bytes);
+            let mut got = vec![Value::Null; 2];
+            let fixed = reader.row_each_fixed(&shape, |p, v| got[p] = v);
+            (fixed, reader.offset(), got)
+        };
+        let mut logged = Vec::new();
+        encode_row(&[Value::Int(-3), Value::Float(0.5)][..], &mut logged);
+        logged.push(0xAA); // the next record's first byte
+        let (fixed, at, got) = decode(&logged);
+        assert_eq!((fixed, at, got), (true, logged.len() - 1, vec![Value::Int(-3), Value::Float(0.5)]));
+        // Not of the shape: the reader is not moved, for the typed decoder to say what is wrong.
+        let misfits: [&[Value]; 4] = [
+            &[Value::Int(-3), Value::Null],
+            &[Value::Float(1.0), Value::Float(0.5)],
+            &[Value::Int(-3), Value::Float(0.5), Value::Int(1)],
+            &[Value::Int(-3)],
+        ];
+        for values in misfits {
+            let mut logged = Vec::new();
+            encode_row(values, &mut logged);
+            logged.extend([0u8; 16]); // bytes enough for the shape after a shorter row
+            let (fixed, at, _) = decode(&logged);
+            assert_eq!((fixed, at), (false, 0), "{values:?}");
+        }
+        // Cut anywhere: not decoded, not moved.
+        for cut in 0..logged.len() - 1 {
+            assert!(!decode(&logged[..cut]).0, "cut at {cut}");
         }
     }
 

@@ -8,7 +8,7 @@ use super::{EncodedRedo, RedoOp, RedoRecord, ReplayError};
 use crate::durability::codec::{AdmittedTags, ColumnPatch, Reader, TypedRow};
 use crate::proc::runtime::{Frame, Storage};
 use crate::proc::{self, CompiledProcedure, runtime};
-use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table, TableId, TableSchema, Value, key};
+use crate::storage::{Catalog, FixedShape, Key, Record, Row, SchemaError, Table, TableId, TableSchema, Value, key};
 use crate::txn::{Scan, Tid, TxnError};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -40,6 +40,10 @@ pub struct Plan {
     /// null if nullable): a logged after-image is type-checked as it is bound, like the
     /// arguments of a typed call, so the row the plan builds from it is not checked again.
     admitted: Vec<AdmittedTags>,
+    /// The layout of the table's rows when every column is a non-null int or float: a logged
+    /// after-image is then bound with one bounds check ([`Reader::row_each_fixed`]), and the
+    /// plan's statement builds its row from a copy of the shape's head.
+    fixed: Option<FixedShape>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -82,6 +86,7 @@ impl Plan {
             slot_of_key_part,
             columns_are_params,
             admitted,
+            fixed: schema.fixed_shape(),
         })
     }
 
@@ -282,7 +287,22 @@ pub fn apply_encoded(
     } else {
         let plan = &cached.plan;
         let (slots, vals) = (&plan.slot_of_column, &mut cached.frame.vals[..schema.columns.len()]);
-        let typed = if plan.columns_are_params {
+        let bound_fixed = match &plan.fixed {
+            Some(shape) if plan.columns_are_params => reader.row_each_fixed(shape, |p, value| {
+                if let Some(slot) = vals.get_mut(p) {
+                    set_slot(slot, value);
+                }
+            }),
+            Some(shape) => reader.row_each_fixed(shape, |p, value| {
+                if let Some(&Some(slot)) = slots.get(p) {
+                    set_slot(&mut vals[slot], value);
+                }
+            }),
+            None => false,
+        };
+        let typed = if bound_fixed {
+            TypedRow::Fits
+        } else if plan.columns_are_params {
             reader.row_each_typed(&plan.admitted, |p, value| {
                 if let Some(slot) = vals.get_mut(p) {
                     set_slot(slot, value);

@@ -23,6 +23,7 @@ pub mod value;
 pub use index::{Direction, IndexBackend, KeyRange, OrderedIndex};
 pub use key::Key;
 pub use record::Record;
+pub use row::FixedShape;
 pub use schema::{Column, IndexSchema, SchemaError, TableId, TableSchema};
 pub use table::{Catalog, Table};
 pub use value::{ColumnType, Columns, ParamValue, Row, Value, ValueRef};

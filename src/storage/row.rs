@@ -457,6 +457,95 @@ impl RowWriter {
     }
 }
 
+/// The layout shared by every row of a table whose columns are all non-null 8-byte values (int
+/// or float): such rows differ in their payloads alone, so their count, flags, tags and ends
+/// (the head) are computed once, and a row is built by copying the head and writing each value's
+/// 8 bytes at a fixed offset, with no dispatch on a value's kind or size beyond one comparison.
+/// Compiled plans take it from their table's schema when they are compiled
+/// ([`crate::storage::TableSchema::fixed_shape`]); it is the row-building half of specializing a
+/// plan to its table (`docs/replay.md`, "Fixed-shape rows").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixedShape {
+    /// The bytes every row of the shape starts with: count, flags, tags and ends.
+    head: Box<[u8]>,
+    /// Each value's tag, [`TAG_INT`] or [`TAG_FLOAT`].
+    tags: Box<[u8]>,
+}
+
+impl FixedShape {
+    /// The shape of rows of `columns` (type, nullable), if every column is a non-null int or
+    /// float. A table of no columns has no shape.
+    pub fn of(columns: impl ExactSizeIterator<Item = (ColumnType, bool)>) -> Option<FixedShape> {
+        let zeros = columns
+            .map(|(ty, nullable)| match (ty, nullable) {
+                (ColumnType::Int, false) => Some(Value::Int(0)),
+                (ColumnType::Float, false) => Some(Value::Float(0.0)),
+                _ => None,
+            })
+            .collect::<Option<Vec<Value>>>()?;
+        if zeros.is_empty() || zeros.len() > ROW_VALUES_MAX {
+            return None;
+        }
+        // The head of a row of zeros is every row's: the encoding is canonical, and a value's
+        // payload size depends on its kind alone.
+        let template = Row::from_slice(&zeros);
+        let bytes = template.bytes();
+        let head_bytes = bytes.len() - 8 * zeros.len();
+        let tags = bytes[HEAD_BYTES..HEAD_BYTES + zeros.len()].into();
+        Some(FixedShape { head: bytes[..head_bytes].into(), tags })
+    }
+
+    /// Each value's tag (the log codec's, [`TAG_INT`] or [`TAG_FLOAT`]), in column order.
+    pub fn tags(&self) -> &[u8] {
+        &self.tags
+    }
+
+    /// How many values a row of the shape holds.
+    pub fn width(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// The row of `values`, or `None` if they are not exactly one value of each column's kind
+    /// (a null, a value of another type, too few or too many): the caller then builds the row
+    /// the general way ([`Row::from_slice`]), and the schema's check reports what was wrong.
+    #[inline]
+    pub fn build<'v>(&self, values: impl ExactSizeIterator<Item = &'v Value>) -> Option<Row> {
+        let n = self.tags.len();
+        if values.len() != n {
+            return None;
+        }
+        let head = self.head.len();
+        let total = head + 8 * n;
+        let mut arc =
+            UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
+                HeaderWithLength::new((), total),
+                total,
+            );
+        let base = arc.slice.as_mut_ptr().cast::<u8>();
+        // SAFETY: the allocation is `total` bytes long and `head` of them are the head; nothing
+        // else can reach it while it is written.
+        unsafe { std::ptr::copy_nonoverlapping(self.head.as_ptr(), base, head) };
+        let mut written = 0;
+        for (i, (value, &tag)) in values.zip(self.tags.iter()).enumerate() {
+            let bits = match (value, tag) {
+                (Value::Int(x), TAG_INT) => x.to_le_bytes(),
+                (Value::Float(x), TAG_FLOAT) => x.to_bits().to_le_bytes(),
+                _ => return None,
+            };
+            // SAFETY: `i < n` (zipped with the tags), so the 8 bytes lie in `head..total`.
+            unsafe { base.add(head + 8 * i).cast::<[u8; 8]>().write_unaligned(bits) };
+            written += 1;
+        }
+        // An iterator may yield fewer values than its length said.
+        if written != n {
+            return None;
+        }
+        // SAFETY: every byte is written: the head, then one payload per value (`written == n`).
+        let arc = unsafe { arc.assume_init_slice_with_header() }.shareable();
+        Some(Row(Arc::into_thin(arc)))
+    }
+}
+
 #[inline]
 fn tag_of(v: ValueRef<'_>) -> u8 {
     match v {
@@ -806,6 +895,45 @@ mod tests {
         assert_eq!(inline, shared);
         assert_ne!(a, Row::new(vec![Value::Int(-7)]));
         assert_ne!(Row::new(vec![Value::Int(1)]), Row::new(vec![Value::Float(f64::from_bits(1))]));
+    }
+
+    #[test]
+    fn a_fixed_shape_builds_the_rows_from_slice_builds() {
+        let columns = [(ColumnType::Int, false), (ColumnType::Float, false), (ColumnType::Int, false)];
+        let shape = FixedShape::of(columns.into_iter()).expect("ints and floats, not null");
+        assert_eq!((shape.width(), shape.tags()), (3, &[TAG_INT, TAG_FLOAT, TAG_INT][..]));
+        for (a, b, c) in [(0, 0.0, 0), (-1, -2.5, i64::MAX), (i64::MIN, f64::NAN, 7)] {
+            let values = [Value::Int(a), Value::Float(b), Value::Int(c)];
+            let built = shape.build(values.iter()).expect("values of the shape");
+            assert_eq!(built, Row::from_slice(&values), "byte for byte the general encoding");
+            assert_eq!(built.to_vec().len(), 3);
+        }
+        // Not of the shape: a null, another type, too few or too many values.
+        let misfits: [&[Value]; 4] = [
+            &[Value::Int(1), Value::Null, Value::Int(2)],
+            &[Value::Int(1), Value::Int(2), Value::Int(3)],
+            &[Value::Int(1), Value::Float(2.0)],
+            &[Value::Int(1), Value::Float(2.0), Value::Int(3), Value::Int(4)],
+        ];
+        for values in misfits {
+            assert_eq!(shape.build(values.iter()), None, "{values:?}");
+        }
+        // Only tables of non-null ints and floats have a shape.
+        for other in [(ColumnType::Int, true), (ColumnType::Text, false), (ColumnType::Bool, false)] {
+            assert_eq!(FixedShape::of([(ColumnType::Int, false), other].into_iter()), None, "{other:?}");
+        }
+        assert_eq!(FixedShape::of(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn a_wide_fixed_shape_takes_wide_ends() {
+        // 8,192 values of 8 bytes: 65,536 bytes of payload, past what u16 ends address.
+        let n = NARROW_PAYLOAD_MAX_BYTES / 8 + 1;
+        let shape = FixedShape::of(std::iter::repeat_n((ColumnType::Int, false), n)).expect("shape");
+        let values: Vec<Value> = (0..n as i64).map(Value::Int).collect();
+        let built = shape.build(values.iter()).expect("built");
+        assert_eq!(built, Row::from_slice(&values));
+        assert_eq!(built.get(n - 1), Some(ValueRef::Int(n as i64 - 1)));
     }
 
     #[test]

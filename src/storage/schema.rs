@@ -6,6 +6,7 @@
 //! in index order, ties broken by primary key.
 
 use super::key::{self, Key, KeyError};
+use super::row::FixedShape;
 use super::value::{ColumnType, Columns, Row, Value};
 use std::collections::HashSet;
 
@@ -169,6 +170,12 @@ impl TableSchema {
     /// Position of the secondary index called `name` (case-insensitive).
     pub fn index_position(&self, name: &str) -> Option<usize> {
         self.indexes.iter().position(|i| i.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The layout every row of the table shares when every column is a non-null int or float
+    /// ([`FixedShape`]); `None` otherwise. Computed when a plan is compiled, not per row.
+    pub fn fixed_shape(&self) -> Option<FixedShape> {
+        FixedShape::of(self.columns.iter().map(|c| (c.ty, c.nullable)))
     }
 
     /// Checks a row against the schema: arity, types and nullability.

@@ -8,7 +8,7 @@ use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
 use super::prefetch::{self, InFlight, LoopPrefetch};
 use crate::storage::table::Catalog;
-use crate::storage::{Direction, Row, TableId, Value};
+use crate::storage::{Direction, FixedShape, Row, TableId, Value};
 use crate::txn::TxnError;
 use std::sync::Arc;
 
@@ -216,6 +216,12 @@ impl Ctx<'_> {
         stmts.iter().map(|s| self.stmt(s)).collect()
     }
 
+    /// The layout every row of table `id` shares, if it has one ([`FixedShape`]): statements that
+    /// build whole rows copy its head instead of encoding each value's tag and end.
+    fn fixed_shape(&self, id: TableId) -> Option<FixedShape> {
+        self.catalog.table(id).and_then(|t| t.schema.fixed_shape())
+    }
+
     /// Resolves a table to its id, checking that it still has the shape the IR was checked against.
     fn table(&self, t: &TableRef, s: &Stmt) -> Result<TableId, Diagnostic> {
         let found = self.catalog.table_by_name(&t.name);
@@ -282,11 +288,19 @@ impl Ctx<'_> {
                 let table = self.table(&i.table, s)?;
                 let values: Vec<Operand> = i.values.iter().map(|e| self.operand(e)).collect();
                 let moved_slots = take_run(&values);
+                let shape = self.fixed_shape(table);
                 Ok(Box::new(move |f, tx| {
                     let row = match &moved_slots {
                         // Every value is read where it lies in consecutive slots (a replay plan's
-                        // parameters), encoded into the row without a copy of its own.
-                        Some(slots) => Row::from_slice(&f.vals[slots.clone()]),
+                        // parameters), encoded into the row without a copy of its own; from a
+                        // copy of the table's fixed head when it has one.
+                        Some(slots) => {
+                            let values = &f.vals[slots.clone()];
+                            shape
+                                .as_ref()
+                                .and_then(|s| s.build(values.iter()))
+                                .unwrap_or_else(|| Row::from_slice(values))
+                        }
                         None => Row::build(|row| {
                             for v in &values {
                                 row.push(v.eval(f).map_err(|m| loc.err(m))?);
@@ -454,8 +468,11 @@ impl Ctx<'_> {
             // Every column of the new row moves out of a variable: build it as an insert does,
             // without the old row, a key evaluated apart, or a callback per column.
             let key_columns = u.table.primary_key.clone();
+            let shape = self.fixed_shape(table);
             return Ok(Box::new(move |f, tx| {
-                let row = Row::from_refs(slots.iter().map(|&slot| f.vals[slot].view()));
+                let values = slots.iter().map(|&slot| &f.vals[slot]);
+                let fixed = shape.as_ref().and_then(|s| s.build(values));
+                let row = fixed.unwrap_or_else(|| Row::from_refs(slots.iter().map(|&slot| f.vals[slot].view())));
                 let updated = runtime::replace(tx, table, &key_columns, row)?;
                 f.vals[found] = Value::Bool(updated);
                 Ok(Flow::Next)
