@@ -460,9 +460,8 @@ pub struct ReplayStorage<'a> {
     whole_images: bool,
     /// The key's record as the caller found it, when it looked (`Some(None)`: found absent).
     found: Option<Option<Arc<Record>>>,
-    /// A column patch's columns (empty for any other plan): the key must hold a row to apply
-    /// the patch to, and an in-place edit replaces these values.
-    patched: ColumnSet,
+    /// The plan applies a column patch: the key must hold a row to apply the patch to.
+    row_required: bool,
     /// Every parameter was checked against its column as it was bound
     /// ([`Reader::row_each_typed`]), so a row built from parameters alone needs no check.
     checked_values: bool,
@@ -479,7 +478,7 @@ impl<'a> ReplayStorage<'a> {
             installed: None,
             whole_images: false,
             found: None,
-            patched: ColumnSet::empty(),
+            row_required: false,
             checked_values: false,
         }
     }
@@ -512,13 +511,13 @@ impl<'a> ReplayStorage<'a> {
     /// without a row is an error, not a row of nulls.
     pub fn with_row_required(mut self, patched: ColumnSet) -> ReplayStorage<'a> {
         assert!(!patched.is_empty(), "a column patch patches a column");
-        self.patched = patched;
+        self.row_required = true;
         self
     }
 
     /// Whether the plan applies a column patch, which needs the key's row.
     fn row_required(&self) -> bool {
-        !self.patched.is_empty()
+        self.row_required
     }
 
     /// Whether the plan's write changed the key's state (`None`: it wrote nothing).
