@@ -5,7 +5,7 @@
 
 use super::cache::{CachedPlan, ColumnSet, PlanCache};
 use super::{EncodedRedo, RedoOp, RedoRecord, ReplayError};
-use crate::durability::codec::{AdmittedTags, ColumnPatch, Reader, TypedRow};
+use crate::durability::codec::{AdmittedTags, ColumnPatch, FixedValue, Reader, TypedRow};
 use crate::proc::runtime::{Frame, Storage};
 use crate::proc::{self, CompiledProcedure, runtime};
 use crate::storage::{Catalog, FixedShape, Key, Record, Row, SchemaError, Table, TableId, TableSchema, Value, key};
@@ -287,15 +287,13 @@ pub fn apply_encoded(
     } else {
         let plan = &cached.plan;
         let (slots, vals) = (&plan.slot_of_column, &mut cached.frame.vals[..schema.columns.len()]);
+        // One call, so that its closure is inlined (an outlined one took each value through
+        // memory: see `set_slot`); which slot a column binds is a branch predicted per plan.
         let bound_fixed = match &plan.fixed {
-            Some(shape) if plan.columns_are_params => reader.row_each_fixed(shape, |p, value| {
-                if let Some(slot) = vals.get_mut(p) {
-                    set_slot(slot, value);
-                }
-            }),
             Some(shape) => reader.row_each_fixed(shape, |p, value| {
-                if let Some(&Some(slot)) = slots.get(p) {
-                    set_slot(&mut vals[slot], value);
+                let slot = if plan.columns_are_params { Some(p) } else { slots.get(p).copied().flatten() };
+                if let Some(slot) = slot.and_then(|slot| vals.get_mut(slot)) {
+                    set_fixed_slot(slot, value);
                 }
             }),
             None => false,
@@ -411,26 +409,49 @@ fn bind_key_parts(
     Ok(())
 }
 
-/// Stores `value` in a parameter slot. The plan moved the previous record's values out, so the
-/// slot is almost always null (or an integer, which a delete plan reads without moving: nothing
-/// to drop either), and skipping `Value`'s drop glue for it is a tenth of the cost of binding a
-/// column. The drop glue is kept out of line so that the binding closures stay small enough to
-/// inline: an outlined closure received each value through memory, written by narrow stores and
-/// read back by wide loads, a store-forwarding stall per column (`perf annotate`).
+/// Stores `value` in a parameter slot. The slot almost always holds nothing to drop: null, or an
+/// int or a float the previous record's plan read where it lay (plans read their parameters in
+/// place), and skipping `Value`'s drop glue for it is a tenth of the cost of binding a column.
+/// The rare slot that holds a value to drop is cleared out of line first, and `value` is then
+/// written in place on both paths: a cold call that took `value` made the compiler build every
+/// value on the stack, by narrow stores, and copy it into the slot by wide loads, a failed store
+/// forward per column (`perf annotate`; so did an outlined binding closure).
 #[inline(always)]
 fn set_slot(slot: &mut Value, value: Value) {
-    if matches!(slot, Value::Null | Value::Int(_)) {
-        std::mem::forget(std::mem::replace(slot, value));
-    } else {
-        replace_slot(slot, value);
+    if !matches!(slot, Value::Null | Value::Int(_) | Value::Float(_)) {
+        clear_slot(slot);
+    }
+    // The slot holds nothing to drop.
+    std::mem::forget(std::mem::replace(slot, value));
+}
+
+/// [`set_slot`] of a fixed-shape row's value. The slot almost always holds the previous
+/// record's value of the same column, of the same kind (plans read their parameters in place),
+/// and then only its 8 bytes are written. Writing a whole `Value` made the compiler merge the
+/// int and float arms into one copy of a stack temporary, written by narrow stores and read
+/// back by wide loads: a failed store forward per column (`perf annotate`), which made compiled
+/// replay slower by the clock than direct while it executed fewer instructions.
+#[inline(always)]
+fn set_fixed_slot(slot: &mut Value, value: FixedValue) {
+    match (slot, value) {
+        (Value::Int(x), FixedValue::Int(v)) => *x = v,
+        (Value::Float(x), FixedValue::Float(v)) => *x = v,
+        (slot, value) => set_other_slot(slot, value),
     }
 }
 
-/// [`set_slot`] of a slot still holding a value (the previous record's plan did not move it).
+/// [`set_fixed_slot`] of a slot holding another kind of value (a plan's first record).
 #[cold]
 #[inline(never)]
-fn replace_slot(slot: &mut Value, value: Value) {
-    *slot = value;
+fn set_other_slot(slot: &mut Value, value: FixedValue) {
+    *slot = value.into();
+}
+
+/// Drops the value a slot holds (the previous record's plan did not move it), leaving null.
+#[cold]
+#[inline(never)]
+fn clear_slot(slot: &mut Value) {
+    *slot = Value::Null;
 }
 
 /// Runs a bound plan against `storage`.
