@@ -519,7 +519,10 @@ impl<'a> Reader<'a> {
             }
             let bits = u64::from_le_bytes(body);
             // One call, so that `put` is inlined here; it writes a `Value` of one kind per arm.
-            put(position, if tag == TAG_INT { FixedValue::Int(bits as i64) } else { FixedValue::Float(f64::from_bits(bits)) });
+            put(
+                position,
+                if tag == TAG_INT { FixedValue::Int(bits as i64) } else { FixedValue::Float(f64::from_bits(bits)) },
+            );
         }
         self.at += logged_bytes;
         true

@@ -268,7 +268,7 @@ pub fn apply_encoded(
     cache: &mut PlanCache,
     catalog: &Catalog,
     table: &Table,
-    redo: EncodedRedo<'_>,
+    redo: &mut EncodedRedo<'_>,
     reader: &mut Reader<'_>,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
@@ -325,7 +325,7 @@ pub fn apply_encoded(
     // Fields set in place, not through the builders: each builder moved the whole context, a
     // copy per record that callgrind counted.
     let mut storage = ReplayStorage::new(catalog, table, redo.key, redo.tid);
-    storage.found = Some(redo.found);
+    storage.found = Some(redo.found.take());
     // Every value the plan writes is a bound parameter, checked against its column as it was bound.
     storage.checked_values = op != RedoOp::Delete;
     run(table, cached, storage)

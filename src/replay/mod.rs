@@ -323,12 +323,14 @@ impl Replayer {
         &mut self,
         catalog: &Catalog,
         table: &Table,
-        redo: EncodedRedo<'_>,
+        mut redo: EncodedRedo<'_>,
         reader: &mut Reader<'_>,
     ) -> Result<bool, ReplayError> {
         match self.mode {
+            // Lent, not moved: moving `redo` copied it by wide loads over the caller's narrow
+            // stores (its `put` flag), a failed store forward per record (`perf annotate`).
             ReplayMode::Compiled if table.schema.columns.len() <= PARAMS_MAX => {
-                compiled::apply_encoded(&mut self.cache, catalog, table, redo, reader)
+                compiled::apply_encoded(&mut self.cache, catalog, table, &mut redo, reader)
             }
             _ => {
                 let row = if redo.put { Some(reader.row()?) } else { None };
