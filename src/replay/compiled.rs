@@ -436,15 +436,18 @@ fn set_fixed_slot(slot: &mut Value, value: FixedValue) {
     match (slot, value) {
         (Value::Int(x), FixedValue::Int(v)) => *x = v,
         (Value::Float(x), FixedValue::Float(v)) => *x = v,
-        (slot, value) => set_other_slot(slot, value),
+        // Passed as plain words: a `FixedValue` argument was stored to the stack on every call.
+        (slot, FixedValue::Int(v)) => set_other_slot(slot, v as u64, true),
+        (slot, FixedValue::Float(v)) => set_other_slot(slot, v.to_bits(), false),
     }
 }
 
-/// [`set_fixed_slot`] of a slot holding another kind of value (a plan's first record).
+/// [`set_fixed_slot`] of a slot holding another kind of value (a plan's first record): an int
+/// of `bits`, or a float of them.
 #[cold]
 #[inline(never)]
-fn set_other_slot(slot: &mut Value, value: FixedValue) {
-    *slot = value.into();
+fn set_other_slot(slot: &mut Value, bits: u64, int: bool) {
+    *slot = if int { Value::Int(bits as i64) } else { Value::Float(f64::from_bits(bits)) };
 }
 
 /// Drops the value a slot holds (the previous record's plan did not move it), leaving null.
