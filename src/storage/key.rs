@@ -68,13 +68,50 @@ impl From<&[u8]> for Key {
     #[inline]
     fn from(b: &[u8]) -> Key {
         if b.len() <= KEY_INLINE_BYTES {
-            let mut bytes = [0u8; KEY_INLINE_BYTES];
-            bytes[..b.len()].copy_from_slice(b);
-            Key(Repr::Inline { len: b.len() as u8, bytes })
+            Key(Repr::Inline { len: b.len() as u8, bytes: inline_bytes(b) })
         } else {
             Key(Repr::Heap(Arc::from(b)))
         }
     }
+}
+
+/// `b` (at most [`KEY_INLINE_BYTES`] long) padded with zeros, assembled from whole-word loads
+/// into words at fixed offsets, so that the compiler keeps it in registers and stores it straight
+/// into the key. A copy of `b.len()` bytes into an array went through a stack temporary, filled
+/// by `memcpy`'s narrow stores and read back by the move into the key's wide loads: a failed
+/// store forward on every key built (`perf annotate` of log replay, a tenth of applying a write).
+#[inline(always)]
+fn inline_bytes(b: &[u8]) -> [u8; KEY_INLINE_BYTES] {
+    debug_assert!(b.len() <= KEY_INLINE_BYTES);
+    let mut out = [0u8; KEY_INLINE_BYTES];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let word = padded_word(b, 8 * i).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
+    }
+    out
+}
+
+/// Bytes `at..at + 8` of `b` as a little-endian word, zeros past `b`'s end.
+#[inline(always)]
+fn padded_word(b: &[u8], at: usize) -> u64 {
+    let n = b.len();
+    if let Some(word) = b.get(at..at + 8) {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        return u64::from_le_bytes(bytes);
+    }
+    if n <= at {
+        return 0;
+    }
+    let present = n - at; // 1..=7 bytes
+    if n >= 8 {
+        // The last 8 bytes of `b` end with the `present` bytes wanted: shift the rest out.
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&b[n - 8..]);
+        return u64::from_le_bytes(bytes) >> (8 * (8 - present));
+    }
+    // A key shorter than a word.
+    b.iter().enumerate().fold(0, |word, (j, &x)| word | u64::from(x) << (8 * j))
 }
 
 impl From<Vec<u8>> for Key {
@@ -512,6 +549,18 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_key_of_any_length_holds_its_bytes() {
+        let source: Vec<u8> = (1..=60).collect();
+        for n in 0..=source.len() {
+            let key = Key::from(&source[..n]);
+            assert_eq!(key.as_bytes(), &source[..n], "length {n}");
+            if let Repr::Inline { bytes, .. } = &key.0 {
+                assert!(bytes[n..].iter().all(|&x| x == 0), "length {n}: padded with zeros");
+            }
+        }
+    }
+
     proptest::proptest! {
         /// Inline keys compare and equal exactly as their bytes do, including keys that are
         /// prefixes of each other and keys with zero bytes (which meet the padding).
