@@ -494,8 +494,8 @@ impl<'a> Reader<'a> {
     }
 
     /// [`Reader::row_each_typed`] for a row of `shape` (every column an int or a float, none
-    /// null), decoded with one bounds check for the whole row:
-    /// such a row is logged as its count and then 9 bytes per value (tag, body). Returns `false`,
+    /// null), decoded with one bounds check for the whole row: such a row is logged as its count
+    /// and then 9 bytes per value (tag, body). Returns `false`,
     /// with the reader not moved, when the logged row is not of the shape (another count, a
     /// null, a value of another type, too few bytes); the caller then decodes it with
     /// [`Reader::row_each_typed`], which says what was wrong. Values already handed to `put`
