@@ -307,13 +307,32 @@ impl Row {
     }
 }
 
+/// A row's allocation, its bytes not written yet ([`RowWriter`], [`FixedShape::build`]).
+type UninitRow = UniqueArc<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>;
+
+/// The allocation of a row of `total` bytes.
+fn uninit_row(total: usize) -> UninitRow {
+    UninitRow::from_header_and_uninit_slice(HeaderWithLength::new((), total), total)
+}
+
+/// The row whose bytes `arc` holds.
+///
+/// # Safety
+///
+/// Every byte of `arc` is written, and they are a row's encoding (the module docs).
+unsafe fn init_row(arc: UninitRow) -> Row {
+    // SAFETY: the caller's.
+    let arc = unsafe { arc.assume_init_slice_with_header() }.shareable();
+    Row(Arc::into_thin(arc))
+}
+
 /// Writes a row of `n` values and `payload` bytes of payload into its allocation, value by value
 /// or a run of another row's values at a time. Every write is checked against the sizes given up
 /// front before it is made, and [`RowWriter::finish`] checks they were met exactly, which is
 /// when every byte of the allocation has been written once: the head by `new`, a tag and an end
 /// per value, and the payloads end to end.
 pub(crate) struct RowWriter {
-    arc: UniqueArc<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>,
+    arc: UninitRow,
     n: usize,
     payload: usize,
     wide: bool,
@@ -336,11 +355,7 @@ impl RowWriter {
         let ends_at = HEAD_BYTES + n;
         let data_at = ends_at + n * if wide { 4 } else { 2 };
         let total = data_at + payload;
-        let mut arc =
-            UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
-                HeaderWithLength::new((), total),
-                total,
-            );
+        let mut arc = uninit_row(total);
         let head = &mut arc.slice[..HEAD_BYTES];
         let [count_low, count_high] = (n as u16).to_le_bytes();
         head[0].write(count_low);
@@ -452,8 +467,7 @@ impl RowWriter {
         assert!(self.i == self.n && self.end == self.payload, "a row's values changed while it was encoded");
         // SAFETY: `i == n` and `end == payload`: every tag, end and payload byte was written,
         // and `new` wrote the head (see the struct's docs).
-        let arc = unsafe { self.arc.assume_init_slice_with_header() }.shareable();
-        Row(Arc::into_thin(arc))
+        unsafe { init_row(self.arc) }
     }
 }
 
@@ -500,11 +514,6 @@ impl FixedShape {
         &self.tags
     }
 
-    /// How many values a row of the shape holds.
-    pub fn width(&self) -> usize {
-        self.tags.len()
-    }
-
     /// The row of `values`, or `None` if they are not exactly one value of each column's kind
     /// (a null, a value of another type, too few or too many): the caller then builds the row
     /// the general way ([`Row::from_slice`]), and the schema's check reports what was wrong.
@@ -516,11 +525,7 @@ impl FixedShape {
         }
         let head = self.head.len();
         let total = head + 8 * n;
-        let mut arc =
-            UniqueArc::<triomphe::HeaderSlice<HeaderWithLength<()>, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
-                HeaderWithLength::new((), total),
-                total,
-            );
+        let mut arc = uninit_row(total);
         let base = arc.slice.as_mut_ptr().cast::<u8>();
         // SAFETY: the allocation is `total` bytes long and `head` of them are the head; nothing
         // else can reach it while it is written.
@@ -541,8 +546,7 @@ impl FixedShape {
             return None;
         }
         // SAFETY: every byte is written: the head, then one payload per value (`written == n`).
-        let arc = unsafe { arc.assume_init_slice_with_header() }.shareable();
-        Some(Row(Arc::into_thin(arc)))
+        Some(unsafe { init_row(arc) })
     }
 }
 
@@ -901,7 +905,7 @@ mod tests {
     fn a_fixed_shape_builds_the_rows_from_slice_builds() {
         let columns = [(ColumnType::Int, false), (ColumnType::Float, false), (ColumnType::Int, false)];
         let shape = FixedShape::of(columns.into_iter()).expect("ints and floats, not null");
-        assert_eq!((shape.width(), shape.tags()), (3, &[TAG_INT, TAG_FLOAT, TAG_INT][..]));
+        assert_eq!(shape.tags(), &[TAG_INT, TAG_FLOAT, TAG_INT][..]);
         for (a, b, c) in [(0, 0.0, 0), (-1, -2.5, i64::MAX), (i64::MIN, f64::NAN, 7)] {
             let values = [Value::Int(a), Value::Float(b), Value::Int(c)];
             let built = shape.build(values.iter()).expect("values of the shape");
