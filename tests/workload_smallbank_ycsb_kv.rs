@@ -27,8 +27,14 @@ fn loaded(workload: &Arc<dyn Workload>) -> Database {
 }
 
 fn run_for(db: &Database, workload: &Arc<dyn Workload>, millis: u64, seed: u64) -> RunResult {
-    let options =
-        RunOptions { threads: 2, duration: Duration::from_millis(millis), seed, window_ms: 100, progress: false };
+    let options = RunOptions {
+        threads: 2,
+        duration: Duration::from_millis(millis),
+        seed,
+        window_ms: 100,
+        progress: false,
+        requests_per_thread: None,
+    };
     run(db, workload, &options).expect("run")
 }
 

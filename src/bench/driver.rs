@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The most worker threads a run may use.
@@ -44,11 +44,22 @@ pub struct RunOptions {
     pub window_ms: u64,
     /// Show a progress bar (only if stderr is a terminal).
     pub progress: bool,
+    /// Each worker stops after this many requests (committed or aborted by the procedure), or
+    /// at `duration`, whichever comes first: a run of fixed work, whose instruction count
+    /// (callgrind) repeats from run to run with the same seed. `None`: `duration` alone.
+    pub requests_per_thread: Option<u64>,
 }
 
 impl Default for RunOptions {
     fn default() -> RunOptions {
-        RunOptions { threads: 2, duration: Duration::from_secs(5), seed: 1, window_ms: 500, progress: true }
+        RunOptions {
+            threads: 2,
+            duration: Duration::from_secs(5),
+            seed: 1,
+            window_ms: 500,
+            progress: true,
+            requests_per_thread: None,
+        }
     }
 }
 
@@ -101,6 +112,8 @@ pub enum RunError {
 /// State shared by the workers and the main thread.
 struct Shared {
     stop: AtomicBool,
+    /// Workers that ran their `requests_per_thread` and returned.
+    workers_done: AtomicUsize,
     start: Instant,
     committed: Vec<CachePadded<AtomicU64>>,
     windows: Mutex<Vec<Window>>,
@@ -133,6 +146,7 @@ pub fn run(db: &Database, workload: &Arc<dyn Workload>, options: &RunOptions) ->
     let log_bytes_before = db.scheme().log_bytes_written();
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
+        workers_done: AtomicUsize::new(0),
         start: Instant::now(),
         committed: (0..options.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
         windows: Mutex::new(Vec::new()),
@@ -142,6 +156,7 @@ pub fn run(db: &Database, workload: &Arc<dyn Workload>, options: &RunOptions) ->
     for thread in 0..options.threads {
         let generator = workload.generator(db, thread, options.threads, options.seed);
         let mut runner = WorkerRun::new(db, thread, kinds.len(), Arc::clone(&shared), generator);
+        runner.requests_max = options.requests_per_thread.unwrap_or(u64::MAX);
         let handle = std::thread::Builder::new()
             .name(format!("lazarus-bench-{thread}"))
             .spawn(move || runner.run().map(|()| runner))?;
@@ -170,9 +185,10 @@ pub fn run(db: &Database, workload: &Arc<dyn Workload>, options: &RunOptions) ->
         return Err(e);
     }
     // Windows after the deadline hold only the stragglers of the stop; the timeline covers the
-    // measured duration exactly.
+    // measured duration exactly (the elapsed time, when the workers ran their requests sooner).
     let mut timeline = std::mem::take(&mut *shared.windows.lock());
-    let measured_windows = options.duration.as_millis().div_ceil(u128::from(options.window_ms)).max(1) as usize;
+    let measured = options.duration.min(elapsed);
+    let measured_windows = measured.as_millis().div_ceil(u128::from(options.window_ms)).max(1) as usize;
     timeline.resize_with(measured_windows, Window::default);
     // Every worker drained its durability queue before it returned: what it logged is written.
     let log_bytes = db.scheme().log_bytes_written() - log_bytes_before;
@@ -188,7 +204,7 @@ fn watch(db: &Database, shared: &Shared, options: &RunOptions) {
     let mut last_at = Instant::now();
     loop {
         let now = Instant::now();
-        if now >= deadline {
+        if now >= deadline || shared.workers_done.load(Ordering::Relaxed) == options.threads {
             break;
         }
         std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
@@ -235,6 +251,8 @@ struct WorkerRun {
     window_index: usize,
     pending: VecDeque<(DurabilityTicket, Instant, usize)>,
     never_durable: u64,
+    /// Requests to run before stopping ([`RunOptions::requests_per_thread`]).
+    requests_max: u64,
 }
 
 impl WorkerRun {
@@ -257,16 +275,22 @@ impl WorkerRun {
             window_index: 0,
             pending: VecDeque::new(),
             never_durable: 0,
+            requests_max: u64::MAX,
         }
     }
 
     fn run(&mut self) -> Result<(), TxnError> {
-        while !self.shared.stop.load(Ordering::Relaxed) {
+        let mut requests = 0u64;
+        while !self.shared.stop.load(Ordering::Relaxed) && requests < self.requests_max {
             let request = self.generator.next_request();
             self.run_one(&request)?;
+            requests += 1;
             self.drain_durable(false);
         }
         self.drain_durable(true);
+        if requests == self.requests_max {
+            self.shared.workers_done.fetch_add(1, Ordering::Relaxed);
+        }
         let index = self.window_index;
         let window = std::mem::take(&mut self.window);
         self.shared.file_window(index, &window);

@@ -82,6 +82,18 @@ mod tests {
     }
 
     #[test]
+    fn a_run_of_fixed_work_runs_exactly_its_requests_and_ends_without_waiting_for_the_deadline() {
+        let workload: Arc<dyn Workload> = Arc::new(Transfer { accounts: 64, initial_balance: 1_000 });
+        let duration = Duration::from_secs(600);
+        let options = RunOptions { threads: 2, duration, requests_per_thread: Some(250), ..RunOptions::default() };
+        let result = open_load_run(DatabaseConfig::default(), &workload, &options).unwrap();
+        assert_eq!(result.total.committed + result.total.user_aborts, 2 * 250, "every request ran once");
+        assert!(result.elapsed < duration, "the run ended when its work did, not at the deadline");
+        let in_windows: u64 = result.timeline.iter().map(|w| w.counts.committed).sum();
+        assert_eq!(in_windows, result.total.committed, "the timeline covers the run, not the whole duration");
+    }
+
+    #[test]
     fn bad_options_are_refused() {
         let workload: Arc<dyn Workload> = Arc::new(Transfer::default());
         let db = Database::open(DatabaseConfig::default()).unwrap();

@@ -298,6 +298,15 @@ struct BenchArgs {
     /// of fresh pages; the time it takes is printed and not part of the run.
     #[arg(long, default_value_t = 0)]
     prefault_mib: usize,
+    /// Stop each worker after this many transactions (committed or aborted by the procedure), or
+    /// at --duration-s, whichever comes first: fixed work, so that an instruction count
+    /// (`valgrind --tool=callgrind`) repeats from run to run with the same --seed.
+    #[arg(long)]
+    requests_per_thread: Option<u64>,
+    /// Fix the point index's hash seed (not 0) instead of drawing one per process, so that
+    /// two runs probe the same slots (for instruction counts; the default draws one).
+    #[arg(long)]
+    hash_seed: Option<u64>,
     /// Write the timeline (0.5 s windows) to this CSV file.
     #[arg(long)]
     timeline: Option<std::path::PathBuf>,
@@ -379,6 +388,14 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         bail!("--duration-s must be in (0, 86400], got {}", args.duration_s);
     }
     prefault_heap(args.prefault_mib)?;
+    match args.hash_seed {
+        Some(0) => bail!("--hash-seed must not be 0 (leave it out to draw a seed)"),
+        Some(seed) => lazarus::storage::point::fix_hash_seed(seed),
+        None => {}
+    }
+    if args.requests_per_thread == Some(0) {
+        bail!("--requests-per-thread must be at least 1");
+    }
     let (scheme, stream) = build_scheme(args)?;
     let options = WorkloadOptions {
         warehouses: args.warehouses,
@@ -400,6 +417,7 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         seed: args.seed,
         window_ms: args.window_ms,
         progress: true,
+        requests_per_thread: args.requests_per_thread,
     };
     let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
     eprintln!(
