@@ -6,7 +6,7 @@ use super::tid::{Tid, TidWord};
 use super::versions::Snapshot;
 use super::{TxnContext, WorkerState};
 use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite, WorkerLog};
-use crate::storage::index::{Direction, KeyRange, OrderedIndex};
+use crate::storage::index::{Direction, KeyRange, NodeVersion, OrderedIndex};
 use crate::storage::key::{self, Key};
 use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::record::Record;
@@ -66,6 +66,10 @@ struct ScanCheck {
     /// A key whose record is now a different one counts as unseen. Sorted by key ascending
     /// (a scan visits keys in order), so validation merges it with its re-scan.
     seen: Vec<(Key, usize)>,
+    /// The index's nodes the scan read, with their versions (Silo's node set, §4.6), when the
+    /// index keeps versions (`None`: it does not). Unchanged, they show that no entry came into
+    /// or left the covered range, and validation need not scan it again.
+    nodes: Option<Vec<NodeVersion>>,
 }
 
 /// What a committed transaction returns.
@@ -490,12 +494,21 @@ impl<'w> Transaction<'w> {
         let batch = (scan.limit + 1).min(SCAN_BATCH_MAX);
         let mut range = scan.range.clone();
         let mut full = false;
+        let mut nodes = Vec::new();
+        let mut versioned = true;
         'batches: loop {
             let mut entries: Vec<(Key, Arc<Record>)> = Vec::with_capacity(batch);
-            index.scan(&range, scan.direction, batch, &mut |k, r| {
-                entries.push((k.clone(), Arc::clone(r)));
-                true
-            });
+            // Under the transaction's pin, which `validate_scan` needs to read the nodes back.
+            versioned &= index.scan_versioned(
+                &range,
+                scan.direction,
+                batch,
+                &mut |k, r| {
+                    entries.push((k.clone(), Arc::clone(r)));
+                    true
+                },
+                &mut nodes,
+            );
             let index_exhausted = entries.len() < batch;
             for (entry_key, record) in entries {
                 while out.len() < scan.limit
@@ -542,7 +555,8 @@ impl<'w> Transaction<'w> {
         if scan.direction == Direction::Backward {
             seen.reverse();
         }
-        self.scans.push(ScanCheck { table: t.id, index: scan.index, covered, seen });
+        let nodes = versioned.then_some(nodes);
+        self.scans.push(ScanCheck { table: t.id, index: scan.index, covered, seen, nodes });
         Ok(out)
     }
 
@@ -826,6 +840,15 @@ impl<'w> Transaction<'w> {
             None => t.primary.as_ref(),
             Some(i) => t.secondary[i].as_ref(),
         };
+        // SAFETY: `self.pin` has been held since the transaction began, so since the scan.
+        if let Some(nodes) = &s.nodes
+            && unsafe { index.unchanged_since(nodes) }
+        {
+            // No entry came into or left the covered range: a re-scan would meet only the
+            // entries seen, whose records the read set checks. A changed node (this
+            // transaction's own inserts change them too) falls back to the re-scan.
+            return Ok(());
+        }
         let mut next_seen = 0usize;
         let mut phantom = false;
         index.scan(&s.covered, Direction::Forward, usize::MAX, &mut |entry_key, record| {

@@ -21,6 +21,11 @@
 //!   the committer for the index. `contract_tests::check_scan_does_not_block_writers` shows it;
 //!   only the lock-free backends pass.
 //! - A visitor must not write to the index it is scanning.
+//! - `scan_versioned` is `scan` that may also record the versions of the nodes it read (Silo's
+//!   *node set*, §4.6): a backend that records them promises that while none of those versions
+//!   has changed ([`OrderedIndex::unchanged_since`]) no entry has been inserted into or removed
+//!   from the part of the range the scan covered. Phantom protection then checks the versions
+//!   instead of scanning again. A backend without versions records nothing and says so.
 //!
 //! # Backends, and the choice of the default
 //!
@@ -131,6 +136,15 @@ impl KeyRange {
 /// The visitor a scan calls for each entry; returning `false` stops the scan.
 pub type ScanVisitor<'a> = dyn FnMut(&Key, &Arc<Record>) -> bool + 'a;
 
+/// A node a versioned scan read, and its version then ([`OrderedIndex::scan_versioned`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeVersion {
+    /// The node's address (only compared and, by its own index, read back under an epoch pin).
+    pub(crate) node: usize,
+    /// Its version word when the scan read it.
+    pub(crate) version: u64,
+}
+
 /// A concurrent ordered map from encoded keys to records. See the module docs for the contract.
 pub trait OrderedIndex: Send + Sync {
     /// The record stored under `key`.
@@ -145,6 +159,39 @@ pub trait OrderedIndex: Send + Sync {
 
     /// Visits up to `limit` entries of `range` in `direction`.
     fn scan(&self, range: &KeyRange, direction: Direction, limit: usize, visit: &mut ScanVisitor<'_>);
+
+    /// [`OrderedIndex::scan`], appending to `nodes` the version of every node whose entries it
+    /// read (the leaves), so that [`OrderedIndex::unchanged_since`] can later tell that no entry
+    /// was inserted into or removed from the range it covered. Returns whether it recorded them;
+    /// a backend without node versions scans and returns `false` (the caller must scan again to
+    /// check). The caller must stay pinned (`crossbeam_epoch`) from this call until it is done
+    /// with `nodes`.
+    fn scan_versioned(
+        &self,
+        range: &KeyRange,
+        direction: Direction,
+        limit: usize,
+        visit: &mut ScanVisitor<'_>,
+        nodes: &mut Vec<NodeVersion>,
+    ) -> bool {
+        let _ = nodes;
+        self.scan(range, direction, limit, visit);
+        false
+    }
+
+    /// Whether every node of `nodes`, recorded by this index's
+    /// [`OrderedIndex::scan_versioned`], still has the version it had then (`false` also when a
+    /// writer holds one locked now). `true` means no entry was inserted into or removed from the
+    /// part of the range those scans covered, nor is being.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread has stayed pinned to the epoch collector (`crossbeam_epoch::pin`)
+    /// without a break since the scans that recorded `nodes`, so none of them has been freed.
+    unsafe fn unchanged_since(&self, nodes: &[NodeVersion]) -> bool {
+        let _ = nodes;
+        false
+    }
 
     /// Number of entries (may be approximate while writers run).
     fn len(&self) -> usize;

@@ -61,7 +61,7 @@
 //! key and an inner node's the separator of its first child, moved up. The root it replaced,
 //! empty and locked by the build, is retired when the new one is published.
 
-use super::{Direction, Entry as Loaded, KeyRange, OrderedIndex, RangeWalk, ScanVisitor};
+use super::{Direction, Entry as Loaded, KeyRange, NodeVersion, OrderedIndex, RangeWalk, ScanVisitor};
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use crossbeam_epoch::Guard;
@@ -849,12 +849,14 @@ impl OlcTree {
 
     /// Visits the entries of `range` in `direction`, one leaf at a time: the next leaf is the
     /// sibling under the same parent if the parent is unchanged, else a new descent to the fence.
+    /// With `nodes`, records each leaf it read with the version its entries were read under.
     fn scan_leaves(
         &self,
         range: &KeyRange,
         direction: Direction,
         walk: &mut RangeWalk<'_>,
         visit: &mut ScanVisitor<'_>,
+        mut nodes: Option<&mut Vec<NodeVersion>>,
     ) {
         let from = match direction {
             Direction::Forward => &range.start,
@@ -863,6 +865,12 @@ impl OlcTree {
         let mut guard = crossbeam_epoch::pin();
         let mut read = self.read_leaf(from, direction, &guard);
         for leaves in 1.. {
+            // Every leaf whose slots were read, even one whose entries all lie outside the range:
+            // a key inserted into the covered range goes into one of these leaves, or into a leaf
+            // split off one of them, which the split changes (`OrderedIndex::scan_versioned`).
+            if let Some(nodes) = nodes.as_deref_mut() {
+                nodes.push(NodeVersion { node: read.path.leaf as usize, version: read.path.leaf_version });
+            }
             let leaf = node(read.path.leaf, &guard);
             let batch = &read.batch[..read.n];
             // A batch is sorted and starts inside the range (at the near bound, or past the
@@ -1217,7 +1225,34 @@ impl OrderedIndex for OlcTree {
         if walk.is_done() {
             return;
         }
-        self.scan_leaves(range, direction, &mut walk, visit);
+        self.scan_leaves(range, direction, &mut walk, visit, None);
+    }
+
+    fn scan_versioned(
+        &self,
+        range: &KeyRange,
+        direction: Direction,
+        limit: usize,
+        visit: &mut ScanVisitor<'_>,
+        nodes: &mut Vec<NodeVersion>,
+    ) -> bool {
+        let mut walk = RangeWalk::new(range, direction, limit);
+        if !walk.is_done() {
+            self.scan_leaves(range, direction, &mut walk, visit, Some(nodes));
+        }
+        true
+    }
+
+    /// A leaf changes version whenever an entry goes into it or out of it, it splits, or it is
+    /// unlinked (obsolete), and is locked while that happens; an entry that lands in the covered
+    /// range after the scan lands in one of the scan's leaves or in one split off it.
+    unsafe fn unchanged_since(&self, nodes: &[NodeVersion]) -> bool {
+        nodes.iter().all(|n| {
+            // SAFETY: the caller has been pinned since the scan that read this leaf through this
+            // tree, and a node unlinked since is freed only through the epoch collector.
+            let leaf = unsafe { &*(n.node as *const Node) };
+            leaf.validate(n.version)
+        })
     }
 
     fn len(&self) -> usize {
@@ -1412,6 +1447,72 @@ mod tests {
             true
         });
         out
+    }
+
+    /// The node set's promise (`OrderedIndex::scan_versioned`): an insert or a removal of a key
+    /// in the part of the range a scan covered (all of it, or up to the last key visited when
+    /// the limit stopped the scan) changes a node the scan recorded; with nothing changed they
+    /// are all unchanged. Random ranges, directions and limits over keys of every shape, one
+    /// random insert or removal after each scan, some of them emptying and unlinking leaves.
+    #[test]
+    fn a_change_in_a_scanned_range_changes_a_node_the_scan_recorded() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(40);
+        let tree = OlcTree::default();
+        let mut present: BTreeMap<Vec<u8>, Arc<Record>> = BTreeMap::new();
+        for _ in 0..3_000 {
+            let k = random_key(&mut rng);
+            let r = rec(&k);
+            if tree.insert_if_absent(Key::from(&k[..]), Arc::clone(&r)).is_ok() {
+                present.insert(k, r);
+            }
+        }
+        // Pinned throughout, as a transaction is from its scans to its validation.
+        let _guard = crossbeam_epoch::pin();
+        let (mut changed, mut kept) = (0, 0);
+        for round in 0..3_000 {
+            let (a, b) = (random_key(&mut rng), random_key(&mut rng));
+            let (low, high) = if a <= b { (a, b) } else { (b, a) };
+            let range =
+                KeyRange { start: Bound::Included(Key::from(&low[..])), end: Bound::Included(Key::from(&high[..])) };
+            let direction = if round % 2 == 0 { Direction::Forward } else { Direction::Backward };
+            let limit = if round % 3 == 0 { 7 } else { usize::MAX };
+            let (mut nodes, mut visited) = (Vec::new(), Vec::new());
+            let mut visit = |k: &Key, _: &Arc<Record>| {
+                visited.push(k.to_vec());
+                true
+            };
+            assert!(tree.scan_versioned(&range, direction, limit, &mut visit, &mut nodes));
+            // SAFETY: pinned since the scan.
+            assert!(unsafe { tree.unchanged_since(&nodes) }, "round {round}: nothing changed yet");
+            let stopped_at = (visited.len() == limit).then(|| visited[visited.len() - 1].clone());
+            let covered = |k: &[u8]| {
+                range.contains(k)
+                    && stopped_at.as_ref().is_none_or(|last| match direction {
+                        Direction::Forward => k <= last.as_slice(),
+                        Direction::Backward => k >= last.as_slice(),
+                    })
+            };
+            let k = random_key(&mut rng);
+            let in_covered = covered(&k);
+            match present.remove(&k) {
+                Some(r) => assert!(tree.remove(&k, &r)),
+                None => {
+                    let r = rec(&k);
+                    assert!(tree.insert_if_absent(Key::from(&k[..]), Arc::clone(&r)).is_ok());
+                    present.insert(k, r);
+                }
+            }
+            // SAFETY: pinned since the scan.
+            let unchanged = unsafe { tree.unchanged_since(&nodes) };
+            if in_covered {
+                assert!(!unchanged, "round {round}: a change in the covered range went unseen");
+                changed += 1;
+            } else if unchanged {
+                kept += 1;
+            }
+        }
+        assert!(changed >= 100 && kept >= 100, "both cases met: {changed} in range, {kept} kept");
     }
 
     /// Random inserts, removals (which empty and prune leaves), gets and scans against a
