@@ -31,19 +31,23 @@
 //!
 //! # Phantoms
 //!
-//! Silo detects phantoms with the versions of the B-tree nodes a scan visited. The index here is a
-//! crate behind a trait with no node versions, so this module uses an equivalent that is correct
-//! for any linearizable index: every insert links its record (an absent placeholder) and every
-//! new secondary entry into the index **before** its serialization point, under the record's lock.
-//! A scan remembers the keys it visited and the part of the range it covered; validation, which
-//! runs **after** the scanner's serialization point, re-scans that part. A transaction that
-//! serializes before the scanner has already linked its entries, so the re-scan finds a new key
-//! that is locked or present, and the scanner aborts. One that links later serializes later, and
-//! not seeing its row is correct. Point lookups that find nothing are the one-key case. Deleted
-//! rows need nothing extra: the deleted record was in the read set and its word changes.
+//! Silo detects phantoms with the versions of the B-tree nodes a scan visited. Here that is the
+//! first step, for an index that keeps versions, and a re-scan, correct for any linearizable
+//! index, is the second: every insert links its record (an absent placeholder) and every new
+//! secondary entry into the index **before** its serialization point, under the record's lock.
+//! A scan remembers the keys it visited, the part of the range it covered and, when the index
+//! keeps them ([`crate::storage::index::OrderedIndex::scan_versioned`]), the leaves it read with
+//! their versions. Validation runs **after** the scanner's serialization point. If no recorded
+//! leaf changed, no entry was linked into or removed from the covered range since the scan (a
+//! link changes its leaf's version, or holds it locked), and the scan stands. Otherwise
+//! validation re-scans that part. A transaction that serializes before the scanner has already
+//! linked its entries, so a recorded leaf has changed, the re-scan finds a new key that is locked
+//! or present, and the scanner aborts; one that links later serializes later, and not seeing its
+//! row is correct. Point lookups that find nothing are the one-key case. Deleted rows need
+//! nothing extra: the deleted record was in the read set and its word changes.
 //!
-//! The cost is a second pass over each scanned range at commit, proportional to the rows the scan
-//! returned; `benches/engine.rs` measures it.
+//! The cost is a push per leaf a scan reads, and a second pass over a scanned range at commit
+//! only when one of its leaves changed; `benches/engine.rs` measures scans.
 //!
 //! # What is recorded for the durability schemes
 //!
