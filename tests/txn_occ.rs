@@ -314,6 +314,57 @@ fn bounded_counting_inserts_never_exceed_the_bound() {
 }
 
 #[test]
+fn a_bound_over_two_tables_holds_when_each_insert_goes_to_a_table_the_other_side_scanned() {
+    // Each transaction counts the rows of two tables and, below the bound, inserts into one of
+    // them. Its own insert changes a leaf of that table's scan (which then re-scans), never a
+    // leaf of the other table's: there only the scanned leaves' versions (the node set) can see
+    // a concurrent insert. Missing it lets two transactions that both counted BOUND - 1 insert
+    // one row each, into different tables (write skew).
+    const BOUND: usize = 200;
+    let db = open();
+    let tables: Vec<u32> = ["left", "right"]
+        .iter()
+        .map(|name| {
+            let columns = vec![col("id", ColumnType::Int, false), col("v", ColumnType::Int, false)];
+            let schema = TableSchema { name: (*name).into(), columns, primary_key: vec![0], indexes: vec![] };
+            db.create_table(schema).unwrap()
+        })
+        .collect();
+    let next_id = Arc::new(AtomicU64::new(1));
+    let handles: Vec<_> = (0..4)
+        .map(|thread| {
+            let (db, next_id, tables) = (db.clone(), Arc::clone(&next_id), tables.clone());
+            std::thread::spawn(move || {
+                let mut w = db.worker();
+                for round in 0..100 {
+                    let id = next_id.fetch_add(1, Ordering::Relaxed) as i64;
+                    let target = tables[(thread + round) % 2];
+                    w.run(10_000, |tx| {
+                        let mut total = 0;
+                        for &t in &tables {
+                            total += tx.scan(&scan_all(t, None, 1000))?.len();
+                        }
+                        if total < BOUND {
+                            tx.insert(target, Row::from_exact_iter([Value::Int(id), Value::Int(0)].into_iter()))?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut w = db.worker();
+    let counts: Vec<usize> =
+        tables.iter().map(|&t| w.run(1, |tx| tx.scan(&scan_all(t, None, 1000))).unwrap().0.len()).collect();
+    assert_eq!(counts.iter().sum::<usize>(), BOUND, "rows per table: {counts:?}");
+    assert!(counts.iter().all(|&n| n > 0), "both tables took inserts: {counts:?}");
+}
+
+#[test]
 fn secondary_indexes_match_the_primary_after_concurrent_churn() {
     churn(open());
 }
