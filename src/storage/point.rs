@@ -100,9 +100,10 @@ pub enum Prefetch {
     },
 }
 
-/// How many row values a cache line holds at least: prefetching every this many values of a
-/// row touches each of its lines.
-const VALUES_PER_LINE: usize = 64 / std::mem::size_of::<crate::storage::Value>();
+/// Prefetching every this many values of a row touches each of its lines once. (It was the
+/// values of a `Value` array per line, 2, from before rows were bytes, which prefetched each
+/// line of a row about three times.)
+const VALUES_PER_LINE: usize = super::record::ROW_VALUES_PER_LINE_GUESS;
 
 /// Encoded primary key → record. Every record is linked under its own key ([`Record::key`]).
 pub struct PointIndex {

@@ -46,6 +46,9 @@ const SPINS_BEFORE_YIELD: u32 = 64;
 /// Bytes a row's value takes on average, for guessing where a column lies
 /// ([`Record::prefetch_row_columns`]): an int's 8 bytes and its tag and end.
 const ROW_BYTES_PER_VALUE_GUESS: usize = 11;
+/// Columns between two prefetched lines of a row ([`Record::prefetch_row_columns`]): the most
+/// whose guessed bytes stay within a line, so that no line of the row is skipped.
+pub(crate) const ROW_VALUES_PER_LINE_GUESS: usize = 64 / ROW_BYTES_PER_VALUE_GUESS;
 
 /// A record of a table.
 pub struct Record {
