@@ -33,7 +33,7 @@ fn run_for(db: &Database, workload: &Arc<dyn Workload>, millis: u64, seed: u64) 
         seed,
         window_ms: 100,
         progress: false,
-        requests_per_thread: None,
+        ..RunOptions::default()
     };
     run(db, workload, &options).expect("run")
 }

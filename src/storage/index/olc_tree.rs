@@ -849,15 +849,20 @@ impl OlcTree {
 
     /// Visits the entries of `range` in `direction`, one leaf at a time: the next leaf is the
     /// sibling under the same parent if the parent is unchanged, else a new descent to the fence.
-    /// With `nodes`, records each leaf it read with the version its entries were read under.
+    /// Stops after `limit` visits. With `nodes`, records each leaf it read with the version its
+    /// entries were read under.
     fn scan_leaves(
         &self,
         range: &KeyRange,
         direction: Direction,
-        walk: &mut RangeWalk<'_>,
+        limit: usize,
         visit: &mut ScanVisitor<'_>,
         mut nodes: Option<&mut Vec<NodeVersion>>,
     ) {
+        let walk = &mut RangeWalk::new(range, direction, limit);
+        if walk.is_done() {
+            return;
+        }
         let from = match direction {
             Direction::Forward => &range.start,
             Direction::Backward => &range.end,
@@ -1221,11 +1226,7 @@ impl OrderedIndex for OlcTree {
     }
 
     fn scan(&self, range: &KeyRange, direction: Direction, limit: usize, visit: &mut ScanVisitor<'_>) {
-        let mut walk = RangeWalk::new(range, direction, limit);
-        if walk.is_done() {
-            return;
-        }
-        self.scan_leaves(range, direction, &mut walk, visit, None);
+        self.scan_leaves(range, direction, limit, visit, None);
     }
 
     fn scan_versioned(
@@ -1236,10 +1237,7 @@ impl OrderedIndex for OlcTree {
         visit: &mut ScanVisitor<'_>,
         nodes: &mut Vec<NodeVersion>,
     ) -> bool {
-        let mut walk = RangeWalk::new(range, direction, limit);
-        if !walk.is_done() {
-            self.scan_leaves(range, direction, &mut walk, visit, Some(nodes));
-        }
+        self.scan_leaves(range, direction, limit, visit, Some(nodes));
         true
     }
 
