@@ -20,5 +20,5 @@ pub fn apply_at(table: &Table, found: Option<&Arc<Record>>, record: RedoRecord<'
     if let Some(row) = &record.row {
         table.schema.check_row(row)?;
     }
-    Ok(table.install_if_newer_at(found, &Key::from(record.key), record.row, record.tid))
+    Ok(table.install_if_newer_at(found, record.key, record.row, record.tid))
 }

@@ -387,11 +387,16 @@ impl Table {
     /// `found`: a compiled replay plan chosen by that lookup (insert for an absent key, update
     /// for a present one) skips the second lookup. Records are never unlinked during replay, so
     /// a found record is still the key's; if another recovery thread linked the key since it was
-    /// found absent, this falls back to the full path.
-    pub fn install_if_newer_at(&self, found: Option<&Arc<Record>>, key: &Key, row: Option<Row>, tid: Tid) -> bool {
+    /// found absent, this falls back to the full path. The key is taken as its bytes, and a
+    /// [`Key`] is built only to link a new record: a write to a found record (every update and
+    /// most deletes) needs none.
+    pub fn install_if_newer_at(&self, found: Option<&Arc<Record>>, key: &[u8], row: Option<Row>, tid: Tid) -> bool {
         match found {
             Some(record) => install_on(record, row, tid),
-            None => self.link_new(key, &row, tid) || self.install_if_newer(key, row, tid),
+            None => {
+                let key = Key::from(key);
+                self.link_new(&key, &row, tid) || self.install_if_newer(&key, row, tid)
+            }
         }
     }
 
