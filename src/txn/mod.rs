@@ -59,6 +59,7 @@ pub mod error;
 pub mod tid;
 pub mod transaction;
 pub mod versions;
+mod write_slots;
 
 pub use error::{ConflictReason, TxnError};
 pub use tid::Tid;

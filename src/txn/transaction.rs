@@ -4,6 +4,7 @@
 use super::error::{ConflictReason, TxnError};
 use super::tid::{Tid, TidWord};
 use super::versions::Snapshot;
+use super::write_slots::{SlotKey, WriteSlots};
 use super::{TxnContext, WorkerState};
 use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite, WorkerLog};
 use crate::storage::index::{Direction, KeyRange, NodeVersion, OrderedIndex};
@@ -12,7 +13,6 @@ use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::record::Record;
 use crate::storage::table::{Catalog, Table};
 use crate::storage::{Row, TableId, Value};
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -42,6 +42,15 @@ struct WriteEntry {
     record: Option<Arc<Record>>,
     /// The record's word when this transaction locked it.
     locked_word: Option<TidWord>,
+}
+
+impl SlotKey for WriteEntry {
+    fn table(&self) -> TableId {
+        self.table
+    }
+    fn key(&self) -> &[u8] {
+        self.key.as_bytes()
+    }
 }
 
 struct ReadEntry {
@@ -113,8 +122,8 @@ pub struct Transaction<'w> {
     catalog: &'w Arc<Catalog>,
     reads: Vec<ReadEntry>,
     writes: Vec<WriteEntry>,
-    /// (table, key) → index into `writes`. foldhash: the std SipHash showed in profiles.
-    write_slots: HashMap<(TableId, Key), usize, foldhash::fast::RandomState>,
+    /// (table, key) → index into `writes`.
+    write_slots: WriteSlots,
     absences: Vec<Absence>,
     scans: Vec<ScanCheck>,
     invocation: Option<Invocation>,
@@ -134,7 +143,7 @@ pub struct Transaction<'w> {
 struct SpareSets {
     reads: Vec<ReadEntry>,
     writes: Vec<WriteEntry>,
-    write_slots: HashMap<(TableId, Key), usize, foldhash::fast::RandomState>,
+    write_slots: WriteSlots,
     absences: Vec<Absence>,
     scans: Vec<ScanCheck>,
 }
@@ -171,7 +180,7 @@ impl Drop for Transaction<'_> {
         // memset), and an untouched one is not cleared.
         let mut write_slots = std::mem::take(&mut self.write_slots);
         if write_slots.capacity() > SPARE_SLOTS_MAX {
-            write_slots = HashMap::default();
+            write_slots = WriteSlots::default();
         } else if !write_slots.is_empty() {
             write_slots.clear();
         }
@@ -305,9 +314,7 @@ impl<'w> Transaction<'w> {
 
     /// Reads the row with encoded primary key `key`.
     pub fn get_by_key(&mut self, table: &Table, key: &Key) -> Result<Option<Row>, TxnError> {
-        if !self.write_slots.is_empty()
-            && let Some(&slot) = self.write_slots.get(&(table.id, key.clone()))
-        {
+        if let Some(slot) = self.write_slots.get(&self.writes, table.id, key.as_bytes()) {
             return Ok(self.writes[slot].row.clone());
         }
         match table.get(key) {
@@ -333,7 +340,7 @@ impl<'w> Transaction<'w> {
         let t = self.table_ref(table)?;
         t.schema.check_row(&row)?;
         let key = t.schema.primary_key_of(&row)?;
-        if let Some(&slot) = self.write_slots.get(&(table, key.clone())) {
+        if let Some(slot) = self.write_slots.get(&self.writes, table, key.as_bytes()) {
             let entry = &mut self.writes[slot];
             if entry.row.is_some() {
                 return Err(TxnError::DuplicateKey { table: t.schema.name.clone() });
@@ -375,7 +382,7 @@ impl<'w> Transaction<'w> {
     ) -> Result<bool, TxnError> {
         let t = self.table_ref(table)?;
         let key = t.schema.encode_primary_key(pk)?;
-        if !self.write_slots.is_empty() && self.write_slots.contains_key(&(table, key.clone())) {
+        if self.write_slots.get(&self.writes, table, key.as_bytes()).is_some() {
             // Our own write: no record to reuse; the write-set path of `update` applies.
             let Some(old) = self.get_by_key(t, &key)? else { return Ok(false) };
             let new = build(old)?;
@@ -409,7 +416,7 @@ impl<'w> Transaction<'w> {
         let t = self.table_ref(table)?;
         t.schema.check_row(&row)?;
         let key = t.schema.primary_key_of(&row)?;
-        if let Some(&slot) = self.write_slots.get(&(table, key.clone())) {
+        if let Some(slot) = self.write_slots.get(&self.writes, table, key.as_bytes()) {
             let entry = &mut self.writes[slot];
             entry.op = match entry.op {
                 WriteOp::Delete => WriteOp::Put,
@@ -431,7 +438,7 @@ impl<'w> Transaction<'w> {
 
     /// Update (`Some(row)`) or delete (`None`) of an existing key.
     fn modify(&mut self, t: &Table, key: Key, row: Option<Row>) -> Result<bool, TxnError> {
-        if let Some(&slot) = self.write_slots.get(&(t.id, key.clone())) {
+        if let Some(slot) = self.write_slots.get(&self.writes, t.id, key.as_bytes()) {
             let entry = &mut self.writes[slot];
             if entry.row.is_none() {
                 return Ok(false);
@@ -570,7 +577,9 @@ impl<'w> Transaction<'w> {
         record: &Arc<Record>,
         reads: &mut Vec<(Arc<Record>, TidWord)>,
     ) -> Result<Option<Row>, TxnError> {
-        if !self.write_slots.is_empty() && self.write_slots.contains_key(&(t.id, primary_part(t, index, entry_key)?)) {
+        if self.write_slots.may_hold(t.id)
+            && self.write_slots.get(&self.writes, t.id, primary_part(t, index, entry_key)?).is_some()
+        {
             return Ok(None); // own rows come from the write set
         }
         let (word, row) = self.read_record(record);
@@ -626,8 +635,8 @@ impl<'w> Transaction<'w> {
         if self.writes.len() >= self.ctx.limits.writes_max {
             return Err(TxnError::TooLarge { what: "write set", limit: self.ctx.limits.writes_max });
         }
-        self.write_slots.insert((table, key.clone()), self.writes.len());
         self.writes.push(WriteEntry { table, key, op, row, record, locked_word: None });
+        self.write_slots.insert(&self.writes, self.writes.len() - 1);
         Ok(())
     }
 
@@ -825,10 +834,7 @@ impl<'w> Transaction<'w> {
     /// increment of two concurrent first INCRs of a key (read absent, both write 1). `None`:
     /// the key is not locked by this transaction (before the lock phase nothing is).
     fn absence_under_lock(&self, a: &Absence) -> Option<bool> {
-        if self.write_slots.is_empty() {
-            return None;
-        }
-        let &slot = self.write_slots.get(&(a.table, a.key.clone()))?;
+        let slot = self.write_slots.get(&self.writes, a.table, a.key.as_bytes())?;
         self.writes[slot].locked_word.map(|word| word.is_absent())
     }
 
@@ -1183,14 +1189,14 @@ fn entry_matches(t: &Table, index: Option<usize>, entry_key: &Key, record: &Reco
 }
 
 /// The primary key inside an index entry key.
-fn primary_part(t: &Table, index: Option<usize>, entry_key: &Key) -> Result<Key, TxnError> {
-    let Some(i) = index else { return Ok(entry_key.clone()) };
+fn primary_part<'k>(t: &Table, index: Option<usize>, entry_key: &'k Key) -> Result<&'k [u8], TxnError> {
+    let Some(i) = index else { return Ok(entry_key.as_bytes()) };
     let columns = t.schema.indexes[i].columns.len();
     let start = key::encoded_prefix_len(entry_key, columns).ok_or(TxnError::Key(key::KeyError::Malformed {
         offset: 0,
         reason: "secondary entry shorter than its columns",
     }))?;
-    Ok(Key::from(&entry_key[start..]))
+    Ok(&entry_key[start..])
 }
 
 /// Whether `a` is visited before `b` in `direction`.
