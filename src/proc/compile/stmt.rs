@@ -2,7 +2,9 @@
 //! run in order.
 
 use super::super::Diagnostic;
-use super::super::ir::{Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
+use super::super::ir::{
+    Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp, VarId, VarKind,
+};
 use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
@@ -341,10 +343,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// The loop-key prefetch of a loop's body ([`prefetch`]).
-    fn loop_prefetch(&self, body: &[Stmt]) -> Option<LoopPrefetch> {
+    /// The loop-key prefetch of a loop's body ([`prefetch`]); `scanned`: the scan a `for` loop
+    /// runs over, whose own rows are not prefetched ([`prefetch::is_scanned_row`]).
+    fn loop_prefetch(&self, body: &[Stmt], scanned: Option<&ScanOp>) -> Option<LoopPrefetch> {
+        let row_column = |v: VarId| match self.proc.vars.get(v.index()).map(|var| &var.kind) {
+            Some(VarKind::RowColumn { column }) => Some(*column),
+            _ => None,
+        };
         let keys = prefetch::loop_keys(self.proc.found, body)
             .into_iter()
+            .filter(|k| !scanned.is_some_and(|scan| prefetch::is_scanned_row(k, scan, row_column)))
             .filter_map(|k| {
                 let table = self.table(k.table, k.stmt).ok()?;
                 Some(prefetch::CompiledKey { table, columns: k.table.columns, parts: exprs(&k.parts) })
@@ -354,7 +362,7 @@ impl Ctx<'_> {
     }
 
     fn for_range(&self, slot: usize, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(body);
+        let prefetch = self.loop_prefetch(body, None);
         let (start, end, body) = (expr(start), expr(end), self.block(body)?);
         Ok(Box::new(move |f, tx| {
             let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
@@ -379,7 +387,7 @@ impl Ctx<'_> {
     }
 
     fn for_array(&self, slot: usize, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(body);
+        let prefetch = self.loop_prefetch(body, None);
         let body = self.block(body)?;
         Ok(Box::new(move |f, tx| {
             // A cheap clone of the Arc, so the body may write the frame while we iterate.
@@ -403,7 +411,7 @@ impl Ctx<'_> {
     }
 
     fn for_scan(&self, scan: &ScanOp, body: &[Stmt], s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(body);
+        let prefetch = self.loop_prefetch(body, Some(scan));
         let (scan, body, found) = (self.scan(scan, s, usize::MAX)?, self.block(body)?, self.proc.found.index());
         Ok(Box::new(move |f, tx| {
             let rows = scan.run(f, tx, &loc)?;
