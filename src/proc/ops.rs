@@ -229,7 +229,7 @@ pub fn array_get(array: &[Value], index: &Value) -> RtResult<Value> {
         Value::Int(i) => usize::try_from(*i)
             .ok()
             .and_then(|i| array.get(i))
-            .cloned()
+            .map(Value::clone_inline)
             .ok_or_else(|| format!("array index {i} out of range (length {})", array.len())),
         v => Err(format!("array index must be an int, got {v}")),
     }

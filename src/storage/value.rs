@@ -127,6 +127,18 @@ pub enum Value {
 }
 
 impl Value {
+    /// A clone with ints and nulls copied inline: where a procedure reads a variable, a constant
+    /// or an array element, most values are ints (keys, counters, quantities), and `clone` is a
+    /// call that matches on every variant (TPC-C: −0.3 % instructions).
+    #[inline(always)]
+    pub fn clone_inline(&self) -> Value {
+        match self {
+            Value::Int(x) => Value::Int(*x),
+            Value::Null => Value::Null,
+            other => other.clone(),
+        }
+    }
+
     /// Builds a text value.
     pub fn text(s: &str) -> Value {
         Value::Text(CompactString::from(s))

@@ -16,11 +16,11 @@ pub(crate) fn expr(e: &Expr) -> ExprFn {
     match &e.kind {
         ExprKind::Const(v) => {
             let v = v.clone();
-            Box::new(move |_| Ok(v.clone()))
+            Box::new(move |_| Ok(v.clone_inline()))
         }
         ExprKind::Var(v) => {
             let slot = v.index();
-            Box::new(move |f| Ok(f.vals[slot].clone()))
+            Box::new(move |f| Ok(f.vals[slot].clone_inline()))
         }
         ExprKind::Column(p) => {
             let p = *p;
