@@ -583,7 +583,7 @@ impl<'a> ReplayStorage<'a> {
 
     /// Installs the plan's write, of the logged key ([`Self::check_plan_key`]). A [`Key`] is
     /// built only to link a new record: building one for every write (and moving it through a
-    /// `Result`) was a third of a delete plan's extra work over direct (callgrind).
+    /// `Result`) was a quarter of a delete plan's extra work over direct (callgrind).
     #[inline(always)]
     fn install(&mut self, table: &Table, row: Option<Row>) -> Result<(), TxnError> {
         if self.installed.is_some() {

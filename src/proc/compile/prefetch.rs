@@ -113,14 +113,15 @@ pub(super) fn loop_keys(found: VarId, body: &[Stmt]) -> Vec<LoopKey<'_>> {
 
 /// Whether `key` is the key of the row a loop over `scan` is on: the same table, scanned by its
 /// primary key, and each part of the key either the scan's equality prefix at that position (the
-/// same expression) or the row's own column at that key position (`row_column(v)` names the
-/// table position a row variable holds). Such a row was read by the scan a moment ago.
-pub(super) fn is_scanned_row(key: &LoopKey<'_>, scan: &ScanOp, row_column: impl Fn(VarId) -> Option<usize>) -> bool {
+/// same expression) or the variable this scan reads the row's column at that key position into.
+/// Such a row was read by the scan a moment ago.
+pub(super) fn is_scanned_row(key: &LoopKey<'_>, scan: &ScanOp) -> bool {
     if scan.index.is_some() || key.table.name != scan.table.name || key.parts.len() != key.table.primary_key.len() {
         return false;
     }
+    let column_of = |v: VarId| scan.into.iter().position(|&into| into == v).and_then(|j| scan.columns.get(j)).copied();
     key.parts.iter().zip(&key.table.primary_key).enumerate().all(|(i, (part, &column))| match &part.kind {
-        ExprKind::Var(v) if row_column(*v) == Some(column) => true,
+        ExprKind::Var(v) if column_of(*v) == Some(column) => true,
         // Compared as text, as `loop_keys` compares keys (expressions have no `PartialEq`). A
         // wrong answer costs a prefetch, never a result.
         _ => scan.prefix.get(i).is_some_and(|bound| format!("{:?}", bound.kind) == format!("{:?}", part.kind)),
@@ -346,14 +347,7 @@ mod tests {
                 _ => None,
             })
             .expect("a scan loop");
-        let row_column = |v: VarId| match p.vars[v.index()].kind {
-            crate::proc::ir::VarKind::RowColumn { column } => Some(column),
-            _ => None,
-        };
-        loop_keys(p.found, loop_body)
-            .iter()
-            .map(|k| (k.table.name.clone(), is_scanned_row(k, scan, row_column)))
-            .collect()
+        loop_keys(p.found, loop_body).iter().map(|k| (k.table.name.clone(), is_scanned_row(k, scan))).collect()
     }
 
     #[test]

@@ -2,9 +2,7 @@
 //! run in order.
 
 use super::super::Diagnostic;
-use super::super::ir::{
-    Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp, VarId, VarKind,
-};
+use super::super::ir::{Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
 use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
@@ -346,13 +344,9 @@ impl Ctx<'_> {
     /// The loop-key prefetch of a loop's body ([`prefetch`]); `scanned`: the scan a `for` loop
     /// runs over, whose own rows are not prefetched ([`prefetch::is_scanned_row`]).
     fn loop_prefetch(&self, body: &[Stmt], scanned: Option<&ScanOp>) -> Option<LoopPrefetch> {
-        let row_column = |v: VarId| match self.proc.vars.get(v.index()).map(|var| &var.kind) {
-            Some(VarKind::RowColumn { column }) => Some(*column),
-            _ => None,
-        };
         let keys = prefetch::loop_keys(self.proc.found, body)
             .into_iter()
-            .filter(|k| !scanned.is_some_and(|scan| prefetch::is_scanned_row(k, scan, row_column)))
+            .filter(|k| !scanned.is_some_and(|scan| prefetch::is_scanned_row(k, scan)))
             .filter_map(|k| {
                 let table = self.table(k.table, k.stmt).ok()?;
                 Some(prefetch::CompiledKey { table, columns: k.table.columns, parts: exprs(&k.parts) })
