@@ -26,7 +26,7 @@ pub(super) trait SlotKey {
 /// passes to each call, which must be the one the positions were inserted for.
 #[derive(Default)]
 pub(super) struct WriteSlots {
-    slots: HashTable<u32>,
+    slots: HashTable<usize>,
     /// Bit `table % 64` is set for every table with an indexed write.
     tables: u64,
     /// foldhash: the std SipHash showed in profiles.
@@ -71,23 +71,22 @@ impl WriteSlots {
         }
         let hash = self.hash(table, key);
         let found = self.slots.find(hash, |&slot| {
-            let write = &writes[slot as usize];
+            let write = &writes[slot];
             write.table() == table && write.key() == key
         });
-        found.map(|&slot| slot as usize)
+        found.copied()
     }
 
     /// Indexes `writes[slot]`, which must not be indexed yet (its key has no write in `writes`).
     pub(super) fn insert<W: SlotKey>(&mut self, writes: &[W], slot: usize) {
         let write = &writes[slot];
         debug_assert!(self.get(writes, write.table(), write.key()).is_none(), "a key indexed twice");
-        let position = u32::try_from(slot).expect("write sets are limited far below u32::MAX entries");
         let hash = self.hash(write.table(), write.key());
         self.tables |= Self::table_bit(write.table());
         let hasher = &self.hasher;
         // Growing rehashes every indexed write from its entry.
-        self.slots.insert_unique(hash, position, |&slot| {
-            let write = &writes[slot as usize];
+        self.slots.insert_unique(hash, slot, |&slot| {
+            let write = &writes[slot];
             hasher.hash_one((write.table(), write.key()))
         });
     }
