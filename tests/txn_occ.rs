@@ -3,7 +3,7 @@
 
 use lazarus::storage::{Column, ColumnType, Direction, IndexBackend, IndexSchema, KeyRange, Row, TableSchema, Value};
 use lazarus::txn::{ConflictReason, Scan, TxnError};
-use lazarus::{Database, DatabaseConfig};
+use lazarus::{Database, DatabaseConfig, Worker};
 use rand::{Rng, SeedableRng};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -50,6 +50,17 @@ fn scan_all(table: u32, index: Option<usize>, limit: usize) -> Scan {
 
 const ACCOUNTS: i64 = 20;
 const INITIAL: i64 = 1000;
+
+/// Runs `body(thread, worker)` on `threads` threads, each with a worker of its own, and waits for
+/// them all; a panic in any of them fails the test.
+fn on_workers(db: &Database, threads: usize, body: impl Fn(usize, &mut Worker) + Sync) {
+    std::thread::scope(|s| {
+        for thread in 0..threads {
+            let body = &body;
+            s.spawn(move || body(thread, &mut db.worker()));
+        }
+    });
+}
 
 fn load_accounts(db: &Database, t: u32) {
     let mut w = db.worker();
@@ -123,25 +134,16 @@ fn concurrent_increments_lose_no_update() {
     let db = open();
     let t = accounts(&db);
     load_accounts(&db, t);
-    let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                let mut w = db.worker();
-                for _ in 0..1000 {
-                    w.run(10_000, |tx| {
-                        let r = tx.get(t, &[Value::Int(0)])?.expect("exists");
-                        tx.update(t, row(&[0, 0, int(&r, 2) + 1]))?;
-                        Ok(())
-                    })
-                    .unwrap();
-                }
+    on_workers(&db, 4, |_, w| {
+        for _ in 0..1000 {
+            w.run(10_000, |tx| {
+                let r = tx.get(t, &[Value::Int(0)])?.expect("exists");
+                tx.update(t, row(&[0, 0, int(&r, 2) + 1]))?;
+                Ok(())
             })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+            .unwrap();
+        }
+    });
     let mut w = db.worker();
     let r = w.run(1, |tx| tx.get(t, &[Value::Int(0)])).unwrap().0.unwrap();
     assert_eq!(int(&r, 2), INITIAL + 4000);
@@ -284,30 +286,21 @@ fn bounded_counting_inserts_never_exceed_the_bound() {
     // Without phantom protection concurrent transactions overshoot.
     let db = open();
     let t = accounts(&db);
-    let next_id = Arc::new(AtomicU64::new(1000));
-    let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let (db, next_id) = (db.clone(), Arc::clone(&next_id));
-            std::thread::spawn(move || {
-                let mut w = db.worker();
-                let range = KeyRange::from_values(&[Value::Int(7)], Bound::Unbounded, Bound::Unbounded).unwrap();
-                let scan = Scan { table: t, index: Some(0), range, direction: Direction::Forward, limit: 100 };
-                for _ in 0..40 {
-                    let id = next_id.fetch_add(1, Ordering::Relaxed) as i64;
-                    w.run(10_000, |tx| {
-                        if tx.scan(&scan)?.len() < 25 {
-                            tx.insert(t, row(&[id, 7, 0]))?;
-                        }
-                        Ok(())
-                    })
-                    .unwrap();
+    let next_id = AtomicU64::new(1000);
+    on_workers(&db, 4, |_, w| {
+        let range = KeyRange::from_values(&[Value::Int(7)], Bound::Unbounded, Bound::Unbounded).unwrap();
+        let scan = Scan { table: t, index: Some(0), range, direction: Direction::Forward, limit: 100 };
+        for _ in 0..40 {
+            let id = next_id.fetch_add(1, Ordering::Relaxed) as i64;
+            w.run(10_000, |tx| {
+                if tx.scan(&scan)?.len() < 25 {
+                    tx.insert(t, row(&[id, 7, 0]))?;
                 }
+                Ok(())
             })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+            .unwrap();
+        }
+    });
     let mut w = db.worker();
     let n = w.run(1, |tx| tx.scan(&scan_all(t, None, 1000))).unwrap().0.len();
     assert_eq!(n, 25);
@@ -330,33 +323,24 @@ fn a_bound_over_two_tables_holds_when_each_insert_goes_to_a_table_the_other_side
             db.create_table(schema).unwrap()
         })
         .collect();
-    let next_id = Arc::new(AtomicU64::new(1));
-    let handles: Vec<_> = (0..4)
-        .map(|thread| {
-            let (db, next_id, tables) = (db.clone(), Arc::clone(&next_id), tables.clone());
-            std::thread::spawn(move || {
-                let mut w = db.worker();
-                for round in 0..100 {
-                    let id = next_id.fetch_add(1, Ordering::Relaxed) as i64;
-                    let target = tables[(thread + round) % 2];
-                    w.run(10_000, |tx| {
-                        let mut total = 0;
-                        for &t in &tables {
-                            total += tx.scan(&scan_all(t, None, 1000))?.len();
-                        }
-                        if total < BOUND {
-                            tx.insert(target, Row::from_exact_iter([Value::Int(id), Value::Int(0)].into_iter()))?;
-                        }
-                        Ok(())
-                    })
-                    .unwrap();
+    let next_id = AtomicU64::new(1);
+    on_workers(&db, 4, |thread, w| {
+        for round in 0..100 {
+            let id = next_id.fetch_add(1, Ordering::Relaxed) as i64;
+            let target = tables[(thread + round) % 2];
+            w.run(10_000, |tx| {
+                let mut total = 0;
+                for &t in &tables {
+                    total += tx.scan(&scan_all(t, None, 1000))?.len();
                 }
+                if total < BOUND {
+                    tx.insert(target, Row::from_exact_iter([Value::Int(id), Value::Int(0)].into_iter()))?;
+                }
+                Ok(())
             })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+            .unwrap();
+        }
+    });
     let mut w = db.worker();
     let counts: Vec<usize> =
         tables.iter().map(|&t| w.run(1, |tx| tx.scan(&scan_all(t, None, 1000))).unwrap().0.len()).collect();
@@ -398,44 +382,35 @@ fn churn(db: Database) {
 }
 
 fn churn_table(db: &Database, t: u32, ops: usize) {
-    let handles: Vec<_> = (0..4u64)
-        .map(|seed| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                let mut w = db.worker();
-                for _ in 0..ops {
-                    let id = rng.random_range(0..64);
-                    let owner = rng.random_range(0..8);
-                    let op = rng.random_range(0..4);
-                    w.run(10_000, |tx| {
-                        match op {
-                            0 => {
-                                tx.delete(t, &[Value::Int(id)])?;
-                            }
-                            1 => {
-                                tx.put(t, row(&[id, owner, 1]))?;
-                            }
-                            2 => {
-                                if tx.get(t, &[Value::Int(id)])?.is_none() {
-                                    tx.insert(t, row(&[id, owner, 2]))?;
-                                }
-                            }
-                            _ => {
-                                tx.update(t, row(&[id, owner, 3]))?;
-                                tx.delete(t, &[Value::Int((id + 1) % 64)])?;
-                            }
+    on_workers(db, 4, |thread, w| {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(thread as u64);
+        for _ in 0..ops {
+            let id = rng.random_range(0..64);
+            let owner = rng.random_range(0..8);
+            let op = rng.random_range(0..4);
+            w.run(10_000, |tx| {
+                match op {
+                    0 => {
+                        tx.delete(t, &[Value::Int(id)])?;
+                    }
+                    1 => {
+                        tx.put(t, row(&[id, owner, 1]))?;
+                    }
+                    2 => {
+                        if tx.get(t, &[Value::Int(id)])?.is_none() {
+                            tx.insert(t, row(&[id, owner, 2]))?;
                         }
-                        Ok(())
-                    })
-                    .unwrap();
+                    }
+                    _ => {
+                        tx.update(t, row(&[id, owner, 3]))?;
+                        tx.delete(t, &[Value::Int((id + 1) % 64)])?;
+                    }
                 }
+                Ok(())
             })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+            .unwrap();
+        }
+    });
     check_index_consistency(db, t);
 }
 
