@@ -518,3 +518,50 @@ fn an_update_of_every_non_key_column_from_variables_replaces_the_row() {
         assert_eq!(ok(&db, "balance_of", &[int(1)])[1], Value::Float(30.0 + round), "{how}");
     }
 }
+
+/// An `update` that sets some columns has its new row checked at those columns alone
+/// (`Transaction::update_columns_with`): whether its `set`s read the old row or not, and whether
+/// the key's row is the transaction's own write or a stored one, a value its column does not
+/// admit still fails the call with the engine's schema error and leaves the row as it was, and a
+/// nullable column still takes a null.
+#[test]
+fn a_partial_update_checks_the_columns_it_sets() {
+    let db = db("
+    procedure add_to(id int, x float) {
+        update account set balance = balance + x where id = id;
+        return found;
+    }
+    procedure set_balance(id int, b float) {
+        update account set balance = b where id = id;
+        return found;
+    }
+    procedure set_owner(id int, o text) {
+        update account set owner = o where id = id;
+        return found;
+    }
+    procedure set_then_add(id int, b float, x float) {
+        update account set balance = b where id = id;
+        update account set balance = balance + x where id = id;
+        return found;
+    }");
+    ok(&db, "open", &[int(1), text("ann"), float(10.0)]);
+    let null = || ParamValue::Scalar(Value::Null);
+    let balance = || ok(&db, "balance_of", &[int(1)]);
+    assert_eq!(ok(&db, "add_to", &[int(1), float(5.0)]), vec![Value::Bool(true)]);
+    assert_eq!(ok(&db, "set_then_add", &[int(1), float(20.0), float(1.0)]), vec![Value::Bool(true)]);
+    assert_eq!(balance()[1], Value::Float(21.0));
+    for (name, args) in [
+        ("add_to", vec![int(1), null()]),
+        ("set_balance", vec![int(1), null()]),
+        ("set_then_add", vec![int(1), float(30.0), null()]),
+        ("set_then_add", vec![int(1), null(), float(1.0)]),
+    ] {
+        let error = call(&db, name, &args).expect_err(name);
+        assert!(matches!(error, TxnError::Schema(_)), "{name}: {error}");
+        assert!(error.to_string().contains("balance"), "{name}: {error}");
+        assert_eq!(balance()[1], Value::Float(21.0), "{name} left the row");
+    }
+    assert_eq!(ok(&db, "set_owner", &[int(1), null()]), vec![Value::Bool(true)]);
+    assert_eq!(balance(), vec![Value::Bool(true), Value::Float(21.0), Value::Null]);
+    assert_eq!(ok(&db, "add_to", &[int(2), float(1.0)]), vec![Value::Bool(false)]);
+}

@@ -140,11 +140,25 @@ pub trait Storage {
         pk: &[Value],
         build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError>;
+    /// [`Storage::update_row_with`] for a `build` that changes only the columns `changed`
+    /// (increasing, none of them a primary-key column: the checker keeps an `update`'s `set`s
+    /// off the key), so that the storage may check the new row at those columns alone
+    /// ([`Transaction::update_columns_with`]). By default it checks the whole row.
+    fn update_columns_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        changed: &[usize],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        let _ = changed;
+        self.update_row_with(table, pk, build)
+    }
     /// Sets columns of the row with primary key `pk` to `changes` (column, value; increasing
-    /// columns, each once), an update that reads nothing of the old row; `false` if there is
-    /// none. A storage may set them where the row lies when nothing else can see it (replay:
-    /// [`crate::replay::compiled::ReplayStorage`]); by default it is [`Storage::update_row_with`]
-    /// building a copy ([`update_by_copy`]).
+    /// columns, each once, none of them a primary-key column), an update that reads nothing of
+    /// the old row; `false` if there is none. A storage may set them where the row lies when
+    /// nothing else can see it (replay: [`crate::replay::compiled::ReplayStorage`]); by default
+    /// it is [`Storage::update_columns_with`] building a copy ([`update_by_copy`]).
     fn update_row_in_place(
         &mut self,
         table: TableId,
@@ -221,6 +235,16 @@ impl Storage for Transaction<'_> {
         build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError> {
         self.update_with(table, pk, build)
+    }
+
+    fn update_columns_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        changed: &[usize],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        Transaction::update_columns_with(self, table, pk, changed, build)
     }
 
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {
@@ -354,12 +378,32 @@ pub fn update<S: Storage + ?Sized>(
     if key.iter().any(Value::is_null) {
         return Ok(false);
     }
-    // The storage interface takes an `FnMut` (object safety); it calls it at most once.
+    tx.update_row_with(table, key, &mut once(build))
+}
+
+/// `build` as the `FnMut` the storage interface takes (object safety); the storage calls it at
+/// most once.
+fn once(build: impl FnOnce(Row) -> Result<Row, TxnError>) -> impl FnMut(Row) -> Result<Row, TxnError> {
     let mut build = Some(build);
-    tx.update_row_with(table, key, &mut |old| match build.take() {
+    move |old| match build.take() {
         Some(build) => build(old),
         None => Err(TxnError::Procedure { procedure: String::new(), message: "update built twice".into() }),
-    })
+    }
+}
+
+/// [`update`] of a `build` that changes only the columns `changed` (increasing, none of the
+/// key): [`Storage::update_columns_with`].
+pub fn update_columns(
+    tx: &mut dyn Storage,
+    table: TableId,
+    key: &[Value],
+    changed: &[usize],
+    build: impl FnOnce(Row) -> Result<Row, TxnError>,
+) -> Result<bool, TxnError> {
+    if key.iter().any(Value::is_null) {
+        return Ok(false);
+    }
+    tx.update_columns_with(table, key, changed, &mut once(build))
 }
 
 /// `update` that builds the whole new row without the old one: [`Storage::replace_row`]. `false`
@@ -382,7 +426,7 @@ pub fn replace_by_update<S: Storage + ?Sized>(
     update(storage, table, &pk, |_old| Ok(row))
 }
 
-/// [`Storage::update_row_in_place`] through [`Storage::update_row_with`]: the old row with
+/// [`Storage::update_row_in_place`] through [`Storage::update_columns_with`]: the old row with
 /// `changes` set ([`Row::with_values`]).
 pub fn update_by_copy<S: Storage + ?Sized>(
     storage: &mut S,
@@ -390,8 +434,19 @@ pub fn update_by_copy<S: Storage + ?Sized>(
     pk: &[Value],
     changes: &[(usize, Value)],
 ) -> Result<bool, TxnError> {
-    storage.update_row_with(table, pk, &mut |old| Ok(old.with_values(changes)))
+    let mut positions = [0; CHANGED_ON_STACK_MAX];
+    let Some(changed) = positions.get_mut(..changes.len()) else {
+        return storage.update_row_with(table, pk, &mut |old| Ok(old.with_values(changes)));
+    };
+    for (slot, (p, _)) in changed.iter_mut().zip(changes) {
+        *slot = *p;
+    }
+    storage.update_columns_with(table, pk, changed, &mut |old| Ok(old.with_values(changes)))
 }
+
+/// The most changed columns [`update_by_copy`] names to the storage from the stack (more are
+/// checked with the whole row).
+const CHANGED_ON_STACK_MAX: usize = 16;
 
 /// `update` whose set expressions read nothing of the old row: [`Storage::update_row_in_place`].
 /// `false` if there is no row or the key has a null.

@@ -196,6 +196,25 @@ impl TableSchema {
         Ok(())
     }
 
+    /// [`TableSchema::check_row`] of a row that differs from a checked row of this table only
+    /// at `positions` (in range, increasing): its width, and the values at `positions`. An
+    /// `update` whose `set`s name those columns checks its new row so, in the time of the
+    /// columns it set rather than of the whole row; debug builds check the whole row too.
+    pub fn check_changed_columns<C: Columns + ?Sized>(&self, row: &C, positions: &[usize]) -> Result<(), SchemaError> {
+        if row.width() != self.columns.len() {
+            return self.check_row(row);
+        }
+        debug_assert!(positions.windows(2).all(|w| w[0] < w[1]), "changed columns in increasing order");
+        for &position in positions {
+            let got = row.column(position).column_type();
+            if !self.columns[position].admits(got) {
+                return Err(self.misfit(position, got));
+            }
+        }
+        debug_assert!(self.check_row(row).is_ok(), "a column outside {positions:?} does not fit");
+        Ok(())
+    }
+
     /// Checks that column `position` admits `value` (its type, or null if nullable).
     #[inline]
     pub fn check_value(&self, position: usize, value: &Value) -> Result<(), SchemaError> {

@@ -380,14 +380,40 @@ impl<'w> Transaction<'w> {
         pk: &[Value],
         build: impl FnOnce(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError> {
+        self.update_checked(table, pk, build, None)
+    }
+
+    /// [`Transaction::update_with`] for a `build` that changes only the columns `changed` of the
+    /// row (increasing), none of them a primary-key column: a compiled `update`, whose `set`s the
+    /// checker keeps off the key. The new row is checked at those columns alone and its key is
+    /// not derived again ([`TableSchema::check_changed_columns`]); debug builds check the whole
+    /// row and compare the key. A `build` that changes another column breaks this contract.
+    pub fn update_columns_with(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        changed: &[usize],
+        build: impl FnOnce(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        self.update_checked(table, pk, build, Some(changed))
+    }
+
+    /// [`Transaction::update_with`], checking the new row whole (`changed` is `None`) or at the
+    /// changed columns only.
+    fn update_checked(
+        &mut self,
+        table: TableId,
+        pk: &[Value],
+        build: impl FnOnce(Row) -> Result<Row, TxnError>,
+        changed: Option<&[usize]>,
+    ) -> Result<bool, TxnError> {
         let t = self.table_ref(table)?;
         let key = t.schema.encode_primary_key(pk)?;
         if self.write_slots.get(&self.writes, table, key.as_bytes()).is_some() {
             // Our own write: no record to reuse; the write-set path of `update` applies.
             let Some(old) = self.get_by_key(t, &key)? else { return Ok(false) };
             let new = build(old)?;
-            t.schema.check_row(&new)?;
-            let new_key = t.schema.primary_key_of(&new)?;
+            let new_key = moved_key(t, &new, &key, changed)?.unwrap_or(key);
             return self.modify(t, new_key, Some(new));
         }
         let Some(record) = t.get(&key) else {
@@ -401,9 +427,7 @@ impl<'w> Transaction<'w> {
             return Ok(false);
         };
         let new = build(old)?;
-        t.schema.check_row(&new)?;
-        let new_key = t.schema.primary_key_of(&new)?;
-        if new_key != key {
+        if let Some(new_key) = moved_key(t, &new, &key, changed)? {
             return self.modify(t, new_key, Some(new));
         }
         self.push_write(table, key, WriteOp::Update, Some(new), Some(record))?;
@@ -1121,6 +1145,20 @@ fn lock_or_create(
         }
     }
     Err(TxnError::Conflict(ConflictReason::InsertRace))
+}
+
+/// Checks an updated row of `t` whose key was `key` (whole, or at the `changed` columns alone:
+/// [`Transaction::update_columns_with`]) and returns its new key if the update moved it.
+fn moved_key(t: &Table, new: &Row, key: &Key, changed: Option<&[usize]>) -> Result<Option<Key>, TxnError> {
+    if let Some(changed) = changed {
+        debug_assert!(changed.iter().all(|p| !t.schema.primary_key.contains(p)), "a key column changed");
+        t.schema.check_changed_columns(new, changed)?;
+        debug_assert!(t.schema.primary_key_of(new).is_ok_and(|k| &k == key), "the key moved");
+        return Ok(None);
+    }
+    t.schema.check_row(new)?;
+    let new_key = t.schema.primary_key_of(new)?;
+    Ok((&new_key != key).then_some(new_key))
 }
 
 /// Adds the secondary entries the new row needs and the old row lacks. Runs under the record's

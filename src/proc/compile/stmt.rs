@@ -487,13 +487,16 @@ impl Ctx<'_> {
         let mut sets = sets;
         sets.sort_by_key(|(p, _)| *p);
         assert!(sets.windows(2).all(|w| w[0].0 < w[1].0), "an update sets a column twice");
+        // The checker keeps `set`s off the primary key, so the storage checks only these.
+        let changed: Vec<usize> = sets.iter().map(|(p, _)| *p).collect();
+        assert!(changed.iter().all(|p| !u.table.primary_key.contains(p)), "an update sets a key column");
         Ok(Box::new(move |f, tx| {
             // The key is evaluated before the frame is lent to the set expressions.
             let key = KeyValues::eval(&key, f, &loc)?;
             let mut changes = std::mem::take(&mut f.changes);
             changes.clear();
             let updated = if reads_row {
-                runtime::update(tx, table, key.as_slice(), |old| {
+                runtime::update_columns(tx, table, key.as_slice(), &changed, |old| {
                     f.row = Some(old);
                     let evaluated = eval_sets(&sets, f, &mut changes);
                     let new = f.row.take().map(|old| old.with_values(&changes));
