@@ -565,3 +565,68 @@ fn a_partial_update_checks_the_columns_it_sets() {
     assert_eq!(balance(), vec![Value::Bool(true), Value::Float(21.0), Value::Null]);
     assert_eq!(ok(&db, "add_to", &[int(2), float(1.0)]), vec![Value::Bool(false)]);
 }
+
+/// An `if` / `else if` chain comparing one int variable with int constants is compiled to a
+/// table of its arms (`proc::compile::switch`). Compiled and interpreted, every value picks the
+/// same arm: each constant its own, anything else (and null) the final `else` or nothing;
+/// constants far apart, on either side of `=`, a repeated constant (the first arm wins), and a
+/// chain broken by another variable's test.
+#[test]
+fn an_if_chain_on_one_int_variable_picks_the_arm_the_ifs_pick() {
+    let db = db("
+    procedure pick(d int) {
+        let out = 0;
+        if d = 1 { out = 10; } else if d = 2 { out = 20; } else if 3 = d { out = 30; }
+        else if d = 5 { out = 50; } else { out = -1; }
+        return out;
+    }
+    procedure pick_sparse(d int) {
+        let out = 0;
+        if d = -1000 { out = 1; } else if d = 0 { out = 2; } else if d = 1000000 { out = 3; }
+        else if d = 9223372036854775807 { out = 4; }
+        return out;
+    }
+    procedure pick_repeated(d int) {
+        let out = 0;
+        if d = 1 { out = 1; } else if d = 2 { out = 2; } else if d = 1 { out = 3; } else { out = 4; }
+        return out;
+    }
+    procedure pick_broken(d int, e int) {
+        let out = 0;
+        if d = 1 { out = 1; } else if d = 2 { out = 2; } else if e = 3 { out = 3; }
+        else if d = 4 { out = 4; } else if d = 5 { out = 5; } else if d = 6 { out = 6; }
+        return out;
+    }");
+    let registry = db.procedures();
+    let interpreted = |name: &str, args: &[ParamValue]| {
+        let ir = std::sync::Arc::clone(registry.get(registry.id_of(name).unwrap()).unwrap().ir());
+        db.worker().run(1, |tx| lazarus::proc::interp::run(&ir, tx, args)).map(|(v, _)| v).unwrap()
+    };
+    let null = ParamValue::Scalar(Value::Null);
+    let mut values: Vec<ParamValue> =
+        [-1001, -1000, -1, 0, 1, 2, 3, 4, 5, 6, 7, 999_999, 1_000_000, i64::MAX, i64::MIN]
+            .into_iter()
+            .map(int)
+            .collect();
+    values.push(null.clone());
+    for d in &values {
+        for (name, args) in [
+            ("pick", vec![d.clone()]),
+            ("pick_sparse", vec![d.clone()]),
+            ("pick_repeated", vec![d.clone()]),
+            ("pick_broken", vec![d.clone(), int(3)]),
+            ("pick_broken", vec![d.clone(), null.clone()]),
+        ] {
+            assert_eq!(ok(&db, name, &args), interpreted(name, &args), "{name}({args:?})");
+        }
+    }
+    let one = |name: &str, d: ParamValue| ok(&db, name, &[d]);
+    assert_eq!(one("pick", int(3)), vec![Value::Int(30)]);
+    assert_eq!(one("pick", int(4)), vec![Value::Int(-1)]);
+    assert_eq!(one("pick", null.clone()), vec![Value::Int(-1)]);
+    assert_eq!(one("pick_sparse", int(i64::MAX)), vec![Value::Int(4)]);
+    assert_eq!(one("pick_sparse", int(1)), vec![Value::Int(0)]);
+    assert_eq!(one("pick_repeated", int(1)), vec![Value::Int(1)]);
+    assert_eq!(ok(&db, "pick_broken", &[int(5), int(3)]), vec![Value::Int(3)]);
+    assert_eq!(ok(&db, "pick_broken", &[int(5), int(0)]), vec![Value::Int(5)]);
+}

@@ -9,6 +9,7 @@ mod expr;
 mod moves;
 mod prefetch;
 mod stmt;
+mod switch;
 
 pub(crate) use stmt::{StmtFn, run_block};
 

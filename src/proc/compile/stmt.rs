@@ -7,6 +7,7 @@ use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
 use super::prefetch::{self, InFlight, LoopPrefetch};
+use super::switch;
 use crate::storage::table::Catalog;
 use crate::storage::{Direction, FixedShape, Row, TableId, Value};
 use crate::txn::TxnError;
@@ -271,6 +272,7 @@ impl Ctx<'_> {
                     Ok(Flow::Next)
                 }))
             }
+            StmtKind::If { .. } if let Some(chain) = switch::chain(s) => self.switch(chain),
             StmtKind::If { cond, then, otherwise } => {
                 let (cond, then, otherwise) = (expr(cond), self.block(then)?, self.block(otherwise)?);
                 Ok(Box::new(move |f, tx| {
@@ -353,6 +355,18 @@ impl Ctx<'_> {
             })
             .collect();
         LoopPrefetch::new(keys)
+    }
+
+    /// An `if` / `else if` chain over one int variable, by a table of its arms ([`switch`]).
+    fn switch(&self, chain: switch::Chain<'_>) -> Result<StmtFn, Diagnostic> {
+        let constants: Vec<i64> = chain.arms.iter().map(|(k, _)| *k).collect();
+        let arms = switch::Arms::new(&constants);
+        let blocks = chain.arms.iter().map(|(_, block)| self.block(block)).collect::<Result<Vec<_>, _>>()?;
+        let (slot, otherwise) = (chain.var.index(), self.block(chain.otherwise)?);
+        Ok(Box::new(move |f, tx| {
+            let block = arms.find(&f.vals[slot]).and_then(|arm| blocks.get(arm)).unwrap_or(&otherwise);
+            run_block(block, f, tx)
+        }))
     }
 
     fn for_range(&self, slot: usize, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
