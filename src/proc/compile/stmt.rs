@@ -2,11 +2,13 @@
 //! run in order.
 
 use super::super::Diagnostic;
-use super::super::ir::{Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp};
+use super::super::ir::{
+    Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp, VarId,
+};
 use super::super::ops::{self, RtResult};
 use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
-use super::prefetch::{self, InFlight, LoopPrefetch};
+use super::prefetch::{self, InFlight, Iterations, LoopPrefetch, LoopVars, Part};
 use super::switch;
 use crate::storage::table::Catalog;
 use crate::storage::{Direction, FixedShape, Row, TableId, Value};
@@ -280,8 +282,8 @@ impl Ctx<'_> {
                     run_block(if ops::truth(&c) { &then } else { &otherwise }, f, tx)
                 }))
             }
-            StmtKind::ForRange { var, start, end, body } => self.for_range(var.index(), start, end, body, loc),
-            StmtKind::ForArray { var, array, body } => self.for_array(var.index(), array.index(), body, loc),
+            StmtKind::ForRange { var, start, end, body } => self.for_range(*var, start, end, body, loc),
+            StmtKind::ForArray { var, array, body } => self.for_array(*var, array.index(), body, loc),
             StmtKind::ForScan { scan, body } => self.for_scan(scan, body, s, loc),
             StmtKind::Get(g) => self.get(g, s, loc),
             StmtKind::ScanFirst(scan) => self.scan_first(scan, s, loc),
@@ -345,13 +347,15 @@ impl Ctx<'_> {
 
     /// The loop-key prefetch of a loop's body ([`prefetch`]); `scanned`: the scan a `for` loop
     /// runs over, whose own rows are not prefetched ([`prefetch::is_scanned_row`]).
-    fn loop_prefetch(&self, body: &[Stmt], scanned: Option<&ScanOp>) -> Option<LoopPrefetch> {
+    /// `vars`: what the loop sets before each iteration.
+    fn loop_prefetch(&self, body: &[Stmt], scanned: Option<&ScanOp>, vars: LoopVars) -> Option<LoopPrefetch> {
         let keys = prefetch::loop_keys(self.proc.found, body)
             .into_iter()
             .filter(|k| !scanned.is_some_and(|scan| prefetch::is_scanned_row(k, scan)))
             .filter_map(|k| {
                 let table = self.table(k.table, k.stmt).ok()?;
-                Some(prefetch::CompiledKey { table, columns: k.table.columns, parts: exprs(&k.parts) })
+                let parts = k.parts.iter().map(|e| Part::of(e, &vars, expr)).collect();
+                Some(prefetch::CompiledKey { table, columns: k.table.columns, parts })
             })
             .collect();
         LoopPrefetch::new(keys)
@@ -369,8 +373,8 @@ impl Ctx<'_> {
         }))
     }
 
-    fn for_range(&self, slot: usize, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(body, None);
+    fn for_range(&self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (slot, prefetch) = (var.index(), self.loop_prefetch(body, None, LoopVars::Range(var)));
         let (start, end, body) = (expr(start), expr(end), self.block(body)?);
         Ok(Box::new(move |f, tx| {
             let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
@@ -383,7 +387,7 @@ impl Ctx<'_> {
                 f.tick().map_err(|m| loc.err(m))?;
                 if let Some(prefetch) = prefetch {
                     let mut inputs = |f: &mut Frame, j: usize| f.vals[slot] = Value::Int(a.saturating_add(j as i64));
-                    prefetch.before(i, n, &mut flight, f, tx, &mut inputs);
+                    prefetch.before(i, n, &mut flight, f, tx, Iterations::Range { start: a }, &mut inputs);
                 }
                 f.vals[slot] = Value::Int(x);
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
@@ -394,8 +398,8 @@ impl Ctx<'_> {
         }))
     }
 
-    fn for_array(&self, slot: usize, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(body, None);
+    fn for_array(&self, var: VarId, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
+        let (slot, prefetch) = (var.index(), self.loop_prefetch(body, None, LoopVars::Array(var)));
         let body = self.block(body)?;
         Ok(Box::new(move |f, tx| {
             // A cheap clone of the Arc, so the body may write the frame while we iterate.
@@ -407,7 +411,7 @@ impl Ctx<'_> {
                 f.tick().map_err(|m| loc.err(m))?;
                 if let Some(prefetch) = prefetch {
                     let mut inputs = |f: &mut Frame, j: usize| f.vals[slot] = items[j].clone();
-                    prefetch.before(i, items.len(), &mut flight, f, tx, &mut inputs);
+                    prefetch.before(i, items.len(), &mut flight, f, tx, Iterations::Array(items), &mut inputs);
                 }
                 f.vals[slot] = item.clone();
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
@@ -419,7 +423,8 @@ impl Ctx<'_> {
     }
 
     fn for_scan(&self, scan: &ScanOp, body: &[Stmt], s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let prefetch = self.loop_prefetch(body, Some(scan));
+        let targets = scan.into.iter().copied().zip(scan.columns.iter().copied()).collect();
+        let prefetch = self.loop_prefetch(body, Some(scan), LoopVars::Scan(targets));
         let (scan, body, found) = (self.scan(scan, s, usize::MAX)?, self.block(body)?, self.proc.found.index());
         Ok(Box::new(move |f, tx| {
             let rows = scan.run(f, tx, &loc)?;
@@ -430,7 +435,7 @@ impl Ctx<'_> {
                 f.tick().map_err(|m| loc.err(m))?;
                 if let Some(prefetch) = prefetch {
                     let mut inputs = |f: &mut Frame, j: usize| scan.set_columns(f, rows.get(j));
-                    prefetch.before(i, rows.len(), &mut flight, f, tx, &mut inputs);
+                    prefetch.before(i, rows.len(), &mut flight, f, tx, Iterations::Scan(&rows), &mut inputs);
                 }
                 scan.set_columns(f, Some(row));
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
