@@ -386,7 +386,7 @@ impl<'w> Transaction<'w> {
     /// [`Transaction::update_with`] for a `build` that changes only the columns `changed` of the
     /// row (increasing), none of them a primary-key column: a compiled `update`, whose `set`s the
     /// checker keeps off the key. The new row is checked at those columns alone and its key is
-    /// not derived again ([`TableSchema::check_changed_columns`]); debug builds check the whole
+    /// not derived again ([`crate::storage::TableSchema::check_changed_columns`]); debug builds check the whole
     /// row and compare the key. A `build` that changes another column breaks this contract.
     pub fn update_columns_with(
         &mut self,

@@ -289,8 +289,8 @@ impl Part {
 /// The loop's iterations, as [`LoopPrefetch::before`] reads a later one's values.
 #[derive(Clone, Copy)]
 pub(crate) enum Iterations<'a> {
-    /// A range from `start`.
-    Range { start: i64 },
+    /// `len` values of a range from `start`.
+    Range { start: i64, len: usize },
     /// An array's elements.
     Array(&'a [Value]),
     /// A scan's rows.
@@ -298,6 +298,15 @@ pub(crate) enum Iterations<'a> {
 }
 
 impl Iterations<'_> {
+    /// How many iterations the loop runs.
+    fn len(&self) -> usize {
+        match self {
+            Iterations::Range { len, .. } => *len,
+            Iterations::Array(items) => items.len(),
+            Iterations::Scan(rows) => rows.len(),
+        }
+    }
+
     /// Part `part`'s value in iteration `j`; `None` when it has none (an element past the
     /// array's end, a failed evaluation): the key is then not prefetched.
     #[inline]
@@ -305,9 +314,9 @@ impl Iterations<'_> {
         match (part, self) {
             (Part::Const(v), _) => Some(v.clone_inline()),
             (Part::Slot(slot), _) => Some(f.vals[*slot].clone_inline()),
-            (Part::LoopVar, Iterations::Range { start }) => Some(Value::Int(start.saturating_add(j as i64))),
+            (Part::LoopVar, Iterations::Range { start, .. }) => Some(Value::Int(start.saturating_add(j as i64))),
             (Part::LoopVar, Iterations::Array(items)) => items.get(j).map(Value::clone_inline),
-            (Part::ElementAtLoopVar(array), Iterations::Range { start }) => {
+            (Part::ElementAtLoopVar(array), Iterations::Range { start, .. }) => {
                 let index = usize::try_from(start.saturating_add(j as i64)).ok()?;
                 f.array(*array).get(index).map(Value::clone_inline)
             }
@@ -334,20 +343,20 @@ impl LoopPrefetch {
         (!keys.is_empty()).then_some(LoopPrefetch { keys, needs_inputs })
     }
 
-    /// Before iteration `i` (0-based) of a loop of `n` iterations runs: starts each stage of the
+    /// Before iteration `i` (0-based) of the loop's `iterations` runs: starts each stage of the
     /// iterations ahead. `iterations` gives a later iteration's values; `inputs(f, j)` sets
     /// iteration `j`'s inputs in the frame, for parts evaluated there (the loop sets iteration
     /// `i`'s after this, before its body).
     pub(crate) fn before(
         &self,
         i: usize,
-        n: usize,
         flight: &mut InFlight,
         f: &mut Frame,
         tx: &mut dyn Storage,
         iterations: Iterations<'_>,
         inputs: &mut dyn FnMut(&mut Frame, usize),
     ) {
+        let n = iterations.len();
         if i == 0 {
             for j in 0..SLOT_AHEAD.min(n) {
                 self.start(j, flight, f, tx, iterations, inputs);

@@ -387,7 +387,7 @@ impl Ctx<'_> {
                 f.tick().map_err(|m| loc.err(m))?;
                 if let Some(prefetch) = prefetch {
                     let mut inputs = |f: &mut Frame, j: usize| f.vals[slot] = Value::Int(a.saturating_add(j as i64));
-                    prefetch.before(i, n, &mut flight, f, tx, Iterations::Range { start: a }, &mut inputs);
+                    prefetch.before(i, &mut flight, f, tx, Iterations::Range { start: a, len: n }, &mut inputs);
                 }
                 f.vals[slot] = Value::Int(x);
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
@@ -411,7 +411,7 @@ impl Ctx<'_> {
                 f.tick().map_err(|m| loc.err(m))?;
                 if let Some(prefetch) = prefetch {
                     let mut inputs = |f: &mut Frame, j: usize| f.vals[slot] = items[j].clone();
-                    prefetch.before(i, items.len(), &mut flight, f, tx, Iterations::Array(items), &mut inputs);
+                    prefetch.before(i, &mut flight, f, tx, Iterations::Array(items), &mut inputs);
                 }
                 f.vals[slot] = item.clone();
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
@@ -435,7 +435,7 @@ impl Ctx<'_> {
                 f.tick().map_err(|m| loc.err(m))?;
                 if let Some(prefetch) = prefetch {
                     let mut inputs = |f: &mut Frame, j: usize| scan.set_columns(f, rows.get(j));
-                    prefetch.before(i, rows.len(), &mut flight, f, tx, Iterations::Scan(&rows), &mut inputs);
+                    prefetch.before(i, &mut flight, f, tx, Iterations::Scan(&rows), &mut inputs);
                 }
                 scan.set_columns(f, Some(row));
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
