@@ -45,7 +45,14 @@ pub(crate) fn expr(e: &Expr) -> ExprFn {
         }
         ExprKind::Call(func, args) => {
             let func = *func;
-            let args: Vec<ExprFn> = args.iter().map(expr).collect();
+            let mut args: Vec<ExprFn> = args.iter().map(expr).collect();
+            // One argument (`int(..)`, `float(..)`, `abs(..)`, `len(..)`: nearly every call) is
+            // passed on the stack; a vector of the arguments was an allocation per call.
+            if args.len() == 1
+                && let Some(arg) = args.pop()
+            {
+                return Box::new(move |f| ops::call(func, std::slice::from_ref(&arg(f)?)));
+            }
             Box::new(move |f| {
                 let vals = args.iter().map(|a| a(f)).collect::<RtResult<Vec<_>>>()?;
                 ops::call(func, &vals)
