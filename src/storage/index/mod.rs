@@ -114,12 +114,14 @@ impl KeyRange {
             Bound::Excluded(s) => key > s.as_ref(),
             Bound::Unbounded => true,
         };
-        let before_end = match &self.end {
-            Bound::Included(e) => key <= e.as_ref(),
-            Bound::Excluded(e) => key < e.as_ref(),
-            Bound::Unbounded => true,
-        };
-        after_start && before_end
+        // A key below the range (a scan's check of the transaction's earlier writes, mostly)
+        // needs no second comparison.
+        after_start
+            && match &self.end {
+                Bound::Included(e) => key <= e.as_ref(),
+                Bound::Excluded(e) => key < e.as_ref(),
+                Bound::Unbounded => true,
+            }
     }
 
     /// Every key that starts with `prefix`.
