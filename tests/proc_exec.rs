@@ -630,3 +630,75 @@ fn an_if_chain_on_one_int_variable_picks_the_arm_the_ifs_pick() {
     assert_eq!(ok(&db, "pick_broken", &[int(5), int(3)]), vec![Value::Int(3)]);
     assert_eq!(ok(&db, "pick_broken", &[int(5), int(0)]), vec![Value::Int(5)]);
 }
+
+/// An update's `column op variable` and `column op constant`, and `variable op variable`, read
+/// their operands where they lie (`proc::compile::expr`): for every operator, order matters
+/// (`qty - x`, not `x - qty`), a null column or variable makes null, and a division by zero is the
+/// interpreter's error. Run compiled and by the reference interpreter, which must agree.
+#[test]
+fn column_and_variable_operands_keep_their_order_and_nulls() {
+    let ops = ["+", "-", "*", "/", "%", "<", ">="];
+    let procs: String = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let set = |e: &str| if matches!(*op, "<" | ">=") { format!("int({e})") } else { e.to_string() };
+            format!(
+                "procedure col_var{i}(n int, x int) {{ update line set qty = {} where w = 1 and o = 1 and n = n; return found; }}
+                procedure col_const{i}(n int) {{ update line set qty = {} where w = 1 and o = 1 and n = n; return found; }}
+                procedure var_var{i}(x int, y int) {{ return {}; }}\n",
+                set(&format!("qty {op} x")),
+                set(&format!("qty {op} 7")),
+                set(&format!("x {op} y")),
+            )
+        })
+        .collect();
+    let db = db(&format!(
+        "{procs}
+        procedure get_line(n int) {{ select qty into q from line where w = 1 and o = 1 and n = n; return found, q; }}
+        procedure set_qty(n int, q int) {{ update line set qty = q where w = 1 and o = 1 and n = n; }}"
+    ));
+    ok(&db, "add_line", &[int(1), int(1), int(1), int(0)]);
+    let registry = db.procedures();
+    let interpreted = |name: &str, args: &[ParamValue]| {
+        let ir = std::sync::Arc::clone(registry.get(registry.id_of(name).unwrap()).unwrap().ir());
+        db.worker().run(1, |tx| lazarus::proc::interp::run(&ir, tx, args)).map(|(v, _)| v)
+    };
+    let qty = |n: i64| ok(&db, "get_line", &[int(n)]);
+    let null = ParamValue::Scalar(Value::Null);
+    let reset = |n: i64, q: Option<i64>| {
+        ok(&db, "set_qty", &[int(n), q.map_or(null.clone(), int)]);
+    };
+    for (i, op) in ops.iter().enumerate() {
+        for (q, x) in [
+            (Some(50), Some(3)),
+            (Some(3), Some(50)),
+            (Some(-7), Some(2)),
+            (None, Some(3)),
+            (Some(9), None),
+            (Some(9), Some(0)),
+        ] {
+            let x = x.map_or(null.clone(), int);
+            for (name, args) in
+                [(format!("col_var{i}"), vec![int(1), x.clone()]), (format!("col_const{i}"), vec![int(1)])]
+            {
+                reset(1, q);
+                let compiled = call(&db, &name, &args).map(|_| qty(1));
+                reset(1, q);
+                let reference = interpreted(&name, &args).map(|_| qty(1));
+                match (&compiled, &reference) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "{name} {op} q={q:?} {args:?}"),
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name} {op}"),
+                    _ => panic!("{name} {op} q={q:?} {args:?}: {compiled:?} against {reference:?}"),
+                }
+            }
+            let (y, name) = (q.map_or(null.clone(), int), format!("var_var{i}"));
+            let compiled = call(&db, &name, &[x.clone(), y.clone()]).map_err(|e| e.to_string());
+            let reference = interpreted(&name, &[x.clone(), y.clone()]).map_err(|e| e.to_string());
+            assert_eq!(compiled, reference, "{name} {op} {x:?} {y:?}");
+        }
+    }
+    reset(1, Some(50));
+    ok(&db, "col_var1", &[int(1), int(3)]);
+    assert_eq!(qty(1)[1], Value::Int(47), "qty - x, not x - qty");
+}

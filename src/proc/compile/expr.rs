@@ -24,7 +24,7 @@ pub(crate) fn expr(e: &Expr) -> ExprFn {
         }
         ExprKind::Column(p) => {
             let p = *p;
-            Box::new(move |f| Ok(f.row.as_ref().and_then(|r| r.value(p)).unwrap_or(Value::Null)))
+            Box::new(move |f| Ok(column(f, p)))
         }
         ExprKind::ArrayLen(a) => {
             let slot = a.index();
@@ -61,6 +61,12 @@ pub(crate) fn expr(e: &Expr) -> ExprFn {
     }
 }
 
+/// Column `p` of the row an `update`'s `set` reads (null without one, or past its end).
+#[inline]
+fn column(f: &Frame, p: usize) -> Value {
+    f.row.as_ref().and_then(|r| r.value(p)).unwrap_or(Value::Null)
+}
+
 fn is_arith(op: BinOp) -> bool {
     matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem)
 }
@@ -95,6 +101,23 @@ fn binary(op: BinOp, a: &Expr, b: &Expr) -> ExprFn {
         if let (ExprKind::Var(v), ExprKind::Const(c)) = (&a.kind, &b.kind) {
             let (slot, c) = (v.index(), c.clone());
             return Box::new(move |f| int_op(op, &f.vals[slot], &c));
+        }
+        // `var op var`, and an update's `column op var` / `column op const` (`s_ytd + qty`,
+        // `s_order_cnt + 1`): operands read where they lie, no closure per operand.
+        match (&a.kind, &b.kind) {
+            (ExprKind::Var(x), ExprKind::Var(y)) => {
+                let (x, y) = (x.index(), y.index());
+                return Box::new(move |f| int_op(op, &f.vals[x], &f.vals[y]));
+            }
+            (ExprKind::Column(p), ExprKind::Var(v)) => {
+                let (p, slot) = (*p, v.index());
+                return Box::new(move |f| int_op(op, &column(f, p), &f.vals[slot]));
+            }
+            (ExprKind::Column(p), ExprKind::Const(c)) => {
+                let (p, c) = (*p, c.clone());
+                return Box::new(move |f| int_op(op, &column(f, p), &c));
+            }
+            _ => {}
         }
         let (x, y) = (expr(a), expr(b));
         return Box::new(move |f| int_op(op, &x(f)?, &y(f)?));
