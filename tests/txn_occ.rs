@@ -598,25 +598,3 @@ fn an_upsert_after_reading_a_key_absent_conflicts_with_its_concurrent_insert() {
     tx1.put(t, row(&[778, 1, 0])).unwrap();
     tx1.commit().unwrap();
 }
-
-/// `update_columns_with` checks the columns it is told changed: a value such a column does not
-/// admit is the schema error, and nothing is written; a fitting change commits.
-#[test]
-fn update_columns_with_checks_the_changed_columns() {
-    let db = open();
-    let t = accounts(&db);
-    let mut w = db.worker();
-    w.run(1, |tx| tx.insert(t, row(&[1, 7, 100]))).unwrap();
-    let set = |position: usize, value: Value| {
-        move |old: Row| -> Result<Row, TxnError> { Ok(old.with_values(&[(position, value)])) }
-    };
-    let wrong_type = w.run(1, |tx| tx.update_columns_with(t, &[Value::Int(1)], &[2], set(2, Value::Float(1.5))));
-    assert!(matches!(wrong_type, Err(TxnError::Schema(_))), "{wrong_type:?}");
-    let null = w.run(1, |tx| tx.update_columns_with(t, &[Value::Int(1)], &[1], set(1, Value::Null)));
-    assert!(matches!(null, Err(TxnError::Schema(_))), "{null:?}");
-    let read = |w: &mut Worker| w.run(1, |tx| tx.get(t, &[Value::Int(1)])).unwrap().0.expect("row 1");
-    assert_eq!(read(&mut w), row(&[1, 7, 100]));
-    assert!(w.run(1, |tx| tx.update_columns_with(t, &[Value::Int(1)], &[2], set(2, Value::Int(5)))).unwrap().0);
-    assert_eq!(read(&mut w), row(&[1, 7, 5]));
-    assert!(!w.run(1, |tx| tx.update_columns_with(t, &[Value::Int(2)], &[2], set(2, Value::Int(5)))).unwrap().0);
-}

@@ -387,8 +387,9 @@ impl<'w> Transaction<'w> {
     /// row (increasing), none of them a primary-key column: a compiled `update`, whose `set`s the
     /// checker keeps off the key. The new row is checked at those columns alone and its key is
     /// not derived again ([`crate::storage::TableSchema::check_changed_columns`]); debug builds check the whole
-    /// row and compare the key. A `build` that changes another column breaks this contract.
-    pub fn update_columns_with(
+    /// row and compare the key. A `build` that changes another column breaks this contract,
+    /// which is why only the crate (the procedure compiler's `update`) may call it.
+    pub(crate) fn update_columns_with(
         &mut self,
         table: TableId,
         pk: &[Value],
@@ -1258,5 +1259,47 @@ fn covered_range(range: &KeyRange, last: Key, direction: Direction) -> KeyRange 
     match direction {
         Direction::Forward => KeyRange { start: range.start.clone(), end: Bound::Included(last) },
         Direction::Backward => KeyRange { start: Bound::Included(last), end: range.end.clone() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::storage::{Column, ColumnType, Row, TableSchema, Value};
+    use crate::txn::TxnError;
+
+    fn row(vals: &[i64]) -> Row {
+        Row::from_exact_iter(vals.iter().map(|&v| Value::Int(v)))
+    }
+
+    /// `update_columns_with` checks the columns it is told changed: a value such a column does
+    /// not admit is the schema error, and nothing is written; a fitting change commits; a missing
+    /// key is `false`.
+    #[test]
+    fn update_columns_with_checks_the_changed_columns() {
+        let db = crate::Database::open(crate::DatabaseConfig::default()).unwrap();
+        let col = |name: &str| Column { name: name.into(), ty: ColumnType::Int, nullable: false };
+        let schema = TableSchema {
+            name: "account".into(),
+            columns: vec![col("id"), col("owner"), col("balance")],
+            primary_key: vec![0],
+            indexes: Vec::new(),
+        };
+        let t = db.create_table(schema).unwrap();
+        let mut w = db.worker();
+        w.run(1, |tx| tx.insert(t, row(&[1, 7, 100]))).unwrap();
+        let set = |position: usize, value: Value| {
+            move |old: Row| -> Result<Row, TxnError> { Ok(old.with_values(&[(position, value)])) }
+        };
+        let one = [Value::Int(1)];
+        let wrong_type = w.run(1, |tx| tx.update_columns_with(t, &one, &[2], set(2, Value::Float(1.5))));
+        assert!(matches!(wrong_type, Err(TxnError::Schema(_))), "{wrong_type:?}");
+        let null = w.run(1, |tx| tx.update_columns_with(t, &one, &[1], set(1, Value::Null)));
+        assert!(matches!(null, Err(TxnError::Schema(_))), "{null:?}");
+        let read = |w: &mut crate::Worker| w.run(1, |tx| tx.get(t, &one)).unwrap().0.expect("row 1");
+        assert_eq!(read(&mut w), row(&[1, 7, 100]));
+        assert!(w.run(1, |tx| tx.update_columns_with(t, &one, &[2], set(2, Value::Int(5)))).unwrap().0);
+        assert_eq!(read(&mut w), row(&[1, 7, 5]));
+        let two = [Value::Int(2)];
+        assert!(!w.run(1, |tx| tx.update_columns_with(t, &two, &[2], set(2, Value::Int(5)))).unwrap().0);
     }
 }
