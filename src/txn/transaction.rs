@@ -1264,29 +1264,17 @@ fn covered_range(range: &KeyRange, last: Key, direction: Direction) -> KeyRange 
 
 #[cfg(test)]
 mod tests {
-    use crate::storage::{Column, ColumnType, Row, TableSchema, Value};
+    use crate::storage::{Row, Value};
     use crate::txn::TxnError;
-
-    fn row(vals: &[i64]) -> Row {
-        Row::from_exact_iter(vals.iter().map(|&v| Value::Int(v)))
-    }
+    use crate::txn::versions::tests::{accounts, ints};
 
     /// `update_columns_with` checks the columns it is told changed: a value such a column does
     /// not admit is the schema error, and nothing is written; a fitting change commits; a missing
     /// key is `false`.
     #[test]
     fn update_columns_with_checks_the_changed_columns() {
-        let db = crate::Database::open(crate::DatabaseConfig::default()).unwrap();
-        let col = |name: &str| Column { name: name.into(), ty: ColumnType::Int, nullable: false };
-        let schema = TableSchema {
-            name: "account".into(),
-            columns: vec![col("id"), col("owner"), col("balance")],
-            primary_key: vec![0],
-            indexes: Vec::new(),
-        };
-        let t = db.create_table(schema).unwrap();
+        let (db, t) = accounts();
         let mut w = db.worker();
-        w.run(1, |tx| tx.insert(t, row(&[1, 7, 100]))).unwrap();
         let set = |position: usize, value: Value| {
             move |old: Row| -> Result<Row, TxnError> { Ok(old.with_values(&[(position, value)])) }
         };
@@ -1296,10 +1284,10 @@ mod tests {
         let null = w.run(1, |tx| tx.update_columns_with(t, &one, &[1], set(1, Value::Null)));
         assert!(matches!(null, Err(TxnError::Schema(_))), "{null:?}");
         let read = |w: &mut crate::Worker| w.run(1, |tx| tx.get(t, &one)).unwrap().0.expect("row 1");
-        assert_eq!(read(&mut w), row(&[1, 7, 100]));
+        assert_eq!(read(&mut w), ints(&[1, 1, 100]));
         assert!(w.run(1, |tx| tx.update_columns_with(t, &one, &[2], set(2, Value::Int(5)))).unwrap().0);
-        assert_eq!(read(&mut w), row(&[1, 7, 5]));
-        let two = [Value::Int(2)];
-        assert!(!w.run(1, |tx| tx.update_columns_with(t, &two, &[2], set(2, Value::Int(5)))).unwrap().0);
+        assert_eq!(read(&mut w), ints(&[1, 1, 5]));
+        let absent = [Value::Int(9)];
+        assert!(!w.run(1, |tx| tx.update_columns_with(t, &absent, &[2], set(2, Value::Int(5)))).unwrap().0);
     }
 }

@@ -254,7 +254,7 @@ fn remove_stale(t: &Table, s: &Stale) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::storage::{Value, ValueRef};
     use crate::txn::Tid;
@@ -274,7 +274,7 @@ mod tests {
 
     /// account(id, owner, balance) with a secondary index on owner, loaded with ids 0..4
     /// (owner = id, balance 100) before replay.
-    fn accounts() -> (crate::Database, TableId) {
+    pub(crate) fn accounts() -> (crate::Database, TableId) {
         use crate::storage::{Column, ColumnType, IndexSchema, TableSchema};
         let db = crate::Database::open(crate::DatabaseConfig::default()).unwrap();
         let col = |name: &str| Column { name: name.into(), ty: ColumnType::Int, nullable: false };
@@ -300,7 +300,7 @@ mod tests {
         tx
     }
 
-    fn ints(values: &[i64]) -> Row {
+    pub(crate) fn ints(values: &[i64]) -> Row {
         Row::new(values.iter().map(|&v| Value::Int(v)).collect())
     }
 
