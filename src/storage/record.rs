@@ -29,6 +29,13 @@
 //! A record unlinked by a delete is freed when the last index entry and the last transaction
 //! holding it let go; it drops its row then, since no reader can be inside a load without holding
 //! the record.
+//!
+//! An absent record (an insert's placeholder, a deletion) holds its thread's empty row
+//! ([`Record::empty_row`]) rather than an allocation of its own. When an install replaces this
+//! thread's empty row, the record's count of it is dropped at once, not through the collector:
+//! the thread's own count keeps the row alive, so a reader about to take a reference of it
+//! still finds it. That spares each insert an allocation, a deferred function and a free
+//! (about 400 instructions; TPC-C's new-order inserts 12 rows).
 
 use crate::storage::key::Key;
 use crate::storage::row::{InPlaceRow, ROW_BYTES_OFFSET};
@@ -49,6 +56,12 @@ const ROW_BYTES_PER_VALUE_GUESS: usize = 11;
 /// Columns between two prefetched lines of a row ([`Record::prefetch_row_columns`]): the most
 /// whose guessed bytes stay within a line, so that no line of the row is skipped.
 pub(crate) const ROW_VALUES_PER_LINE_GUESS: usize = 64 / ROW_BYTES_PER_VALUE_GUESS;
+
+thread_local! {
+    /// The row of the absent records this thread makes ([`Record::empty_row`]). Its own count
+    /// outlives every record's count of it that this thread drops at once ([`Record::store_row`]).
+    static EMPTY_ROW: Row = Row::empty();
+}
 
 /// A record of a table.
 pub struct Record {
@@ -125,9 +138,15 @@ impl Record {
         Record {
             word: AtomicU64::new(TidWord::new(Tid::ZERO, true, true).locked().0),
             last_writer: AtomicU64::new(0),
-            row: row_pointer(Row::empty()),
+            row: row_pointer(Record::empty_row()),
             key,
         }
+    }
+
+    /// An empty row (no values) for an absent record: this thread's shared one (a count taken,
+    /// nothing allocated), or a fresh one while the thread's locals are being destroyed.
+    pub(crate) fn empty_row() -> Row {
+        EMPTY_ROW.try_with(Row::clone).unwrap_or_else(|_| Row::empty())
     }
 
     /// The primary key the record is linked under.
@@ -341,13 +360,19 @@ impl Record {
     /// Makes `row` the current row and retires the one it replaces. The caller is the record's
     /// only writer (it holds the lock, or owns the record as recovery and replay pieces do).
     fn store_row(&self, row: Row) {
-        let guard = crossbeam_epoch::pin();
         let old = self.row.swap(row_pointer(row).into_inner(), Ordering::AcqRel);
         // SAFETY: `old` is `ThinArc::into_raw` of the row the record held a count of until the
         // swap; that count is now ours, and nothing else will convert `old` back.
         let old = unsafe { ThinArc::<(), u8>::from_raw(old) };
+        if EMPTY_ROW.try_with(|empty| empty.as_ptr().cast::<c_void>() == old.ptr()).unwrap_or(false) {
+            // This thread's empty row, which its own count keeps alive: a reader about to take a
+            // reference of it finds it whatever we drop.
+            debug_assert!(old.with_arc(triomphe::Arc::count) >= 2);
+            drop(old);
+            return;
+        }
         // Readers pinned before the swap may still be about to take a reference of `old`.
-        guard.defer(move || drop(old));
+        crossbeam_epoch::pin().defer(move || drop(old));
     }
 }
 
@@ -376,6 +401,29 @@ mod tests {
         let (_, got) = r.stable_read();
         assert_eq!(got.as_ptr() as usize, raw);
         r.stable_read_with(&crossbeam_epoch::pin(), |_, lent| assert_eq!(lent.as_ptr() as usize, raw));
+    }
+
+    #[test]
+    fn placeholders_share_their_threads_empty_row_and_an_install_gives_its_count_back() {
+        let own = Record::empty_row();
+        let base = own.strong_count();
+        let a = Record::locked_placeholder(Key::from(&b"a"[..]));
+        let b = Record::locked_placeholder(Key::from(&b"b"[..]));
+        assert_eq!(a.row_unchecked().as_ptr(), own.as_ptr(), "no allocation of its own");
+        assert_eq!(b.row_unchecked().as_ptr(), own.as_ptr());
+        assert_eq!(own.strong_count(), base + 2);
+        // A reader on another thread holds the empty row across the install.
+        let held = a.row_unchecked();
+        a.install(row(1), TidWord::new(Tid::new(1, 1), true, false), 0);
+        assert_eq!(own.strong_count(), base + 2, "a's count was dropped at once; the reader's stays");
+        std::thread::spawn(move || assert_eq!(held.len(), 0)).join().unwrap();
+        assert_eq!(own.strong_count(), base + 1);
+        // Another thread's install over this thread's empty row goes through the collector.
+        let b = std::sync::Arc::new(b);
+        let other = std::sync::Arc::clone(&b);
+        std::thread::spawn(move || other.install(row(2), TidWord::new(Tid::new(1, 2), true, false), 0)).join().unwrap();
+        assert_eq!(b.row_unchecked().at(0), Value::Int(2));
+        drop(own);
     }
 
     #[test]

@@ -1005,8 +1005,7 @@ impl<'w> Transaction<'w> {
                     }
                     t.note_delete(tid);
                     t.unlink(&w.key, record);
-                    let empty = Row::empty();
-                    put(record, empty, TidWord::new(tid, false, true));
+                    put(record, Record::empty_row(), TidWord::new(tid, false, true));
                 }
             }
         }
