@@ -443,6 +443,65 @@ fn check_index_consistency(db: &Database, t: u32) {
     assert_eq!(table.point.len(), primary_rows.len(), "point index and ordered index differ in size");
 }
 
+/// The lock phase links a run of inserts into one table in one go (`Transaction::link_insert_run`):
+/// a key of the run that another transaction inserted meanwhile fails the commit, and every
+/// placeholder the run linked is unlinked again.
+#[test]
+fn a_run_of_inserts_that_meets_a_concurrent_insert_aborts_and_unlinks_every_placeholder() {
+    let db = open();
+    let t = accounts(&db);
+    load_accounts(&db, t);
+    let mut w1 = db.worker();
+    let mut w2 = db.worker();
+    let mut tx1 = w1.begin();
+    for id in 100..106 {
+        tx1.insert(t, row(&[id, 1, id])).unwrap();
+    }
+    w2.run(1, |tx| tx.insert(t, row(&[103, 2, 7]))).unwrap();
+    assert!(matches!(tx1.commit(), Err(TxnError::Conflict(_))), "the run's key 103 was taken");
+    check_index_consistency(&db, t);
+    let mut tx = w1.begin();
+    for id in (100..106).filter(|&id| id != 103) {
+        assert!(tx.get(t, &[Value::Int(id)]).unwrap().is_none(), "key {id} of the aborted run is gone");
+    }
+    assert_eq!(int(&tx.get(t, &[Value::Int(103)]).unwrap().unwrap(), 2), 7, "the other insert stands");
+    drop(tx);
+    // The same run, unopposed, commits whole; the aborted one left nothing in its way.
+    w1.run(1, |tx| (106..112).try_for_each(|id| tx.insert(t, row(&[id, 1, id])))).unwrap();
+    check_index_consistency(&db, t);
+    assert_eq!(db.catalog().table(t).unwrap().len(), ACCOUNTS as usize + 7);
+}
+
+/// Transactions that insert and delete runs of neighbouring keys, racing each other on every
+/// index backend, leave the point, ordered and secondary indexes in step.
+#[test]
+fn runs_of_inserts_keep_the_indexes_in_step_under_concurrent_churn() {
+    for backend in IndexBackend::ALL {
+        let db = open_with(backend);
+        let t = accounts(&db);
+        on_workers(&db, 4, |thread, w| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(thread as u64 + 40);
+            for _ in 0..300 {
+                let (first, len) = (rng.random_range(0..200), rng.random_range(2..8));
+                let delete = rng.random_bool(0.3);
+                w.run(10_000, |tx| {
+                    for id in first..first + len {
+                        let present = tx.get(t, &[Value::Int(id)])?.is_some();
+                        if delete && present {
+                            tx.delete(t, &[Value::Int(id)])?;
+                        } else if !delete && !present {
+                            tx.insert(t, row(&[id, id % 5, 0]))?;
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+        });
+        check_index_consistency(&db, t);
+    }
+}
+
 #[test]
 fn a_transaction_sees_its_own_writes_in_gets_and_scans() {
     let db = open();

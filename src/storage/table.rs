@@ -259,10 +259,7 @@ impl Table {
             }
         }
         if !self.ordered_deferred.load(Ordering::Relaxed) {
-            for (i, stale) in self.primary.insert_run_if_absent(&linked) {
-                let (key, record) = &linked[i];
-                self.replace_stale_ordered(key, record, &stale);
-            }
+            self.link_ordered_run(&linked);
         }
         for (key, record) in &linked {
             if !self.secondary.is_empty() {
@@ -293,6 +290,45 @@ impl Table {
             self.replace_stale_ordered(key, record, &stale);
         }
         Ok(())
+    }
+
+    /// [`Table::link`] for a run of records in strictly increasing key order (a commit's inserts
+    /// into one table, sorted by its lock phase): each goes into the point index as `link` puts
+    /// it, then the ones linked go into the ordered index as one run, one descent per leaf
+    /// ([`OrderedIndex::insert_run_if_absent`]) where `link` descends once per key. Returns the
+    /// positions in `run` of the records not linked, each with the record its key already had.
+    pub fn link_run(&self, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
+        let guard = crossbeam_epoch::pin();
+        let mut refused = Vec::new();
+        for (i, (key, record)) in run.iter().enumerate() {
+            debug_assert_eq!(record.key(), key, "a record is linked under its own key");
+            if let Err(existing) = self.point.insert_if_absent_pinned(Arc::clone(record), &guard) {
+                refused.push((i, existing));
+            }
+        }
+        if self.ordered_deferred.load(Ordering::Relaxed) {
+            return refused;
+        }
+        if refused.is_empty() {
+            self.link_ordered_run(run);
+        } else {
+            let linked: Vec<Entry> = run
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !refused.iter().any(|(r, _)| r == i))
+                .map(|(_, e)| e.clone())
+                .collect();
+            self.link_ordered_run(&linked);
+        }
+        refused
+    }
+
+    /// The ordered index's half of [`Table::link_run`], for records the point index took.
+    fn link_ordered_run(&self, linked: &[Entry]) {
+        for (i, stale) in self.primary.insert_run_if_absent(linked) {
+            let (key, record) = &linked[i];
+            self.replace_stale_ordered(key, record, &stale);
+        }
     }
 
     /// The ordered index held `stale` under `key`, whose record the point index just took as

@@ -7,7 +7,7 @@ use super::versions::Snapshot;
 use super::write_slots::{SlotKey, WriteSlots};
 use super::{TxnContext, WorkerState};
 use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite, WorkerLog};
-use crate::storage::index::{Direction, KeyRange, NodeVersion, OrderedIndex};
+use crate::storage::index::{Direction, Entry, KeyRange, NodeVersion, OrderedIndex};
 use crate::storage::key::{self, Key};
 use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::record::Record;
@@ -780,7 +780,13 @@ impl<'w> Transaction<'w> {
     }
 
     fn lock_phase(&mut self, order: &[usize], undo: &mut Undo) -> Result<(), TxnError> {
-        for &i in order {
+        // Placeholders that `link_insert_run` linked ahead, by write, in `order`'s order.
+        let mut linked: Vec<(usize, Arc<Record>)> = Vec::new();
+        let (mut next_linked, mut run_end) = (0, 0);
+        for (n, &i) in order.iter().enumerate() {
+            if n >= run_end {
+                run_end = self.link_insert_run(order, n, undo, &mut linked)?;
+            }
             // Borrowed from the transaction's catalog, not cloned: an `Arc<Table>` clone writes the
             // table's shared refcount, a line every worker writes on every operation.
             let t = self.table_ref(self.writes[i].table)?;
@@ -791,9 +797,13 @@ impl<'w> Transaction<'w> {
                 WriteOp::Update | WriteOp::Delete => w.record.clone(),
                 _ => None,
             };
-            let (record, word) = match &known {
-                Some(record) => (Arc::clone(record), record.lock()),
-                None => lock_or_create(t, &w.key, w.op == WriteOp::Insert, undo)?,
+            let (record, word) = match (&known, linked.get(next_linked)) {
+                (Some(record), _) => (Arc::clone(record), record.lock()),
+                (None, Some((j, placeholder))) if *j == i => {
+                    next_linked += 1;
+                    (Arc::clone(placeholder), placeholder.word().unlocked())
+                }
+                (None, _) => lock_or_create(t, &w.key, w.op == WriteOp::Insert, undo)?,
             };
             w.record = Some(Arc::clone(&record));
             w.locked_word = Some(word);
@@ -809,6 +819,49 @@ impl<'w> Transaction<'w> {
             }
         }
         Ok(())
+    }
+
+    /// From `order[from]`: if it starts a run of at least [`INSERT_RUN_MIN`] inserts into one
+    /// table, links their placeholders, locked, in one go ([`Table::link_run`]: one descent of
+    /// the ordered index per leaf, where one [`lock_or_create`] each descends once per key; a
+    /// new-order's ten order lines are neighbours) and appends them to `linked`; a key that
+    /// already has a record is left to `lock_or_create`. Returns where the run ends. Placeholders
+    /// are in `undo` from the moment they are linked, so an abort later in the lock phase
+    /// unlinks them all.
+    fn link_insert_run(
+        &self,
+        order: &[usize],
+        from: usize,
+        undo: &mut Undo,
+        linked: &mut Vec<(usize, Arc<Record>)>,
+    ) -> Result<usize, TxnError> {
+        let first = &self.writes[order[from]];
+        let len = order[from..]
+            .iter()
+            .take_while(|&&i| self.writes[i].op == WriteOp::Insert && self.writes[i].table == first.table)
+            .count();
+        if len < INSERT_RUN_MIN {
+            return Ok(from + 1);
+        }
+        let t = self.table_ref(first.table)?;
+        let writes = &order[from..from + len];
+        let run: Vec<Entry> = writes
+            .iter()
+            .map(|&i| {
+                let key = &self.writes[i].key;
+                // Instant recovery: a key not yet restored is restored before a placeholder hides it.
+                t.ensure_restored(key);
+                (key.clone(), Arc::new(Record::locked_placeholder(key.clone())))
+            })
+            .collect();
+        let refused = t.link_run(&run);
+        for (position, (key, placeholder)) in run.into_iter().enumerate() {
+            if !refused.iter().any(|(r, _)| *r == position) {
+                undo.placeholders.push((t.id, key, Arc::clone(&placeholder)));
+                linked.push((writes[position], placeholder));
+            }
+        }
+        Ok(from + len)
     }
 
     fn locked_by_me(&self, record: &Arc<Record>, undo_ptrs: &[usize]) -> bool {
@@ -1096,6 +1149,10 @@ fn find_or_link(t: &Table, key: &Key) -> Result<Arc<Record>, TxnError> {
         Err(existing) => Ok(existing),
     }
 }
+
+/// The fewest inserts into one table, neighbours in the lock order, that the lock phase links
+/// as one run ([`Transaction::link_insert_run`]).
+const INSERT_RUN_MIN: usize = 2;
 
 /// What an aborting commit must undo.
 #[derive(Default)]
