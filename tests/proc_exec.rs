@@ -702,3 +702,51 @@ fn column_and_variable_operands_keep_their_order_and_nulls() {
     ok(&db, "col_var1", &[int(1), int(3)]);
     assert_eq!(qty(1)[1], Value::Int(47), "qty - x, not x - qty");
 }
+
+/// Ints and comparisons of ints nested in operators run as typed closures (`proc::compile::typed`):
+/// the same values, nulls and first errors as the reference interpreter, with an updated row's
+/// column inside (TPC-C's stock update), both operands failing (the left one's error wins), and
+/// a variable that holds null.
+#[test]
+fn nested_int_expressions_give_the_interpreters_values_nulls_and_first_error() {
+    let db = db("
+        procedure stock(n int, x int) {
+            update line set qty = qty - x + 91 * int(qty < x + 10) where w = 1 and o = 1 and n = n;
+            select qty into q from line where w = 1 and o = 1 and n = n;
+            return found, q;
+        }
+        procedure both_fail(x int, y int) { return (x + 9223372036854775807) * (1 / y); }
+        procedure nested(x int, y int) { return abs(x - y) * -(y + 1), int(x * 2 < y - 1) + 1, (x % y) >= (y - x); }
+        procedure set_qty(n int, q int) { update line set qty = q where w = 1 and o = 1 and n = n; }");
+    ok(&db, "add_line", &[int(1), int(1), int(1), int(0)]);
+    let registry = db.procedures();
+    let interpreted = |name: &str, args: &[ParamValue]| {
+        let ir = std::sync::Arc::clone(registry.get(registry.id_of(name).unwrap()).unwrap().ir());
+        db.worker().run(1, |tx| lazarus::proc::interp::run(&ir, tx, args)).map(|(v, _)| v).map_err(|e| e.to_string())
+    };
+    let null = ParamValue::Scalar(Value::Null);
+    let values = [Some(0), Some(1), Some(-3), Some(12), Some(i64::MIN), Some(i64::MAX), None];
+    for x in values {
+        for y in values {
+            let (x, y) = (x.map_or(null.clone(), int), y.map_or(null.clone(), int));
+            for name in ["both_fail", "nested"] {
+                let args = [x.clone(), y.clone()];
+                let compiled = call(&db, name, &args).map_err(|e| e.to_string());
+                assert_eq!(compiled, interpreted(name, &args), "{name}({x:?}, {y:?})");
+            }
+        }
+    }
+    // The update: each starting qty, each x; the row read back after each run.
+    let reset = |q: &ParamValue| ok(&db, "set_qty", &[int(1), q.clone()]);
+    for q in values {
+        for x in values {
+            let (q, args) = (q.map_or(null.clone(), int), [int(1), x.map_or(null.clone(), int)]);
+            reset(&q);
+            let compiled = call(&db, "stock", &args).map_err(|e| e.to_string());
+            reset(&q);
+            assert_eq!(compiled, interpreted("stock", &args), "stock with qty {q:?}, {args:?}");
+        }
+    }
+    let err = call(&db, "both_fail", &[int(1), int(0)]).unwrap_err().to_string();
+    assert!(err.contains("integer overflow"), "the left operand's error comes first: {err}");
+}

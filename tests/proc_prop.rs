@@ -77,7 +77,16 @@ impl Gen {
                 format!("{f}({}, {})", self.int_expr(depth - 1), self.int_expr(depth - 1))
             }
             8 => format!("-({})", self.int_expr(depth - 1)),
-            _ => format!("len(text({}))", self.int_expr(depth - 1)),
+            _ => {
+                if self.pick(2) == 0 {
+                    format!("len(text({}))", self.int_expr(depth - 1))
+                } else {
+                    // A comparison as an int (the typed closures' `int(bool)`).
+                    let ops = ["=", "<>", "<", "<=", ">", ">="];
+                    let op = ops[self.pick(ops.len())];
+                    format!("int({} {op} {})", self.int_expr(depth - 1), self.int_expr(depth - 1))
+                }
+            }
         }
     }
 
@@ -135,7 +144,14 @@ impl Gen {
                 self.bind(&name, true);
             }
             4 => {
-                let set = if self.pick(2) == 0 { format!("v + {}", self.int_expr(1)) } else { self.int_expr(1) };
+                let set = match self.pick(2) {
+                    0 => format!("v + {}", self.int_expr(1)),
+                    // The old row's column inside operators inside operators (typed closures).
+                    _ if self.pick(2) == 0 => {
+                        format!("v - {} + 91 * int(v < {} + 10)", self.int_expr(1), self.int_expr(1))
+                    }
+                    _ => self.int_expr(1),
+                };
                 self.out.push_str(&format!("update t set v = {set}, s = s || 'u' where k = {e};\n"));
             }
             5 => {

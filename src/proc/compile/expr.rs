@@ -11,8 +11,14 @@ use crate::storage::Value;
 /// A compiled expression.
 pub(crate) type ExprFn = Box<dyn Fn(&Frame) -> RtResult<Value> + Send + Sync>;
 
-/// Compiles an expression.
+/// Compiles an expression: typed ([`super::typed`]) where all of it is ints and comparisons of
+/// ints with an operator inside an operator, else generic.
 pub(crate) fn expr(e: &Expr) -> ExprFn {
+    super::typed::compile(e, || generic(e)).unwrap_or_else(|| generic(e))
+}
+
+/// Compiles an expression to closures that pass [`Value`]s.
+fn generic(e: &Expr) -> ExprFn {
     match &e.kind {
         ExprKind::Const(v) => {
             let v = v.clone();
@@ -67,11 +73,11 @@ fn column(f: &Frame, p: usize) -> Value {
     f.row.as_ref().and_then(|r| r.value(p)).unwrap_or(Value::Null)
 }
 
-fn is_arith(op: BinOp) -> bool {
+pub(super) fn is_arith(op: BinOp) -> bool {
     matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem)
 }
 
-fn is_compare(op: BinOp) -> bool {
+pub(super) fn is_compare(op: BinOp) -> bool {
     matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
 }
 

@@ -10,6 +10,7 @@ mod moves;
 mod prefetch;
 mod stmt;
 mod switch;
+mod typed;
 
 pub(crate) use stmt::{StmtFn, run_block};
 
