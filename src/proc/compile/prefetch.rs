@@ -1,11 +1,10 @@
 //! Loop-key prefetch: a loop starts loading the rows its later iterations will look up.
 //!
-//! A compiled `for` loop (over a range, an array, or a scan's rows) whose body reads or writes
-//! rows by their full primary key spends most of its time in those lookups' cache misses: on a
-//! table larger than the cache, a lookup misses on the point index's slot, then on the record
-//! the slot points to, then on the row (three dependent misses; TPC-C's new-order reads an item
-//! and updates a stock row per order line, stock-level reads a stock row per order line it
-//! scanned: `docs/PERFORMANCE.md`, "TPC-C", "Session 25"). When an operation's key is a function
+//! A compiled `for` loop over a range or an array whose body reads or writes rows by their full
+//! primary key spends much of its time in those lookups' cache misses: on a table larger than
+//! the cache, a lookup misses on the point index's slot, then on the record the slot points to,
+//! then on the row (three dependent misses; TPC-C's new-order reads an item and updates a stock
+//! row per order line: `docs/PERFORMANCE.md`, "TPC-C", "Session 25"). When an operation's key is a function
 //! of the iteration alone, the loop computes the keys of the next iterations and asks the
 //! storage to start loading them, one stage per iteration, so that each miss overlaps the work
 //! of the iterations in between: before iteration `i` runs, iteration `i + 6`'s slot lines, the
@@ -14,11 +13,20 @@
 //! Gibbons, Mowry, "Improving hash join performance through prefetching", ICDE 2004), applied
 //! by the compiler to any loop of the language.
 //!
+//! # Which loops
+//!
+//! Loops over a range or an array. A loop over a scan's rows prefetches nothing: the one such
+//! loop of the workloads that reads other rows by key, TPC-C's stock-level (a stock row per
+//! item of the district's last 20 orders), reads rows the new-orders of a moment ago wrote, in
+//! cache, and its prefetch was pure cost: stock-level's median latency 104–110 µs with it,
+//! 82–89 µs without, the whole 1-warehouse mix 4 % faster without (`docs/PERFORMANCE.md`,
+//! "TPC-C", "Session 43"; its delivery's scan loop reads the scanned rows themselves, which
+//! prefetching found in cache too).
+//!
 //! # Which keys
 //!
 //! A key qualifies ([`loop_keys`]) when every part is an expression of:
-//! - the iteration's inputs: the loop variable, or the scanned row's columns, when the body
-//!   never assigns them;
+//! - the iteration's input, the loop variable, when the body never assigns it;
 //! - variables the body never assigns (parameters, locals set before the loop), and elements
 //!   and lengths of arrays the body never assigns;
 //! - locals the body assigns exactly once, at its top level, before the operation, from such
@@ -29,21 +37,12 @@
 //! work); operations in nested loops do not (their keys change within an iteration). Each
 //! distinct key is prefetched once, at most [`KEYS_MAX`] per loop.
 //!
-//! A loop over a scan of a table's primary key does not prefetch the row it is on: an operation
-//! whose key is the scanned row's own ([`is_scanned_row`]: each part the scan's equality prefix
-//! at its position, or the row's own key column) finds the record and row the scan has just
-//! read. TPC-C's delivery updates each order line it scans; prefetching them cost about 1,000
-//! instructions an iteration for nothing.
-//!
 //! # Reading a later iteration's key
 //!
 //! Most key parts are read where they lie ([`Part`]): a constant, a variable the body leaves
-//! alone, the loop's own variable (a range's `a + j`, an array's element `j`), an array's element
-//! at a range loop's variable (`ids[n]`), or a column of scanned row `j`. Only a part that is
-//! another expression (`r.n + 1`) is evaluated by its closure, in the frame with iteration `j`'s
-//! inputs set. Setting them for every iteration ahead (a scanned row's columns copied into the
-//! frame, then the current row's copied back) and a closure per part were a third of stock-level's
-//! prefetch.
+//! alone, the loop's own variable (a range's `a + j`, an array's element `j`), or an array's
+//! element at a range loop's variable (`ids[n]`). Only a part that is another expression
+//! (`n + 1`) is evaluated by its closure, in the frame with iteration `j`'s loop variable set.
 //!
 //! # Why it cannot change a result
 //!
@@ -55,11 +54,11 @@
 //! are set to the later iteration's values while its keys are evaluated; the loop sets the
 //! current iteration's values right after, before its body runs.
 
-use super::super::ir::{Expr, ExprKind, ScanOp, Stmt, StmtKind, TableRef, VarId};
+use super::super::ir::{Expr, ExprKind, Stmt, StmtKind, TableRef, VarId};
 use super::super::runtime::{Frame, Storage};
 use super::expr::ExprFn;
 use crate::storage::point::{KeyHash, Prefetch};
-use crate::storage::{Row, TableId, Value};
+use crate::storage::{TableId, Value};
 use std::collections::HashMap;
 
 /// The most keys a loop prefetches per iteration.
@@ -119,23 +118,6 @@ pub(super) fn loop_keys(found: VarId, body: &[Stmt]) -> Vec<LoopKey<'_>> {
         }
     }
     keys
-}
-
-/// Whether `key` is the key of the row a loop over `scan` is on: the same table, scanned by its
-/// primary key, and each part of the key either the scan's equality prefix at that position (the
-/// same expression) or the variable this scan reads the row's column at that key position into.
-/// Such a row was read by the scan a moment ago.
-pub(super) fn is_scanned_row(key: &LoopKey<'_>, scan: &ScanOp) -> bool {
-    if scan.index.is_some() || key.table.name != scan.table.name || key.parts.len() != key.table.primary_key.len() {
-        return false;
-    }
-    let column_of = |v: VarId| scan.into.iter().position(|&into| into == v).and_then(|j| scan.columns.get(j)).copied();
-    key.parts.iter().zip(&key.table.primary_key).enumerate().all(|(i, (part, &column))| match &part.kind {
-        ExprKind::Var(v) if column_of(*v) == Some(column) => true,
-        // Compared as text, as `loop_keys` compares keys (expressions have no `PartialEq`). A
-        // wrong answer costs a prefetch, never a result.
-        _ => scan.prefix.get(i).is_some_and(|bound| format!("{:?}", bound.kind) == format!("{:?}", part.kind)),
-    })
 }
 
 /// Counts, per variable, the statements of `block` (nested ones included) that assign it.
@@ -237,8 +219,6 @@ pub(super) enum LoopVars {
     Range(VarId),
     /// `for v in array`: `v` is element `j`.
     Array(VarId),
-    /// `for r in select ...`: each `(variable, column)` takes that column of row `j`.
-    Scan(Vec<(VarId, usize)>),
 }
 
 /// Where a prefetched key's part comes from in a later iteration. The common parts are read
@@ -252,8 +232,6 @@ pub(super) enum Part {
     LoopVar,
     /// Element `v` of an array the body leaves alone, `v` a range loop's variable (`a[i]`).
     ElementAtLoopVar(usize),
-    /// Column `c` of the scanned row (the variable the scan reads it into).
-    Column(usize),
     /// Anything else, evaluated in the frame with the iteration's inputs set.
     Eval(ExprFn),
 }
@@ -263,19 +241,11 @@ impl Part {
     pub(super) fn of(e: &Expr, vars: &LoopVars, compile: impl Fn(&Expr) -> ExprFn) -> Part {
         let own = |v: VarId| match vars {
             LoopVars::Range(var) | LoopVars::Array(var) => *var == v,
-            LoopVars::Scan(_) => false,
         };
         match &e.kind {
             ExprKind::Const(v) => Part::Const(v.clone()),
             ExprKind::Var(v) if own(*v) => Part::LoopVar,
-            ExprKind::Var(v) => match vars {
-                // The last target of a variable is the one the scan leaves in it.
-                LoopVars::Scan(targets) => match targets.iter().rfind(|(var, _)| var == v) {
-                    Some(&(_, column)) => Part::Column(column),
-                    None => Part::Slot(v.index()),
-                },
-                _ => Part::Slot(v.index()),
-            },
+            ExprKind::Var(v) => Part::Slot(v.index()),
             ExprKind::ArrayGet(a, i)
                 if matches!(vars, LoopVars::Range(_)) && matches!(i.kind, ExprKind::Var(v) if own(v)) =>
             {
@@ -293,8 +263,6 @@ pub(crate) enum Iterations<'a> {
     Range { start: i64, len: usize },
     /// An array's elements.
     Array(&'a [Value]),
-    /// A scan's rows.
-    Scan(&'a [Row]),
 }
 
 impl Iterations<'_> {
@@ -303,7 +271,6 @@ impl Iterations<'_> {
         match self {
             Iterations::Range { len, .. } => *len,
             Iterations::Array(items) => items.len(),
-            Iterations::Scan(rows) => rows.len(),
         }
     }
 
@@ -320,10 +287,9 @@ impl Iterations<'_> {
                 let index = usize::try_from(start.saturating_add(j as i64)).ok()?;
                 f.array(*array).get(index).map(Value::clone_inline)
             }
-            (Part::Column(column), Iterations::Scan(rows)) => rows.get(j)?.value(*column),
             (Part::Eval(e), _) => e(f).ok(),
-            // `Part::of` gives these parts only to loops of their kind.
-            (Part::LoopVar | Part::ElementAtLoopVar(_) | Part::Column(_), _) => None,
+            // `Part::of` gives this part only to range loops.
+            (Part::ElementAtLoopVar(_), Iterations::Array(_)) => None,
         }
     }
 }
@@ -451,48 +417,6 @@ mod tests {
             .collect()
     }
 
-    /// For the first `for ... in select` loop of procedure `body`: each loop key's table and
-    /// whether it is the scanned row's own key.
-    fn scanned_rows_of(body: &str) -> Vec<(String, bool)> {
-        let module = check_source("<test>", &format!("{TABLES}\n{body}"), &Catalog::default()).expect("checks");
-        let p = &module.procedures[0];
-        let (scan, loop_body) = p
-            .body
-            .iter()
-            .find_map(|s| match &s.kind {
-                StmtKind::ForScan { scan, body, .. } => Some((scan, body)),
-                _ => None,
-            })
-            .expect("a scan loop");
-        loop_keys(p.found, loop_body).iter().map(|k| (k.table.name.clone(), is_scanned_row(k, scan))).collect()
-    }
-
-    #[test]
-    fn a_scan_loop_does_not_prefetch_the_row_it_is_on_and_does_prefetch_others() {
-        let keys = scanned_rows_of(
-            "procedure p(o0 int) {
-                for r in select n, i from line where o = o0 limit 10 {
-                    update line set i = i + 1 where o = o0 and n = r.n;
-                    select v into x from t where id = r.i;
-                    select i into y from line where o = o0 + 1 and n = r.n;
-                    select i into z from line where o = o0 and n = r.i;
-                }
-            }",
-        );
-        let expected = [("line", true), ("t", false), ("line", false), ("line", false)];
-        assert_eq!(keys, expected.map(|(t, own)| (t.to_string(), own)));
-        // Over a secondary index the scanned key is not the primary one: nothing is skipped.
-        let by_index = scanned_rows_of(
-            "index line_by_i on line (i);
-            procedure p(i0 int) {
-                for r in select o, n from line index line_by_i where i = i0 limit 10 {
-                    update line set i = i + 1 where o = r.o and n = r.n;
-                }
-            }",
-        );
-        assert_eq!(by_index, [("line".to_string(), false)]);
-    }
-
     #[test]
     fn keys_of_the_iteration_are_found_through_the_locals_that_name_them() {
         let keys = keys_of(
@@ -533,18 +457,6 @@ mod tests {
         // `k` and `j` change in the body, `a` is read from the database, `found` is set by every
         // operation, `y` belongs to a nested loop: only `x + 1` is a key of the iteration.
         assert_eq!(keys, ["t(expr)"]);
-    }
-
-    #[test]
-    fn a_scanned_rows_columns_are_the_iterations_inputs() {
-        let keys = keys_of(
-            "procedure p(o int) {
-                for r in select i from line where o = o limit 20 {
-                    select q into q from s where w = 1 and i = r.i;
-                }
-            }",
-        );
-        assert_eq!(keys, ["s(1, r.i)"]);
     }
 
     #[test]
@@ -712,35 +624,38 @@ mod tests {
     }
 
     /// Every loop shape reads its key parts where they lie (`Part`): the loop's variable, an
-    /// array's element at it, a scanned row's columns, variables the body leaves alone and
-    /// constants. The keys prefetched are the keys the iterations then read, in order.
+    /// array's element at it, variables the body leaves alone and constants. The keys prefetched
+    /// are the keys the iterations then read, in order.
     #[test]
     fn each_part_is_read_where_it_lies_and_the_prefetched_keys_are_the_read_ones() {
         let ids = ParamValue::from((0..9).map(|k| Value::Int(3 * k + 1)).collect::<Vec<_>>());
         let w0 = ParamValue::from(Value::Int(7));
-        let lines: Vec<Row> =
-            (0..9).map(|n| Row::new(vec![Value::Int(7), Value::Int(n), Value::Int(100 + n)])).collect();
-        let cases: [(&str, Vec<Row>, usize); 5] = [
-            ("for n in 0 .. 9 { select q into x from s where w = w0 and i = n; }", Vec::new(), 9),
-            ("for n in 0 .. len(ids) { select v into x from t where id = ids[n]; }", Vec::new(), 9),
-            ("for k in ids { select q into x from s where w = 1 and i = k; }", Vec::new(), 9),
-            (
-                "for r in select n, i from line where o = w0 limit 20 { select q into x from s where w = r.n and i = r.i; }",
-                lines.clone(),
-                9,
-            ),
+        let cases = [
+            "for n in 0 .. 9 { select q into x from s where w = w0 and i = n; }",
+            "for n in 0 .. len(ids) { select v into x from t where id = ids[n]; }",
+            "for k in ids { select q into x from s where w = 1 and i = k; }",
             // A part evaluated in the frame beside parts read in place.
-            (
-                "for r in select n, i from line where o = w0 limit 20 { select q into x from s where w = r.n + w0 and i = r.i; }",
-                lines,
-                9,
-            ),
+            "for n in 0 .. len(ids) { select q into x from s where w = n + w0 and i = ids[n]; }",
         ];
-        for (body, scanned, iterations) in cases {
+        for body in cases {
             let source = format!("procedure p(w0 int, ids int[]) {{ {body} }}");
-            let storage = run_recorded(&source, &[w0.clone(), ids.clone()], scanned);
-            assert_eq!(storage.read.len(), iterations, "{body}");
+            let storage = run_recorded(&source, &[w0.clone(), ids.clone()], Vec::new());
+            assert_eq!(storage.read.len(), 9, "{body}");
             assert_eq!(storage.prefetched, storage.read, "{body}");
         }
+    }
+
+    /// A loop over a scan's rows prefetches nothing (the module docs say why), whatever its
+    /// body reads.
+    #[test]
+    fn a_loop_over_a_scan_prefetches_nothing() {
+        let lines: Vec<Row> =
+            (0..9).map(|n| Row::new(vec![Value::Int(7), Value::Int(n), Value::Int(100 + n)])).collect();
+        let body = "procedure p(w0 int) {
+            for r in select n, i from line where o = w0 limit 20 { select q into x from s where w = r.n and i = r.i; }
+        }";
+        let storage = run_recorded(body, &[ParamValue::from(Value::Int(7))], lines);
+        assert_eq!(storage.read.len(), 9, "every row's key is read");
+        assert!(storage.prefetched.is_empty() && storage.stages.is_empty());
     }
 }

@@ -345,13 +345,11 @@ impl Ctx<'_> {
         }
     }
 
-    /// The loop-key prefetch of a loop's body ([`prefetch`]); `scanned`: the scan a `for` loop
-    /// runs over, whose own rows are not prefetched ([`prefetch::is_scanned_row`]).
-    /// `vars`: what the loop sets before each iteration.
-    fn loop_prefetch(&self, body: &[Stmt], scanned: Option<&ScanOp>, vars: LoopVars) -> Option<LoopPrefetch> {
+    /// The loop-key prefetch of a range or array loop's body ([`prefetch`]); `vars`: what the
+    /// loop sets before each iteration.
+    fn loop_prefetch(&self, body: &[Stmt], vars: LoopVars) -> Option<LoopPrefetch> {
         let keys = prefetch::loop_keys(self.proc.found, body)
             .into_iter()
-            .filter(|k| !scanned.is_some_and(|scan| prefetch::is_scanned_row(k, scan)))
             .filter_map(|k| {
                 let table = self.table(k.table, k.stmt).ok()?;
                 let parts = k.parts.iter().map(|e| Part::of(e, &vars, expr)).collect();
@@ -374,7 +372,7 @@ impl Ctx<'_> {
     }
 
     fn for_range(&self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let (slot, prefetch) = (var.index(), self.loop_prefetch(body, None, LoopVars::Range(var)));
+        let (slot, prefetch) = (var.index(), self.loop_prefetch(body, LoopVars::Range(var)));
         let (start, end, body) = (expr(start), expr(end), self.block(body)?);
         Ok(Box::new(move |f, tx| {
             let (a, b) = (start(f).map_err(|m| loc.err(m))?, end(f).map_err(|m| loc.err(m))?);
@@ -399,7 +397,7 @@ impl Ctx<'_> {
     }
 
     fn for_array(&self, var: VarId, array: usize, body: &[Stmt], loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let (slot, prefetch) = (var.index(), self.loop_prefetch(body, None, LoopVars::Array(var)));
+        let (slot, prefetch) = (var.index(), self.loop_prefetch(body, LoopVars::Array(var)));
         let body = self.block(body)?;
         Ok(Box::new(move |f, tx| {
             // A cheap clone of the Arc, so the body may write the frame while we iterate.
@@ -422,21 +420,14 @@ impl Ctx<'_> {
         }))
     }
 
+    /// A loop over a scan's rows. It prefetches no keys ahead ([`prefetch`], "Which loops").
     fn for_scan(&self, scan: &ScanOp, body: &[Stmt], s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
-        let targets = scan.into.iter().copied().zip(scan.columns.iter().copied()).collect();
-        let prefetch = self.loop_prefetch(body, Some(scan), LoopVars::Scan(targets));
         let (scan, body, found) = (self.scan(scan, s, usize::MAX)?, self.block(body)?, self.proc.found.index());
         Ok(Box::new(move |f, tx| {
             let rows = scan.run(f, tx, &loc)?;
             f.vals[found] = Value::Bool(!rows.is_empty());
-            let prefetch = prefetch.as_ref().filter(|_| tx.prefetches());
-            let mut flight = InFlight::default();
-            for (i, row) in rows.iter().enumerate() {
+            for row in &rows {
                 f.tick().map_err(|m| loc.err(m))?;
-                if let Some(prefetch) = prefetch {
-                    let mut inputs = |f: &mut Frame, j: usize| scan.set_columns(f, rows.get(j));
-                    prefetch.before(i, &mut flight, f, tx, Iterations::Scan(&rows), &mut inputs);
-                }
                 scan.set_columns(f, Some(row));
                 if let Flow::Return(v) = run_block(&body, f, tx)? {
                     return Ok(Flow::Return(v));
