@@ -791,31 +791,34 @@ impl<'w> Transaction<'w> {
             // table's shared refcount, a line every worker writes on every operation.
             let t = self.table_ref(self.writes[i].table)?;
             let w = &mut self.writes[i];
-            // Updates and deletes of a row read during execution lock that record; everything else
-            // (inserts, upserts, a delete after an upsert) finds or creates the record now.
-            let known = match w.op {
-                WriteOp::Update | WriteOp::Delete => w.record.clone(),
-                _ => None,
-            };
-            let (record, word) = match (&known, linked.get(next_linked)) {
-                (Some(record), _) => (Arc::clone(record), record.lock()),
-                (None, Some((j, placeholder))) if *j == i => {
+            // Updates and deletes of a row read during execution lock that record where the write
+            // holds it (no count taken: each is a locked instruction on the record's line);
+            // everything else (inserts, upserts, a delete after an upsert) finds or creates the
+            // record now.
+            let known = matches!(w.op, WriteOp::Update | WriteOp::Delete) && w.record.is_some();
+            let word = match (&w.record, linked.get(next_linked)) {
+                (Some(record), _) if known => record.lock(),
+                (_, Some((j, placeholder))) if *j == i => {
                     next_linked += 1;
-                    (Arc::clone(placeholder), placeholder.word().unlocked())
+                    w.record = Some(Arc::clone(placeholder));
+                    placeholder.word().unlocked()
                 }
-                (None, _) => lock_or_create(t, &w.key, w.op == WriteOp::Insert, undo)?,
+                _ => {
+                    let (record, word) = lock_or_create(t, &w.key, w.op == WriteOp::Insert, undo)?;
+                    w.record = Some(record);
+                    word
+                }
             };
-            w.record = Some(Arc::clone(&record));
             w.locked_word = Some(word);
-            undo.locked.push(Arc::clone(&record));
-            if !word.is_latest() || (known.is_some() && word.is_absent()) {
+            undo.locked.push(i);
+            if !word.is_latest() || (known && word.is_absent()) {
                 return Err(TxnError::Conflict(ConflictReason::RecordGone));
             }
             if w.op == WriteOp::Insert && !word.is_absent() {
                 return Err(TxnError::Conflict(ConflictReason::InsertRace));
             }
-            if let Some(row) = &w.row {
-                add_secondary_entries(t, &w.key, row, &record, word, undo)?;
+            if let (Some(row), Some(record)) = (&w.row, &w.record) {
+                add_secondary_entries(t, &w.key, row, record, word, undo)?;
             }
         }
         Ok(())
@@ -1079,7 +1082,7 @@ impl<'w> Transaction<'w> {
             // Unlinked: anyone still holding it sees `latest` cleared and retries.
             record.unlock_with(TidWord::new(record.word().tid(), false, true));
         }
-        for record in &undo.locked {
+        for record in undo.locked.iter().filter_map(|&i| self.writes[i].record.as_ref()) {
             if !undo.placeholders.iter().any(|(_, _, p)| Arc::ptr_eq(p, record)) {
                 record.unlock();
             }
@@ -1157,7 +1160,8 @@ const INSERT_RUN_MIN: usize = 2;
 /// What an aborting commit must undo.
 #[derive(Default)]
 struct Undo {
-    locked: Vec<Arc<Record>>,
+    /// The writes (positions in the write set) whose records the lock phase locked.
+    locked: Vec<usize>,
     placeholders: Vec<(TableId, Key, Arc<Record>)>,
     /// (table, secondary index position, entry key, record).
     secondary_added: Vec<(TableId, usize, Key, Arc<Record>)>,
@@ -1229,6 +1233,10 @@ fn add_secondary_entries(
     word: TidWord,
     undo: &mut Undo,
 ) -> Result<(), TxnError> {
+    if t.secondary.is_empty() {
+        // Nor the old row's count taken below, a locked instruction on its line.
+        return Ok(());
+    }
     let old = (!word.is_absent()).then(|| record.row_unchecked());
     for (i, index) in t.secondary.iter().enumerate() {
         if old.as_ref().is_some_and(|old| t.schema.same_index_columns(i, old, row)) {
