@@ -1010,7 +1010,7 @@ impl<'w> Transaction<'w> {
         Ok(self.log.log_commit(&view)?)
     }
 
-    fn install(&self, tid: Tid, order: &[usize], ticket: &CommitTicket, latched: Latched) {
+    fn install(&mut self, tid: Tid, order: &[usize], ticket: &CommitTicket, latched: Latched) {
         self.install_writes(tid, order, ticket, latched);
         self.collect_retired_rows(order.len());
     }
@@ -1032,32 +1032,36 @@ impl<'w> Transaction<'w> {
         }
     }
 
-    fn install_writes(&self, tid: Tid, order: &[usize], ticket: &CommitTicket, latched: Latched) {
+    /// Installs each write's row, moved out of the write set (the commit's last use of it): a
+    /// clone would be a locked instruction on the row's line, and its drop another. The row
+    /// replaced is counted only where a secondary index needs its values.
+    fn install_writes(&mut self, tid: Tid, order: &[usize], ticket: &CommitTicket, latched: Latched) {
         let put = |record: &Record, row: Row, word: TidWord| match latched {
             Latched::Yes => record.install(row, word, ticket.last_writer),
             Latched::No => record.install_unlatched(row, word, ticket.last_writer),
         };
+        let (catalog, snapshot) = (self.catalog, &self.snapshot);
         for &i in order {
-            let w = &self.writes[i];
-            let (Some(record), Ok(t)) = (&w.record, self.table_ref(w.table)) else {
+            let w = &mut self.writes[i];
+            let (Some(record), Ok(t)) = (&w.record, table_in(catalog, w.table)) else {
                 unreachable!("lock phase resolved every record of a known table");
             };
-            let old = record.row_unchecked();
             let old_present = w.locked_word.is_some_and(|x| !x.is_absent());
-            if let Some(s) = &self.snapshot {
-                install_version(s, t, w, record, old_present.then_some(old), tid, put);
+            if let Some(s) = snapshot {
+                install_version(s, t, w, record, old_present.then(|| record.row_unchecked()), tid, put);
                 continue;
             }
-            match &w.row {
+            let old = (old_present && !t.secondary.is_empty()).then(|| record.row_unchecked());
+            match w.row.take() {
                 Some(row) => {
-                    if old_present {
-                        remove_stale_secondary(t, &w.key, &old, Some(row), record);
+                    if let Some(old) = &old {
+                        remove_stale_secondary(t, &w.key, old, Some(&row), record);
                     }
-                    put(record, Row::clone(row), TidWord::new(tid, true, false));
+                    put(record, row, TidWord::new(tid, true, false));
                 }
                 None => {
-                    if old_present {
-                        remove_stale_secondary(t, &w.key, &old, None, record);
+                    if let Some(old) = &old {
+                        remove_stale_secondary(t, &w.key, old, None, record);
                     }
                     t.note_delete(tid);
                     t.unlink(&w.key, record);
