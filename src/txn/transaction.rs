@@ -556,7 +556,7 @@ impl<'w> Transaction<'w> {
                     break 'batches;
                 }
                 seen.push((entry_key.clone(), Arc::as_ptr(&record) as usize));
-                if let Some(row) = self.visible_entry(t, scan.index, &entry_key, &record, &mut reads)? {
+                if let Some(row) = self.visible_entry(t, scan.index, &entry_key, record, &mut reads)? {
                     out.push(row);
                 }
                 last_key = Some(entry_key);
@@ -594,12 +594,14 @@ impl<'w> Transaction<'w> {
 
     /// The row an index entry stands for, as this transaction sees it, or `None` if the entry
     /// is stale, absent, or shadowed by this transaction's own write of the same primary key.
+    /// The entry's count of `record` moves into `reads` (a clone would be a locked instruction
+    /// on the record's line, and the entry's drop another).
     fn visible_entry(
         &self,
         t: &Table,
         index: Option<usize>,
         entry_key: &Key,
-        record: &Arc<Record>,
+        record: Arc<Record>,
         reads: &mut Vec<(Arc<Record>, TidWord)>,
     ) -> Result<Option<Row>, TxnError> {
         if self.write_slots.may_hold(t.id)
@@ -607,8 +609,8 @@ impl<'w> Transaction<'w> {
         {
             return Ok(None); // own rows come from the write set
         }
-        let (word, row) = self.read_record(record);
-        reads.push((Arc::clone(record), word));
+        let (word, row) = self.read_record(&record);
+        reads.push((record, word));
         let Some(row) = row else { return Ok(None) };
         if let Some(i) = index {
             // The entry may be stale (the row moved to another index key); skipping it is safe
