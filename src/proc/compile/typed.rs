@@ -78,31 +78,30 @@ fn error(message: String) -> Box<Halt> {
 /// own closures in [`super::expr`]); `generic` builds the fallback. `None`: not such an
 /// expression, or not all of it is typed.
 pub(super) fn compile(e: &Expr, generic: impl FnOnce() -> ExprFn) -> Option<ExprFn> {
+    if !has_inner_operator(e) {
+        return None;
+    }
     match e.ty {
-        Ty::Int => {
-            let IntArg::Expr(typed) = int_arg(e)? else { return None };
-            if !has_inner_operator(e) {
-                return None;
-            }
-            let generic = generic();
-            Some(Box::new(move |f| match typed(f) {
-                Ok(v) => Ok(v.map_or(Value::Null, Value::Int)),
-                Err(halt) => resume(*halt, &generic, f),
-            }))
-        }
-        Ty::Bool => {
-            let typed = compare(e)?;
-            if !has_inner_operator(e) {
-                return None;
-            }
-            let generic = generic();
-            Some(Box::new(move |f| match typed(f) {
-                Ok(v) => Ok(v.map_or(Value::Null, Value::Bool)),
-                Err(halt) => resume(*halt, &generic, f),
-            }))
-        }
+        Ty::Int => match int_arg(e)? {
+            IntArg::Expr(typed) => Some(wrap(typed, generic(), Value::Int)),
+            _ => None,
+        },
+        Ty::Bool => Some(wrap(compare(e)?, generic(), Value::Bool)),
         _ => None,
     }
+}
+
+/// `typed` returning a [`Value`] (`to_value`, or null), and `generic`'s value where it halts
+/// on an untyped value.
+fn wrap<T: 'static>(
+    typed: Box<dyn Fn(&Frame) -> Typed<T> + Send + Sync>,
+    generic: ExprFn,
+    to_value: fn(T) -> Value,
+) -> ExprFn {
+    Box::new(move |f| match typed(f) {
+        Ok(v) => Ok(v.map_or(Value::Null, to_value)),
+        Err(halt) => resume(*halt, &generic, f),
+    })
 }
 
 fn resume(halt: Halt, generic: &ExprFn, f: &Frame) -> RtResult<Value> {
