@@ -37,8 +37,9 @@ enum Halt {
 /// words and returns in registers; only errors allocate).
 type Typed<T> = Result<Option<T>, Box<Halt>>;
 
-type IntFn = Box<dyn Fn(&Frame) -> Typed<i64> + Send + Sync>;
-type BoolFn = Box<dyn Fn(&Frame) -> Typed<bool> + Send + Sync>;
+type TypedFn<T> = Box<dyn Fn(&Frame) -> Typed<T> + Send + Sync>;
+type IntFn = TypedFn<i64>;
+type BoolFn = TypedFn<bool>;
 
 /// An int operand, read in place when it is a leaf.
 enum IntArg {
@@ -93,11 +94,7 @@ pub(super) fn compile(e: &Expr, generic: impl FnOnce() -> ExprFn) -> Option<Expr
 
 /// `typed` returning a [`Value`] (`to_value`, or null), and `generic`'s value where it halts
 /// on an untyped value.
-fn wrap<T: 'static>(
-    typed: Box<dyn Fn(&Frame) -> Typed<T> + Send + Sync>,
-    generic: ExprFn,
-    to_value: fn(T) -> Value,
-) -> ExprFn {
+fn wrap<T: 'static>(typed: TypedFn<T>, generic: ExprFn, to_value: fn(T) -> Value) -> ExprFn {
     Box::new(move |f| match typed(f) {
         Ok(v) => Ok(v.map_or(Value::Null, to_value)),
         Err(halt) => resume(*halt, &generic, f),
