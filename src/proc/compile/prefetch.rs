@@ -18,10 +18,10 @@
 //! Loops over a range or an array. A loop over a scan's rows prefetches nothing: the one such
 //! loop of the workloads that reads other rows by key, TPC-C's stock-level (a stock row per
 //! item of the district's last 20 orders), reads rows the new-orders of a moment ago wrote, in
-//! cache, and its prefetch was pure cost: stock-level's median latency 104–110 µs with it,
-//! 82–89 µs without, the whole 1-warehouse mix 4 % faster without (`docs/PERFORMANCE.md`,
-//! "TPC-C", "Session 43"; its delivery's scan loop reads the scanned rows themselves, which
-//! prefetching found in cache too).
+//! cache, and its prefetch was pure cost: stock-level's median latency 104–115 µs with it,
+//! 82–102 µs without, the whole 1-warehouse mix 4 % faster without (`docs/PERFORMANCE.md`,
+//! "TPC-C", "Session 43"). Delivery's scan loop reads only the rows it scans, which the scan
+//! has just read.
 //!
 //! # Which keys
 //!
