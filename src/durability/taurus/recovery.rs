@@ -894,7 +894,8 @@ fn replay_generation(
         true => Some(graph::IdIndex::new(&txns).map_err(|id| duplicate_id(read, &txns, id))?),
         false => None,
     };
-    let resolved = index.as_ref().map(|index| resolve(read, &txns, index, options.recovery_threads));
+    let raw = if options.flavor.is_command() { graph::RawEdges::All } else { graph::RawEdges::WhenNeeded };
+    let resolved = index.as_ref().map(|index| resolve(read, &txns, index, options.recovery_threads, raw));
     let recoverable = resolved.as_ref().map_or_else(|| vec![true; txns.len()], graph::recoverable_set);
     let (e_l, e_h) = over.manifest.map_or((0, 0), |m| (m.e_l, m.e_h));
     let class = |t: &Txn| match t.entry.epoch() {
@@ -1002,7 +1003,13 @@ fn duplicate_id(read: &Generation, txns: &[&Txn], id: u64) -> DurabilityError {
 }
 
 /// Every transaction's predecessors found in the generation (§4.4.1), on all recovery threads.
-fn resolve(read: &Generation, txns: &[&Txn], index: &graph::IdIndex, threads: usize) -> graph::Resolved {
+fn resolve(
+    read: &Generation,
+    txns: &[&Txn],
+    index: &graph::IdIndex,
+    threads: usize,
+    raw: graph::RawEdges,
+) -> graph::Resolved {
     let mut valid_end = vec![0u64; read.loggers];
     let mut retained_start = vec![0u64; read.loggers];
     for log in &read.logs {
@@ -1011,7 +1018,7 @@ fn resolve(read: &Generation, txns: &[&Txn], index: &graph::IdIndex, threads: us
         }
     }
     let extent = graph::Extent { valid_end: &valid_end, retained_start: &retained_start };
-    graph::resolve(txns, index, &extent, threads)
+    graph::resolve(txns, index, &extent, threads, raw)
 }
 
 /// Installs the recoverable write sets of a command flavor's checkpoint window over the

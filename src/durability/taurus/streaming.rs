@@ -635,7 +635,7 @@ mod tests {
         let all: Vec<&T> = logs.iter().flatten().collect();
         let index = graph::IdIndex::new(&all).expect("distinct ids");
         let extent = graph::Extent { valid_end, retained_start };
-        let resolved = graph::resolve(&all, &index, &extent, 2);
+        let resolved = graph::resolve(&all, &index, &extent, 2, graph::RawEdges::WhenNeeded);
         let recoverable = graph::recoverable_set(&resolved);
         let mut ids: Vec<u64> = all.iter().zip(&recoverable).filter(|&(_, &r)| r).map(|(t, _)| t.id).collect();
         ids.sort_unstable();
