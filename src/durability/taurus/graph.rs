@@ -261,6 +261,9 @@ fn resolve_pass<N: Node>(
                 scope.spawn(move || {
                     let mut listed = (0, 0);
                     for (k, seq) in part.iter_mut().enumerate() {
+                        if let Some(ahead) = nodes.get(c * chunk + k + NODE_PREFETCH_AHEAD) {
+                            prefetch_node(*ahead);
+                        }
                         let node = nodes[c * chunk + k];
                         *seq = node.raw_order();
                         if let Deps::Lists { raw, waw, .. } = node.deps() {
@@ -286,6 +289,12 @@ fn resolve_pass<N: Node>(
                     let mut forward = true;
                     for (k, doomed) in doomed.iter_mut().enumerate() {
                         let i = c * chunk + k;
+                        if let Some(ahead) = nodes.get(i + 2 * NODE_PREFETCH_AHEAD) {
+                            prefetch_node(*ahead);
+                        }
+                        if let Some(ahead) = nodes.get(i + NODE_PREFETCH_AHEAD) {
+                            prefetch_lists(*ahead);
+                        }
                         match nodes[i].deps() {
                             Deps::None => {}
                             Deps::Lists { raw: raw_ids, waw: waw_ids, .. } => {
@@ -319,6 +328,30 @@ fn resolve_pass<N: Node>(
     let raw_forward = parts.iter().all(|p| p.2);
     let (raw, waw): (Vec<Edges>, Vec<Edges>) = parts.into_iter().map(|(r, w, _)| (r, w)).unzip();
     Resolved { raw: keep_raw.then_some(raw), waw, doomed, raw_forward }
+}
+
+/// How many transactions ahead [`resolve`] prefetches one (and twice that, in its second pass;
+/// the lists of the one this far ahead). The list is in log order, but the generation's decoded
+/// transactions are tens of megabytes, written by the reading threads, and each one's lists are
+/// allocations of their own: the second pass took 54–57 ms without, 43–53 ms with
+/// (`docs/PERFORMANCE.md`, "Taurus", "Session 44").
+const NODE_PREFETCH_AHEAD: usize = 8;
+
+/// Prefetches the first two cache lines of `node` (its id, order and list headers).
+fn prefetch_node<N>(node: &N) {
+    let at = (node as *const N).cast::<u8>();
+    crate::storage::prefetch::prefetch_line(at);
+    if std::mem::size_of::<N>() > 64 {
+        crate::storage::prefetch::prefetch_line(at.wrapping_add(64));
+    }
+}
+
+/// Prefetches the first line of each of `node`'s predecessor lists.
+fn prefetch_lists<N: Node>(node: &N) {
+    if let Deps::Lists { raw, waw, .. } = node.deps() {
+        crate::storage::prefetch::prefetch_line(raw.as_ptr());
+        crate::storage::prefetch::prefetch_line(waw.as_ptr());
+    }
 }
 
 /// Phase 2 of §4.4.1 (Algorithm 5): a transaction is recoverable iff it is not doomed and all
