@@ -560,6 +560,15 @@ impl Table {
     /// finished by different threads at once. Not for a table whose ordered index is deferred
     /// (asserted): its ranges cannot be found before the index is built.
     pub fn finish_recovery_range(&self, range: &KeyRange) {
+        let live = self.sweep_recovery_range(range);
+        self.build_secondary_indexes(live.iter().map(|(k, r)| (k, r)), false);
+    }
+
+    /// The first half of [`Table::finish_recovery_range`]: unlinks the tombstones of `range` and
+    /// returns its live records in key order, or none if the table has no secondary index (they
+    /// are what [`Table::load_secondary_index`] builds from). Ranges that do not overlap can be
+    /// swept by different threads at once. Not for a table whose ordered index is deferred.
+    pub fn sweep_recovery_range(&self, range: &KeyRange) -> Vec<Entry> {
         assert!(!self.is_ordered_index_deferred(), "a deferred ordered index is built by finish_recovery");
         let mut dead = Vec::new();
         let mut live = Vec::new();
@@ -575,7 +584,19 @@ impl Table {
         for (key, record) in dead {
             self.unlink(&key, &record);
         }
-        self.build_secondary_indexes(live.iter().map(|(k, r)| (k, r)), false);
+        live
+    }
+
+    /// The second half: loads secondary index `index` from the live records of every range,
+    /// `live` (as [`Table::sweep_recovery_range`] returned them, tombstones swept), in one go
+    /// ([`OrderedIndex::load_sorted`]). No other thread may use that index meanwhile; different
+    /// indexes of the table may be loaded at once, each by its own thread.
+    pub fn load_secondary_index(&self, index: usize, live: &[Vec<Entry>]) {
+        let Some(secondary) = self.secondary.get(index) else {
+            panic!("table {} has no secondary index #{index}", self.schema.name);
+        };
+        let live: Vec<(&Key, &Arc<Record>)> = live.iter().flatten().map(|(k, r)| (k, r)).collect();
+        secondary.load_sorted(vec![self.secondary_entries(index, &live)]);
     }
 
     /// Inserts into every secondary index the entries of `live`, the table's present rows, or,
@@ -585,36 +606,44 @@ impl Table {
         if self.secondary.is_empty() {
             return;
         }
-        // Entries go into each index in key order: every insert then lands next to the previous
-        // one, in cache, instead of at a random leaf (the rows arrive in primary-key order, which
-        // is a random order for a secondary key).
         let live: Vec<(&Key, &Arc<Record>)> = live.collect();
-        let mut entries = Vec::with_capacity(live.len());
         for (i, index) in self.secondary.iter().enumerate() {
-            entries.clear();
-            let columns = &self.schema.indexes[i].columns;
-            for (j, &(key, record)) in live.iter().enumerate() {
-                // Each entry reads its record and then its row, a miss each: both are prefetched
-                // some entries ahead, the record first, so that the misses overlap.
-                if let Some((_, ahead)) = live.get(j + 2 * SECONDARY_PREFETCH_AHEAD) {
-                    super::prefetch::prefetch_line(Arc::as_ptr(ahead));
-                }
-                if let Some((_, ahead)) = live.get(j + SECONDARY_PREFETCH_AHEAD) {
-                    ahead.prefetch_row_columns(columns.iter().copied());
-                }
-                if let Ok(entry) = self.schema.secondary_key_of(i, &record.row_unchecked(), key) {
-                    entries.push((entry, record));
-                }
-            }
-            super::key::sort_by_key_bytes(&mut entries, |(entry, _)| entry.as_bytes());
+            let entries = self.secondary_entries(i, &live);
             if alone {
-                index.load_sorted(vec![entries.drain(..).map(|(entry, record)| (entry, Arc::clone(record))).collect()]);
+                index.load_sorted(vec![entries]);
             } else {
-                for (entry, record) in entries.drain(..) {
-                    let _ = index.insert_if_absent(entry, Arc::clone(record));
+                for (entry, record) in entries {
+                    let _ = index.insert_if_absent(entry, record);
                 }
             }
         }
+    }
+
+    /// Secondary index `index`'s entries for the present rows `live`, sorted. Entries go into an
+    /// index in key order: every insert then lands next to the previous one, in cache, instead
+    /// of at a random leaf (the rows arrive in primary-key order, which is a random order for a
+    /// secondary key). Each entry's count of its record is taken here, in `live`'s order, where
+    /// the record was prefetched: taken after the sort, in secondary-key order, it was a miss per
+    /// entry, 41–47 % of the samples of a 10-index rebuild (`docs/PERFORMANCE.md`, "Compiled
+    /// replay", "Session 44").
+    fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)]) -> Vec<Entry> {
+        let columns = &self.schema.indexes[index].columns;
+        let mut entries = Vec::with_capacity(live.len());
+        for (j, &(key, record)) in live.iter().enumerate() {
+            // Each entry reads its record and then its row, a miss each: both are prefetched
+            // some entries ahead, the record first, so that the misses overlap.
+            if let Some((_, ahead)) = live.get(j + 2 * SECONDARY_PREFETCH_AHEAD) {
+                super::prefetch::prefetch_line(Arc::as_ptr(ahead));
+            }
+            if let Some((_, ahead)) = live.get(j + SECONDARY_PREFETCH_AHEAD) {
+                ahead.prefetch_row_columns(columns.iter().copied());
+            }
+            if let Ok(entry) = self.schema.secondary_key_of(index, &record.row_unchecked(), key) {
+                entries.push((entry, Arc::clone(record)));
+            }
+        }
+        super::key::sort_by_key_bytes(&mut entries, |(entry, _)| entry.as_bytes());
+        entries
     }
 
     /// Number of present rows (counts index entries, so exact only when no writer runs).
@@ -852,6 +881,52 @@ mod tests {
             assert_eq!(scan_all(deferred.primary.as_ref()), scan_all(linked.primary.as_ref()));
             assert_eq!(scan_all(deferred.secondary[0].as_ref()), scan_all(linked.secondary[0].as_ref()));
             assert_eq!(scan_all(deferred.primary.as_ref()).len(), deferred.len());
+        }
+    }
+
+    /// Recovery's two rounds (tombstones swept by key range, then each secondary index loaded
+    /// from every range's live records) end with the indexes that sweeping and inserting range
+    /// by range gives, for every secondary index and however the key space is split.
+    #[test]
+    fn secondary_indexes_loaded_from_swept_ranges_hold_what_inserting_gives() {
+        use rand::{Rng, SeedableRng};
+        let two_indexes = || {
+            let mut t = table();
+            t.schema.indexes = vec![
+                crate::storage::schema::IndexSchema { name: "by_v".into(), columns: vec![1] },
+                crate::storage::schema::IndexSchema { name: "by_w_v".into(), columns: vec![2, 1] },
+            ];
+            Table::new(0, t.schema, IndexBackend::default()).unwrap()
+        };
+        for parts in [1, 3] {
+            let (loaded, inserted) = (two_indexes(), two_indexes());
+            let mut rng = rand::rngs::StdRng::seed_from_u64(parts as u64);
+            for n in 0..5_000u64 {
+                let k = if n < 4_000 { n as i64 } else { rng.random_range(0..4_000) };
+                let key = loaded.schema.encode_primary_key(&[Value::Int(k)]).unwrap();
+                let w = if k % 3 == 0 { "a" } else { "b" };
+                let row =
+                    rng.random_bool(0.8).then(|| Row::new(vec![Value::Int(k), Value::Int(k % 97), Value::text(w)]));
+                let tid = Tid::new(1, 1 + n);
+                assert_eq!(loaded.install_if_newer(&key, row.clone(), tid), inserted.install_if_newer(&key, row, tid));
+            }
+            let ranges = loaded.split_key_space(parts);
+            let live: Vec<Vec<Entry>> = ranges.iter().map(|r| loaded.sweep_recovery_range(r)).collect();
+            assert_eq!(live.iter().map(Vec::len).sum::<usize>(), loaded.len(), "tombstones swept, the rest gathered");
+            for i in 0..loaded.secondary.len() {
+                assert!(loaded.secondary[i].is_empty(), "index {i} filled before its load");
+                loaded.load_secondary_index(i, &live);
+            }
+            for range in inserted.split_key_space(parts) {
+                inserted.finish_recovery_range(&range);
+            }
+            assert_eq!(loaded.len(), inserted.len());
+            assert_eq!(scan_all(loaded.primary.as_ref()), scan_all(inserted.primary.as_ref()));
+            for i in 0..2 {
+                let (l, r) = (scan_all(loaded.secondary[i].as_ref()), scan_all(inserted.secondary[i].as_ref()));
+                assert_eq!(l.len(), loaded.len(), "{parts} parts: index {i} has an entry per live row");
+                assert_eq!(l, r, "{parts} parts: index {i}");
+            }
         }
     }
 

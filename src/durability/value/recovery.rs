@@ -29,6 +29,7 @@ use crate::db::Database;
 use crate::durability::DurabilityError;
 use crate::durability::checkpoint::{format::Manifest, loader, writer};
 use crate::io::{FileSystem, OpenMode};
+use crate::storage::index::Entry;
 use crate::storage::{KeyRange, Table};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
@@ -384,13 +385,17 @@ pub(crate) fn defer_ordered_indexes(db: &Database) {
 }
 
 /// Sweeps tombstones and builds every table's secondary indexes (and first its ordered primary
-/// index, where recovery deferred it): all tables in one work queue, largest first, and a large
-/// table whose ordered index is there split into one key range per thread (one large table still
-/// uses every core). A table with a deferred ordered index is one task: its ranges are not known
-/// before the index is built.
+/// index, where recovery deferred it), on `threads` threads, in two rounds of tasks, largest
+/// first. First each table's tombstones are swept and its live records gathered, a large table
+/// whose ordered index is there split into one key range per thread (one large table still uses
+/// every core); a table with a deferred ordered index is one task (its ranges are not known
+/// before the index is built) and builds its secondary indexes too. Then every other secondary
+/// index is loaded from its table's live records by a task of its own: an index is an empty
+/// tree that one thread builds bottom-up, where key ranges on several threads had to insert
+/// into it one entry at a time (`docs/PERFORMANCE.md`, "Compiled replay", "Session 44").
 pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
     let catalog = db.catalog();
-    let mut tasks: Vec<(&Arc<Table>, Option<KeyRange>)> = catalog
+    let mut sweeps: Vec<(&Arc<Table>, Option<KeyRange>)> = catalog
         .tables()
         .iter()
         .flat_map(|t| {
@@ -403,20 +408,61 @@ pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
             ranges.into_iter().map(move |r| (t, r))
         })
         .collect();
-    tasks.sort_by_key(|(t, range)| std::cmp::Reverse(if range.is_some() { 0 } else { t.len() }));
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(tasks.len()).max(1) {
-            scope.spawn(|| {
-                while let Some((table, range)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    match range {
-                        Some(range) => table.finish_recovery_range(range),
-                        None => table.finish_recovery_on(threads),
-                    }
-                }
-            });
+    sweeps.sort_by_key(|(t, range)| std::cmp::Reverse(if range.is_some() { 0 } else { t.len() }));
+    let swept: Vec<Vec<Entry>> = on_queue(threads, &sweeps, |(table, range)| match range {
+        Some(range) => table.sweep_recovery_range(range),
+        None => {
+            table.finish_recovery_on(threads);
+            Vec::new()
         }
     });
+    // Each table's live records, by range, and one load per secondary index of a table swept
+    // by ranges (a deferred one built its own).
+    let mut live: Vec<(&Arc<Table>, Vec<Vec<Entry>>)> = Vec::new();
+    for ((table, range), records) in sweeps.iter().zip(swept) {
+        if range.is_none() {
+            continue;
+        }
+        match live.iter_mut().find(|(t, _)| Arc::ptr_eq(t, table)) {
+            Some((_, ranges)) => ranges.push(records),
+            None => live.push((table, vec![records])),
+        }
+    }
+    let mut loads: Vec<(&Arc<Table>, usize, &LiveByRange)> = live
+        .iter()
+        .flat_map(|(table, ranges)| (0..table.secondary.len()).map(move |i| (*table, i, ranges.as_slice())))
+        .collect();
+    loads.sort_by_key(|(table, _, _)| std::cmp::Reverse(table.len()));
+    on_queue(threads, &loads, |&(table, i, ranges)| table.load_secondary_index(i, ranges));
+}
+
+/// A table's live records, one list per key range its sweep was split into.
+type LiveByRange = [Vec<Entry>];
+
+/// Runs `work` on every task of `tasks` on up to `threads` threads, each taking the next task
+/// not yet taken, and returns the results in the tasks' order.
+fn on_queue<T: Sync, R: Send>(threads: usize, tasks: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.min(tasks.len()).max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(task) = tasks.get(i) else { break };
+                        done.push((i, work(task)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut done = done;
+    assert_eq!(done.len(), tasks.len(), "every task is taken once");
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Tables smaller than this are finished by one thread (splitting costs a key sample).
