@@ -50,6 +50,7 @@
 use super::key::Key;
 use super::record::Record;
 use crossbeam_epoch::{Atomic, Guard, Owned};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -115,9 +116,13 @@ pub struct PointIndex {
 }
 
 /// One shard: its current array, and the writers' mutex.
-#[repr(align(64))]
 struct Shard {
-    slots: Atomic<Slots>,
+    /// Read by every lookup, written only when the array is replaced: on lines of its own, so
+    /// that an insert's writes to `writer` and `live` (as often as not from another core) do not
+    /// take the line from the cores that look keys up. Beside them it was a miss on 15–17 % of
+    /// a replay thread's samples of `taurus-data` TPC-C recovery (`docs/PERFORMANCE.md`,
+    /// "Taurus", "Session 44").
+    slots: CachePadded<Atomic<Slots>>,
     writer: Mutex<Counts>,
     /// `Counts::live`, readable without the mutex (for [`PointIndex::len`]).
     live: AtomicUsize,
@@ -138,7 +143,11 @@ struct Slots {
 impl Default for PointIndex {
     fn default() -> PointIndex {
         let shards = (0..SHARDS)
-            .map(|_| Shard { slots: Atomic::null(), writer: Mutex::new(Counts::default()), live: AtomicUsize::new(0) })
+            .map(|_| Shard {
+                slots: CachePadded::new(Atomic::null()),
+                writer: Mutex::new(Counts::default()),
+                live: AtomicUsize::new(0),
+            })
             .collect();
         PointIndex { hasher: hasher(), shards, tag_mask: 0xffff }
     }
