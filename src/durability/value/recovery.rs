@@ -385,44 +385,47 @@ pub(crate) fn defer_ordered_indexes(db: &Database) {
 }
 
 /// Sweeps tombstones and builds every table's secondary indexes (and first its ordered primary
-/// index, where recovery deferred it), on `threads` threads, in two rounds of tasks, largest
-/// first. First each table's tombstones are swept and its live records gathered, a large table
-/// whose ordered index is there split into one key range per thread (one large table still uses
-/// every core); a table with a deferred ordered index is one task (its ranges are not known
-/// before the index is built) and builds its secondary indexes too. Then every other secondary
-/// index is loaded from its table's live records by a task of its own: an index is an empty
-/// tree that one thread builds bottom-up, where key ranges on several threads had to insert
-/// into it one entry at a time (`docs/PERFORMANCE.md`, "Compiled replay", "Session 44").
+/// index, where recovery deferred it), on `threads` threads, largest tables first ([`Sweep`]).
+/// A large table whose ordered index is there is swept in one key range per thread (one large
+/// table still uses every core), and then each of its secondary indexes is loaded from the
+/// ranges' live records by a task of its own: an index is an empty tree that one thread builds
+/// bottom-up, where key ranges on several threads had to insert into it one entry at a time
+/// (`docs/PERFORMANCE.md`, "Compiled replay", "Session 44").
 pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
     let catalog = db.catalog();
-    let mut sweeps: Vec<(&Arc<Table>, Option<KeyRange>)> = catalog
+    let mut sweeps: Vec<(&Arc<Table>, Sweep)> = catalog
         .tables()
         .iter()
         .flat_map(|t| {
-            let ranges = if t.is_ordered_index_deferred() {
-                vec![None]
+            let sweeps = if t.is_ordered_index_deferred() {
+                vec![Sweep::Deferred]
+            } else if t.len() >= RANGE_SPLIT_MIN_ROWS && threads > 1 {
+                t.split_key_space(threads).into_iter().map(Sweep::Part).collect()
             } else {
-                let parts = if t.len() >= RANGE_SPLIT_MIN_ROWS { threads.max(1) } else { 1 };
-                t.split_key_space(parts).into_iter().map(Some).collect()
+                vec![Sweep::Whole]
             };
-            ranges.into_iter().map(move |r| (t, r))
+            sweeps.into_iter().map(move |s| (t, s))
         })
         .collect();
-    sweeps.sort_by_key(|(t, range)| std::cmp::Reverse(if range.is_some() { 0 } else { t.len() }));
-    let swept: Vec<Vec<Entry>> = on_queue(threads, &sweeps, |(table, range)| match range {
-        Some(range) => table.sweep_recovery_range(range),
-        None => {
+    sweeps.sort_by_key(|(t, sweep)| std::cmp::Reverse(if matches!(sweep, Sweep::Part(_)) { 0 } else { t.len() }));
+    let swept: Vec<Option<Vec<Entry>>> = on_queue(threads, &sweeps, |(table, sweep)| match sweep {
+        Sweep::Part(range) => Some(table.sweep_recovery_range(range)),
+        Sweep::Whole => {
+            // The task has the whole table: it loads the indexes itself, with no wait for the
+            // other tables' sweeps.
+            let live = [table.sweep_recovery_range(&KeyRange::all())];
+            (0..table.secondary.len()).for_each(|i| table.load_secondary_index(i, &live));
+            None
+        }
+        Sweep::Deferred => {
             table.finish_recovery_on(threads);
-            Vec::new()
+            None
         }
     });
-    // Each table's live records, by range, and one load per secondary index of a table swept
-    // by ranges (a deferred one built its own).
+    // The live records of each table swept in parts, by range, and one load per secondary index.
     let mut live: Vec<(&Arc<Table>, Vec<Vec<Entry>>)> = Vec::new();
-    for ((table, range), records) in sweeps.iter().zip(swept) {
-        if range.is_none() {
-            continue;
-        }
+    for ((table, _), records) in sweeps.iter().zip(swept) {
+        let Some(records) = records else { continue };
         match live.iter_mut().find(|(t, _)| Arc::ptr_eq(t, table)) {
             Some((_, ranges)) => ranges.push(records),
             None => live.push((table, vec![records])),
@@ -434,6 +437,18 @@ pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
         .collect();
     loads.sort_by_key(|(table, _, _)| std::cmp::Reverse(table.len()));
     on_queue(threads, &loads, |&(table, i, ranges)| table.load_secondary_index(i, ranges));
+}
+
+/// How [`rebuild_indexes`] takes a table's tombstones and live records.
+enum Sweep {
+    /// Its ordered index was deferred: the table is finished in one task, which builds that
+    /// index first ([`Table::finish_recovery_on`]).
+    Deferred,
+    /// In one task, which loads its secondary indexes too.
+    Whole,
+    /// One key range of a large table, by a task of its own; the secondary indexes are loaded
+    /// once every range is swept, each by a task of its own.
+    Part(KeyRange),
 }
 
 /// A table's live records, one list per key range its sweep was split into.
