@@ -284,6 +284,7 @@ fn resolve_pass<N: Node>(
             .map(|(c, (doomed, (raw_listed, waw_listed)))| {
                 let (removed, seqs) = (&removed, &seqs);
                 scope.spawn(move || {
+                    let mut found: Vec<(u64, Option<usize>)> = Vec::with_capacity(REUSED_LOOKUPS_MAX);
                     let mut raw = Vec::with_capacity(if keep_raw { raw_listed } else { 0 });
                     let mut waw = Vec::with_capacity(waw_listed);
                     let mut forward = true;
@@ -298,8 +299,13 @@ fn resolve_pass<N: Node>(
                         match nodes[i].deps() {
                             Deps::None => {}
                             Deps::Lists { raw: raw_ids, waw: waw_ids, .. } => {
+                                found.clear();
                                 for &id in raw_ids {
-                                    match index.get(id) {
+                                    let position = index.get(id);
+                                    if raw_ids.len() <= REUSED_LOOKUPS_MAX {
+                                        found.push((id, position));
+                                    }
+                                    match position {
                                         Some(j) => {
                                             forward &= seqs[j] < seqs[i];
                                             if keep_raw {
@@ -310,9 +316,13 @@ fn resolve_pass<N: Node>(
                                         None => *doomed = true,
                                     }
                                 }
-                                waw.extend(
-                                    waw_ids.iter().filter_map(|&id| index.get(id)).map(|j| (j as u32, i as u32)),
-                                );
+                                // A record read and then written names its writer in both
+                                // lists: the RAW lookup's answer serves the WAW edge.
+                                let position = |id: u64| match found.iter().find(|f| f.0 == id) {
+                                    Some(&(_, position)) => position,
+                                    None => index.get(id),
+                                };
+                                waw.extend(waw_ids.iter().filter_map(|&id| position(id)).map(|j| (j as u32, i as u32)));
                             }
                             Deps::Vectors { pv, .. } => {
                                 *doomed = pv.len() != extent.valid_end.len() || !cdt::dominates(extent.valid_end, pv);
@@ -336,6 +346,11 @@ fn resolve_pass<N: Node>(
 /// allocations of their own: the second pass took 54–57 ms without, 43–53 ms with
 /// (`docs/PERFORMANCE.md`, "Taurus", "Session 44").
 const NODE_PREFETCH_AHEAD: usize = 8;
+
+/// The most RAW predecessors of one transaction whose lookups [`resolve`] keeps for its WAW
+/// predecessors (most are the same ids): each WAW id is compared with every kept one, so a
+/// longer list is looked up afresh rather than searched.
+const REUSED_LOOKUPS_MAX: usize = 32;
 
 /// Prefetches the first two cache lines of `node` (its id, order and list headers).
 fn prefetch_node<N>(node: &N) {
@@ -615,6 +630,27 @@ mod tests {
                 assert_eq!(from_needed.successors(i), from_all.successors(i), "{name}: successors of {i}");
             }
             assert_eq!(from_needed.pending, from_all.pending, "{name}");
+        }
+    }
+
+    /// WAW predecessors are found whether or not their ids were looked up as RAW ones, for
+    /// short RAW lists (whose lookups are reused) and long ones (looked up afresh).
+    #[test]
+    fn waw_predecessors_are_found_beside_raw_lists_short_and_long() {
+        for reads in [3, REUSED_LOOKUPS_MAX, REUSED_LOOKUPS_MAX + 8] {
+            let mut nodes: Vec<S> = (1..=reads as u64 + 2).map(|a| S(id(0, a * 10), Deps::None)).collect();
+            let raw: Vec<u64> = (1..=reads as u64).map(|a| id(0, a * 10)).collect();
+            // Two writers it read and one it did not, and one never logged.
+            let waw = vec![id(0, 10), id(0, reads as u64 * 10), id(0, (reads as u64 + 1) * 10), id(0, 5)];
+            nodes.push(S(id(0, 10_000), Deps::Lists { raw, waw, fresh_writes: false }));
+            let refs: Vec<&S> = nodes.iter().collect();
+            let index = IdIndex::new(&refs).expect("distinct ids");
+            let extent = Extent { valid_end: &[20_000], retained_start: &[0] };
+            let resolved = resolve(&refs, &index, &extent, 1, RawEdges::All);
+            let last = (nodes.len() - 1) as u32;
+            let waw: Vec<(u32, u32)> = resolved.waw.iter().flatten().copied().collect();
+            assert_eq!(waw, vec![(0, last), (reads as u32 - 1, last), (reads as u32, last)], "{reads} reads");
+            assert_eq!(resolved.raw_edges().iter().flatten().count(), reads, "{reads} reads");
         }
     }
 
