@@ -589,8 +589,10 @@ impl Table {
 
     /// The second half: loads secondary index `index` from the live records of every range,
     /// `live` (as [`Table::sweep_recovery_range`] returned them, tombstones swept), in one go
-    /// ([`OrderedIndex::load_sorted`]). No other thread may use that index meanwhile; different
-    /// indexes of the table may be loaded at once, each by its own thread.
+    /// if it is empty ([`OrderedIndex::load_sorted`]; an index that has entries already, as after
+    /// command replay re-executed procedures, gets the missing ones inserted). No other thread
+    /// may use that index meanwhile; different indexes of the table may be loaded at once, each
+    /// by its own thread.
     pub fn load_secondary_index(&self, index: usize, live: &[Vec<Entry>]) {
         let Some(secondary) = self.secondary.get(index) else {
             panic!("table {} has no secondary index #{index}", self.schema.name);

@@ -563,7 +563,7 @@ mod tests {
             for n in 0..rows as i64 + rows as i64 / 10 {
                 let k = if n < rows as i64 { n } else { (n * 7919) % rows as i64 };
                 let key = table.schema.encode_primary_key(&[Value::Int(k)]).expect("key");
-                // Every tenth key's second write deletes it.
+                // The rewrites (a tenth of the rows) delete the odd keys they meet.
                 let row = (n < rows as i64 || k % 2 == 0).then(|| {
                     Row::new(vec![Value::Int(k), Value::Int(k % 101), Value::text(if k % 3 == 0 { "a" } else { "b" })])
                 });
