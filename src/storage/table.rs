@@ -566,7 +566,7 @@ impl Table {
 
     /// The first half of [`Table::finish_recovery_range`]: unlinks the tombstones of `range` and
     /// returns its live records in key order, or none if the table has no secondary index (they
-    /// are what [`Table::load_secondary_index`] builds from). Ranges that do not overlap can be
+    /// are what [`Table::load_secondary_indexes`] builds from). Ranges that do not overlap can be
     /// swept by different threads at once. Not for a table whose ordered index is deferred.
     pub fn sweep_recovery_range(&self, range: &KeyRange) -> Vec<Entry> {
         assert!(!self.is_ordered_index_deferred(), "a deferred ordered index is built by finish_recovery");
@@ -587,18 +587,23 @@ impl Table {
         live
     }
 
-    /// The second half: loads secondary index `index` from the live records of every range,
-    /// `live` (as [`Table::sweep_recovery_range`] returned them, tombstones swept), in one go
-    /// if it is empty ([`OrderedIndex::load_sorted`]; an index that has entries already, as after
-    /// command replay re-executed procedures, gets the missing ones inserted). No other thread
-    /// may use that index meanwhile; different indexes of the table may be loaded at once, each
-    /// by its own thread.
-    pub fn load_secondary_index(&self, index: usize, live: &[Vec<Entry>]) {
-        let Some(secondary) = self.secondary.get(index) else {
-            panic!("table {} has no secondary index #{index}", self.schema.name);
-        };
+    /// The second half: loads the secondary indexes `indexes` (positions) from the live records
+    /// of every range, `live` (as [`Table::sweep_recovery_range`] returned them, tombstones
+    /// swept), each in one go if it is empty ([`OrderedIndex::load_sorted`]; an index that has
+    /// entries already, as after command replay re-executed procedures, gets the missing ones
+    /// inserted). No other thread may use those indexes meanwhile; other indexes of the table
+    /// may be loaded at once, by other threads.
+    pub fn load_secondary_indexes(&self, indexes: std::ops::Range<usize>, live: &[Vec<Entry>]) {
+        assert!(
+            indexes.end <= self.secondary.len(),
+            "table {} has no secondary index #{}",
+            self.schema.name,
+            indexes.end - 1
+        );
         let live: Vec<(&Key, &Arc<Record>)> = live.iter().flatten().map(|(k, r)| (k, r)).collect();
-        secondary.load_sorted(vec![self.secondary_entries(index, &live)]);
+        for i in indexes {
+            self.secondary[i].load_sorted(vec![self.secondary_entries(i, &live)]);
+        }
     }
 
     /// Inserts into every secondary index the entries of `live`, the table's present rows, or,
@@ -917,7 +922,7 @@ mod tests {
             assert_eq!(live.iter().map(Vec::len).sum::<usize>(), loaded.len(), "tombstones swept, the rest gathered");
             for i in 0..loaded.secondary.len() {
                 assert!(loaded.secondary[i].is_empty(), "index {i} filled before its load");
-                loaded.load_secondary_index(i, &live);
+                loaded.load_secondary_indexes(i..i + 1, &live);
             }
             for range in inserted.split_key_space(parts) {
                 inserted.finish_recovery_range(&range);

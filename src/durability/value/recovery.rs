@@ -414,7 +414,7 @@ pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
             // The task has the whole table: it loads the indexes itself, with no wait for the
             // other tables' sweeps.
             let live = [table.sweep_recovery_range(&KeyRange::all())];
-            (0..table.secondary.len()).for_each(|i| table.load_secondary_index(i, &live));
+            table.load_secondary_indexes(0..table.secondary.len(), &live);
             None
         }
         Sweep::Deferred => {
@@ -436,7 +436,7 @@ pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
         .flat_map(|(table, ranges)| (0..table.secondary.len()).map(move |i| (*table, i, ranges.as_slice())))
         .collect();
     loads.sort_by_key(|(table, _, _)| std::cmp::Reverse(table.len()));
-    on_queue(threads, &loads, |&(table, i, ranges)| table.load_secondary_index(i, ranges));
+    on_queue(threads, &loads, |&(table, i, ranges)| table.load_secondary_indexes(i..i + 1, ranges));
 }
 
 /// How [`rebuild_indexes`] takes a table's tombstones and live records.
