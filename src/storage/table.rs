@@ -518,12 +518,14 @@ impl Table {
             }
         }
         let runs: Vec<Vec<Entry>> = on_threads(per_range, |buckets| {
-            let mut run = Vec::with_capacity(buckets.iter().map(Vec::len).sum());
-            for bucket in buckets {
-                run.extend(bucket);
-            }
-            run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            run
+            super::key::sorted_by_varying_bytes(buckets, |(key, _)| key.as_bytes()).unwrap_or_else(|buckets| {
+                let mut run = Vec::with_capacity(buckets.iter().map(Vec::len).sum());
+                for bucket in buckets {
+                    run.extend(bucket);
+                }
+                run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                run
+            })
         });
         // This task is the only one to touch the table's indexes: they may be loaded, not inserted.
         self.build_secondary_indexes(runs.iter().flatten().map(|(k, r)| (k, r)), true);
