@@ -1,12 +1,12 @@
 #!/bin/bash
 # usage: rec-ab.sh ROUNDS LOGDIR BIN... — taurus-data recovery of LOGDIR/d0,d1 on 2 threads, cold,
 # fresh copy each run, binaries alternating; prints gen-1 graph/replay ms and txn/s, the index
-# rebuild, then per-binary medians.
-R=$1; L=$2; shift 2
-out=/tmp/s44/rec-ab.$$.txt; : > $out
+# rebuild, then per-binary medians. Scratch directory: $WORK (default /tmp/s44).
+mkdir -p ${WORK:-/tmp/s44}; R=$1; L=$2; shift 2
+out=${WORK:-/tmp/s44}/rec-ab.$$.txt; : > $out
 for r in $(seq $R); do for b in "$@"; do
-  rm -rf /tmp/s44/w && cp -r $L /tmp/s44/w
-  o=$($b recover --log-dir /tmp/s44/w/d0 --log-dir /tmp/s44/w/d1 --threads 2 --cold 2>&1)
+  rm -rf ${WORK:-/tmp/s44}/w && cp -r $L ${WORK:-/tmp/s44}/w
+  o=$($b recover --log-dir ${WORK:-/tmp/s44}/w/d0 --log-dir ${WORK:-/tmp/s44}/w/d1 --threads 2 --cold 2>&1)
   g=$(echo "$o" | grep "  generation 1" | sed -E 's/.*graph ([0-9.]+) ms, replay ([0-9.]+) ms, ([0-9]+) txn.*/\1 \2 \3/')
   rb=$(echo "$o" | grep "^index rebuild" | awk '{print $3}')
   echo "round $r bin $(basename $b) graph_replay_txns $g rebuild $rb" | tee -a $out
