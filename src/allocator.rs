@@ -103,6 +103,73 @@ pub unsafe fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
 }
 
+/// While one lives, memory the process touches for the first time comes in small (4 KiB) pages,
+/// not transparent huge pages (`prctl(PR_SET_THP_DISABLE)`, which the kernel checks at each
+/// fault, whatever `madvise` asked); when the last one drops, the setting is what it was before
+/// the first. Recovery holds one ([`crate::DatabaseConfig::recovery_small_pages`]).
+///
+/// Why: recovery fills the memory the database will hold, and on this project's VMs a fresh
+/// 2 MiB page costs several times what its 512 small pages do (the host backs guest memory at
+/// first touch: 2,000 MiB faulted in 0.75 s in small pages, 3.3–4.7 s in huge ones,
+/// docs/PERFORMANCE.md, "Instant recovery", "Session 31"). A `taurus-data` TPC-C recovery in
+/// small pages spent half the system time and was 8 % shorter (median of 5 rounds; "Taurus",
+/// "Session 45"). The price is paid after: what recovery filled stays in small pages until the
+/// kernel collapses them, and TPC-C on the recovered database ran 9–17 % slower (more TLB
+/// misses), so it is an option, off by default. A hint: where the kernel refuses it (not Linux, or older than 3.15),
+/// memory comes as it would have.
+pub struct SmallPages(());
+
+/// How many [`SmallPages`] live, and the process's setting before the first.
+static SMALL_PAGES: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+
+impl SmallPages {
+    /// Small pages from now until the guard (and every other one) drops.
+    pub fn hold() -> SmallPages {
+        let mut held = SMALL_PAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.0 == 0 {
+            held.1 = huge_pages_disabled();
+            set_huge_pages_disabled(true);
+        }
+        held.0 += 1;
+        SmallPages(())
+    }
+}
+
+impl Drop for SmallPages {
+    fn drop(&mut self) {
+        let mut held = SMALL_PAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        assert!(held.0 > 0, "a small-pages guard drops that was not counted");
+        held.0 -= 1;
+        if held.0 == 0 {
+            set_huge_pages_disabled(held.1);
+        }
+    }
+}
+
+/// Whether the process has transparent huge pages disabled (`PR_GET_THP_DISABLE`); false where
+/// the kernel does not say.
+fn huge_pages_disabled() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `PR_GET_THP_DISABLE` takes no pointer and only reads the process's flag.
+        (unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) }) == 1
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+/// Sets the process's transparent-huge-pages flag; a kernel that refuses leaves it (a hint).
+fn set_huge_pages_disabled(disabled: bool) {
+    #[cfg(target_os = "linux")]
+    {
+        let flag = libc::c_ulong::from(disabled);
+        // SAFETY: `PR_SET_THP_DISABLE` takes no pointer and only sets the process's flag.
+        let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, flag, 0, 0, 0) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = disabled;
+}
+
 /// Size of the blocks [`prefault`] allocates: large enough that mimalloc gives each its own
 /// pages straight from an arena (and takes them back whole when it is freed), and a multiple of
 /// every page size Linux uses (4 KiB to 64 KiB).
@@ -191,6 +258,82 @@ fn system_sizes() -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A scheme with nothing to recover that notes whether huge pages were off as it recovered.
+    struct Noting {
+        none: crate::durability::none::NoLogging,
+        small_pages: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::durability::LogScheme for Noting {
+        fn name(&self) -> &'static str {
+            "noting"
+        }
+        fn worker(&self, worker_id: usize) -> Box<dyn crate::durability::WorkerLog> {
+            self.none.worker(worker_id)
+        }
+        fn is_durable(&self, ticket: &crate::durability::DurabilityTicket) -> bool {
+            self.none.is_durable(ticket)
+        }
+        fn wait_durable(
+            &self,
+            ticket: &crate::durability::DurabilityTicket,
+        ) -> Result<(), crate::durability::DurabilityError> {
+            self.none.wait_durable(ticket)
+        }
+        fn wait_committed_durable(&self) -> Result<(), crate::durability::DurabilityError> {
+            Ok(())
+        }
+        fn shutdown(&self) -> Result<(), crate::durability::DurabilityError> {
+            Ok(())
+        }
+        fn recover(&self, _db: &crate::db::Database) -> Result<u64, crate::durability::DurabilityError> {
+            self.small_pages.store(huge_pages_disabled(), std::sync::atomic::Ordering::SeqCst);
+            Ok(0)
+        }
+    }
+
+    /// One test for the process-wide setting, so that no other test's guard overlaps its checks:
+    /// guards nest, the last to drop restores the setting, and `Database::open` holds one while
+    /// it recovers only when asked.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn small_pages_last_while_a_guard_lives_and_recovery_holds_one_when_asked() {
+        let before = huge_pages_disabled();
+        if before {
+            eprintln!("skipped: this process inherited huge pages off, so a guard cannot be seen to turn them off");
+            return;
+        }
+        set_huge_pages_disabled(true);
+        let supported = huge_pages_disabled();
+        set_huge_pages_disabled(false);
+        if !supported {
+            eprintln!("skipped: the kernel refuses PR_SET_THP_DISABLE (older than 3.15, or a filter)");
+            return;
+        }
+        let outer = SmallPages::hold();
+        assert!(huge_pages_disabled(), "a guard turns huge pages off");
+        let inner = SmallPages::hold();
+        drop(outer);
+        assert!(huge_pages_disabled(), "the second guard still holds");
+        drop(inner);
+        assert_eq!(huge_pages_disabled(), before, "the last guard restores the setting");
+        for asked in [true, false] {
+            let scheme = std::sync::Arc::new(Noting {
+                none: crate::durability::none::NoLogging,
+                small_pages: std::sync::atomic::AtomicBool::new(!asked),
+            });
+            let config = crate::DatabaseConfig {
+                scheme: scheme.clone(),
+                recovery_small_pages: asked,
+                ..crate::DatabaseConfig::default()
+            };
+            let db = crate::Database::open(config).expect("open");
+            assert_eq!(scheme.small_pages.load(std::sync::atomic::Ordering::SeqCst), asked, "asked: {asked}");
+            assert!(!huge_pages_disabled(), "huge pages are back once the database is open");
+            db.close().expect("close");
+        }
+    }
 
     /// Allocates `count` blocks of `layout` from [`Mimalloc`], checks each one's alignment and
     /// that it holds `layout.size()` bytes, and returns the usable size mimalloc gave the last.

@@ -48,6 +48,13 @@ pub struct DatabaseConfig {
     pub index_backend: IndexBackend,
     /// Transaction size limits.
     pub limits: TxnLimits,
+    /// Whether recovery (in [`Database::open`]) takes the memory it fills in small pages
+    /// ([`crate::allocator::SmallPages`]). Off by default: on the VMs this project is measured
+    /// on it makes recovery shorter (a fresh huge page costs more to fault in than its small
+    /// pages) but the transactions after it slower, since the recovered data then lies in small
+    /// pages until the kernel collapses them (TPC-C 9–17 % slower, docs/PERFORMANCE.md, "Taurus",
+    /// "Session 45"). For a standby that must take over fast.
+    pub recovery_small_pages: bool,
 }
 
 impl Default for DatabaseConfig {
@@ -57,6 +64,7 @@ impl Default for DatabaseConfig {
             scheme: Arc::new(NoLogging),
             index_backend: IndexBackend::default(),
             limits: TxnLimits::default(),
+            recovery_small_pages: false,
         }
     }
 }
@@ -164,7 +172,9 @@ impl Database {
         };
         let db = Database { inner: Arc::new(inner) };
         // Recovery runs before any transaction; the epoch restarts above everything it restored.
+        let small_pages = config.recovery_small_pages.then(crate::allocator::SmallPages::hold);
         let recovered_epoch = db.inner.ctx.scheme.recover(&db)?;
+        drop(small_pages);
         db.inner.ctx.epochs.advance_to(recovered_epoch + 1);
         let start =
             SchemeStart { epochs: Arc::clone(&db.inner.ctx.epochs), catalog: Arc::clone(&db.inner.ctx.catalog) };

@@ -87,6 +87,12 @@ enum Command {
         /// generation whole and building its graph before replay. See docs/taurus.md.
         #[arg(long)]
         streaming_graph: bool,
+        /// Recover in small (4 KiB) pages instead of transparent huge pages: on the VMs this
+        /// project is measured on, recovery is shorter (a fresh huge page costs more to fault in than
+        /// its small pages) but the transactions after it slower until the kernel collapses the
+        /// pages (TPC-C 9–17 %; docs/PERFORMANCE.md, "Taurus", "Session 45").
+        #[arg(long)]
+        recovery_small_pages: bool,
     },
     /// Describe a log directory file by file without recovering it: the pepoch file, the
     /// catalog, each value or command log file's blocks, entries, epochs and first damage, each
@@ -146,8 +152,9 @@ fn main() -> ExitCode {
             label,
             from_generation,
             streaming_graph,
+            recovery_small_pages,
         }) => {
-            let output = RecoveryOutput { result_json, label, from_generation, streaming_graph };
+            let output = RecoveryOutput { result_json, label, from_generation, streaming_graph, recovery_small_pages };
             recover(log_dir, threads, cold, compare_read, replay, command_replay, output)
         }
         Some(Command::CrashTest(args)) => crash_test(&args),
@@ -290,6 +297,12 @@ struct BenchArgs {
     /// Epoch interval in milliseconds.
     #[arg(long, default_value_t = 40)]
     epoch_interval_ms: u64,
+    /// Recover in small (4 KiB) pages instead of transparent huge pages: on the VMs this
+    /// project is measured on, recovery is shorter (a fresh huge page costs more to fault in than
+    /// its small pages) but the transactions after it slower until the kernel collapses the
+    /// pages (TPC-C 9–17 %; docs/PERFORMANCE.md, "Taurus", "Session 45").
+    #[arg(long)]
+    recovery_small_pages: bool,
     /// Seed of the parameter generators (a run is reproducible from it).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -419,7 +432,12 @@ fn run_bench(args: &BenchArgs) -> anyhow::Result<(RunSummary, String)> {
         progress: true,
         requests_per_thread: args.requests_per_thread,
     };
-    let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
+    let config = DatabaseConfig {
+        epoch_interval_ms: args.epoch_interval_ms,
+        scheme,
+        recovery_small_pages: args.recovery_small_pages,
+        ..DatabaseConfig::default()
+    };
     eprintln!(
         "lazarus bench: workload {}, {} thread(s), {} s, durability {}, epoch {} ms, seed {}",
         args.workload, args.threads, args.duration_s, args.durability, args.epoch_interval_ms, args.seed
@@ -604,6 +622,8 @@ struct RecoveryOutput {
     /// `taurus-data`: the streaming recovery graph (kept with the output options so that
     /// `recover`'s arguments stay few).
     streaming_graph: bool,
+    /// `DatabaseConfig::recovery_small_pages`.
+    recovery_small_pages: bool,
 }
 
 /// Writes a command-log replay's phases for `lazarus report` (`report::input::RecoveryRun`).
@@ -669,9 +689,10 @@ fn print_command_breakdown(b: &lazarus::durability::command::parallel::ReplayBre
 }
 
 /// Opens (recovers) a database over `scheme`; returns it and the seconds recovery took.
-fn open_recovering(scheme: Arc<dyn LogScheme>) -> anyhow::Result<(lazarus::Database, f64)> {
+fn open_recovering(scheme: Arc<dyn LogScheme>, small_pages: bool) -> anyhow::Result<(lazarus::Database, f64)> {
     let started = std::time::Instant::now();
-    let db = lazarus::Database::open(DatabaseConfig { scheme, ..DatabaseConfig::default() })?;
+    let config = DatabaseConfig { scheme, recovery_small_pages: small_pages, ..DatabaseConfig::default() };
+    let db = lazarus::Database::open(config)?;
     Ok((db, started.elapsed().as_secs_f64()))
 }
 
@@ -741,7 +762,7 @@ fn recover_stream(
         header.loggers
     );
     let scheme = Arc::new(StreamLogging::new(options)?);
-    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>)?;
+    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>, output.recovery_small_pages)?;
     let r = scheme.recovery.lock().clone().context("recovery did not run")?;
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered       {} tables, {rows} rows", db.catalog().tables().len());
@@ -880,7 +901,7 @@ fn recover(
     options.checkpoint.interval_ms = 0;
     println!("log format      {format:?} (from the first log file's header)");
     let scheme = Arc::new(ValueLogging::new(options)?);
-    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>)?;
+    let (db, total_s) = open_recovering(Arc::clone(&scheme) as Arc<dyn LogScheme>, output.recovery_small_pages)?;
     let report = scheme.recovery.lock().clone().context("recovery did not run")?;
     let rows: usize = db.catalog().tables().iter().map(|t| t.len()).sum();
     println!("recovered to pepoch {} ({} tables, {rows} rows)", report.pepoch, db.catalog().tables().len());
@@ -1306,6 +1327,12 @@ struct ServeArgs {
     /// 6.5k/s with 2 ms, no better with 1 ms; docs/PERFORMANCE.md).
     #[arg(long, default_value_t = 2)]
     epoch_interval_ms: u64,
+    /// Recover in small (4 KiB) pages instead of transparent huge pages: on the VMs this
+    /// project is measured on, recovery is shorter (a fresh huge page costs more to fault in than
+    /// its small pages) but the transactions after it slower until the kernel collapses the
+    /// pages (TPC-C 9–17 %; docs/PERFORMANCE.md, "Taurus", "Session 45").
+    #[arg(long)]
+    recovery_small_pages: bool,
     /// `indexed`, `indexed-sync`: threads that walk the indexed log to restore the database after
     /// a restart, 1 to 16. Fewer leave more CPU to the requests served meanwhile and make the
     /// restore slower under load (on 2 cores, 200 clients: 1 walker served 0.46-0.53 of the
@@ -1373,7 +1400,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let started = std::time::Instant::now();
-    let config = DatabaseConfig { epoch_interval_ms: args.epoch_interval_ms, scheme, ..DatabaseConfig::default() };
+    let config = DatabaseConfig {
+        epoch_interval_ms: args.epoch_interval_ms,
+        scheme,
+        recovery_small_pages: args.recovery_small_pages,
+        ..DatabaseConfig::default()
+    };
     let db = lazarus::Database::open(config)?;
     let keys_restored = db.catalog().table_by_name(lazarus::server::keyspace::TABLE).map_or(0, |t| t.len() as u64);
     let recovery = lazarus::server::RecoveryInfo {
