@@ -115,8 +115,8 @@ pub unsafe fn keep_freed_memory() {
 /// small pages spent half the system time and was 8 % shorter (median of 5 rounds; "Taurus",
 /// "Session 45"). The price is paid after: what recovery filled stays in small pages until the
 /// kernel collapses them, and TPC-C on the recovered database ran 9–17 % slower (more TLB
-/// misses), so it is an option, off by default. A hint: where the kernel refuses it (not Linux, or older than 3.15),
-/// memory comes as it would have.
+/// misses), so it is an option, off by default. A hint: where the kernel refuses it (not Linux,
+/// or older than 3.15), memory comes as it would have.
 pub struct SmallPages(());
 
 /// How many [`SmallPages`] live, and the process's setting before the first.

@@ -88,9 +88,9 @@ enum Command {
         #[arg(long)]
         streaming_graph: bool,
         /// Recover in small (4 KiB) pages instead of transparent huge pages: on the VMs this
-        /// project is measured on, recovery is shorter (a fresh huge page costs more to fault in than
-        /// its small pages) but the transactions after it slower until the kernel collapses the
-        /// pages (TPC-C 9–17 %; docs/PERFORMANCE.md, "Taurus", "Session 45").
+        /// project is measured on, recovery is shorter (a fresh huge page costs more to fault in
+        /// than its small pages) but the transactions after it slower until the kernel collapses
+        /// the pages (TPC-C 9–17 %; docs/PERFORMANCE.md, "Taurus", "Session 45").
         #[arg(long)]
         recovery_small_pages: bool,
     },

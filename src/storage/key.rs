@@ -200,7 +200,8 @@ impl PartialOrd for Key {
 /// Bytes of a key [`sort_by_key_bytes`] copies beside it.
 const SORT_HEAD_WORDS: usize = 4;
 
-/// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order).
+/// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order): by
+/// [`sort_by_varying_bytes`] where the keys allow it, else as follows.
 ///
 /// A key longer than a [`Key`] holds inline lives behind a pointer, and a comparison sort of
 /// many such keys follows two pointers per comparison, a cache miss each once they outgrow the
