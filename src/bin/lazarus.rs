@@ -1329,8 +1329,9 @@ struct ServeArgs {
     epoch_interval_ms: u64,
     /// Recover in small (4 KiB) pages instead of transparent huge pages: on the VMs this
     /// project is measured on, recovery is shorter (a fresh huge page costs more to fault in than
-    /// its small pages) but the transactions after it slower until the kernel collapses the
-    /// pages (TPC-C 9–17 %; docs/PERFORMANCE.md, "Taurus", "Session 45").
+    /// its small pages) but the requests after it slower until the kernel collapses the pages
+    /// (docs/PERFORMANCE.md, "Taurus", "Session 45"). `indexed`: the restore's walk, which runs
+    /// after the server opens, keeps huge pages (small ones measured no faster under load).
     #[arg(long)]
     recovery_small_pages: bool,
     /// `indexed`, `indexed-sync`: threads that walk the indexed log to restore the database after
