@@ -2,7 +2,8 @@
 // "Session 45"). Run: `cargo new radtest && cd radtest && cargo add radsort`, put this file in
 // src/main.rs, `cargo run --release`. 1.8 M order-line keys (4 integer columns), shuffled: a
 // comparison sort ("cmp"), a packed word beside each item ("packed-inline"), and (word, index)
-// pairs sorted, then each item moved once ("packed-pdq", kept; "packed-radix", not kept).
+// pairs sorted, then each item moved once ("packed-pdq", kept); with "headed" (the head-word sort) and
+// "packed-radix" (radsort) added to the list of modes, the first run at the end of sort-microbench.txt.
 use std::time::Instant;
 type Item = ([u8; 40], u8, Box<u64>); // key bytes, len, payload pointer (48 bytes ~ Entry)
 fn key(i: &Item) -> &[u8] { &i.0[..i.1 as usize] }
