@@ -197,11 +197,18 @@ impl PartialOrd for Key {
     }
 }
 
-/// Bytes of a key [`sort_by_key_bytes`] copies beside it.
+/// Bytes of a key [`sort_by_head_words`] copies beside it.
 const SORT_HEAD_WORDS: usize = 4;
 
 /// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order): by
-/// [`sort_by_varying_bytes`] where the keys allow it, else as follows.
+/// [`sort_by_varying_bytes`] where the keys allow it, else by [`sort_by_head_words`].
+pub fn sort_by_key_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
+    if !sort_by_varying_bytes(items, &key) {
+        sort_by_head_words(items, key);
+    }
+}
+
+/// Sorts `items` by the bytes `key` gives for each, comparing words copied beside them.
 ///
 /// A key longer than a [`Key`] holds inline lives behind a pointer, and a comparison sort of
 /// many such keys follows two pointers per comparison, a cache miss each once they outgrow the
@@ -210,10 +217,7 @@ const SORT_HEAD_WORDS: usize = 4;
 /// zero-padded, and the sort compares those, and the whole keys only where they tie. Zero padding
 /// keeps the words' order the bytes' order wherever the words differ: a key that ends inside the
 /// window is then a prefix of the other, so the smaller (as in the OLC tree's slices).
-pub fn sort_by_key_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
-    if sort_by_varying_bytes(items, &key) {
-        return;
-    }
+pub fn sort_by_head_words<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
     let Some(first) = items.first() else { return };
     let first = key(first).to_vec();
     let skip = items.iter().fold(first.len(), |shared, item| {
@@ -236,11 +240,11 @@ pub fn sort_by_key_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
 
 /// Sorts `items` by the bytes `key` gives for each, as [`sort_by_key_bytes`] does, if every key
 /// has the same length and they differ at no more than [`VARYING_BYTES_MAX`] byte positions;
-/// returns whether it sorted them (if not, `items` is as it was). See [`sorted_by_varying_bytes`].
+/// returns whether it sorted them (if not, `items` is as it was). See [`permuted_by_varying_bytes`].
 pub fn sort_by_varying_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) -> bool {
-    match sorted_by_varying_bytes(vec![std::mem::take(items)], key) {
+    match permuted_by_varying_bytes(vec![std::mem::take(items)], key) {
         Ok(sorted) => {
-            *items = sorted;
+            *items = sorted.collect();
             true
         }
         Err(mut sources) => {
@@ -250,22 +254,28 @@ pub fn sort_by_varying_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) -
     }
 }
 
-/// The items of `sources`, all of them, in one list sorted by the bytes `key` gives for each
-/// (byte order, as [`Key`]'s order), if every key has the same length and they differ at no more
-/// than [`VARYING_BYTES_MAX`] byte positions; if not, `sources` back as they were.
+/// The items of `sources`, all of them, in the order of the bytes `key` gives for each (byte
+/// order, as [`Key`]'s order), if every key has the same length and they differ at no more than
+/// [`VARYING_BYTES_MAX`] byte positions; if not, `sources` back as they were.
 ///
 /// Keys of equal length compare as their bytes at the positions where any two differ, in order:
 /// they are equal in all the others. So those bytes, packed into one integer, sort in the keys'
 /// order. Recovery's keys are mostly so: composite integer keys, where only the low bytes of
 /// each column vary (a TPC-C order line's 36-byte key varies in 5). Sorting (integer, index)
 /// pairs and then moving each item once was 1.7× faster than comparing the keys, on 1.8 M
-/// shuffled order-line keys (`docs/PERFORMANCE.md`, "Taurus", "Session 45"), and taking the
-/// items from several lists saves concatenating them first.
-pub fn sorted_by_varying_bytes<T>(sources: Vec<Vec<T>>, key: impl Fn(&T) -> &[u8]) -> Result<Vec<T>, Vec<Vec<T>>> {
+/// shuffled order-line keys (`docs/PERFORMANCE.md`, "Taurus", "Session 45"). The items stay
+/// where they are until taken, in order, from the [`Permuted`] returned: a sorted copy of them
+/// all was half of what an index rebuild faulted in.
+pub fn permuted_by_varying_bytes<T>(
+    sources: Vec<Vec<T>>,
+    key: impl Fn(&T) -> &[u8],
+) -> Result<Permuted<T>, Vec<Vec<T>>> {
     if sources.iter().map(Vec::len).sum::<usize>() > u32::MAX as usize {
         return Err(sources);
     }
-    let Some(first) = sources.iter().flatten().next().map(|item| key(item).to_vec()) else { return Ok(Vec::new()) };
+    let Some(first) = sources.iter().flatten().next().map(|item| key(item).to_vec()) else {
+        return Ok(Permuted::new(sources, Vec::new()));
+    };
     let mut differ = vec![0u8; first.len()];
     for item in sources.iter().flatten() {
         let k = key(item);
@@ -277,28 +287,27 @@ pub fn sorted_by_varying_bytes<T>(sources: Vec<Vec<T>>, key: impl Fn(&T) -> &[u8
         }
     }
     let varying: Vec<usize> = differ.iter().enumerate().filter(|&(_, d)| *d != 0).map(|(p, _)| p).collect();
-    if varying.len() <= 8 {
-        let order = packed_order(&sources, &key, &varying, |word: u64, byte| word << 8 | u64::from(byte));
-        Ok(permute(sources, order))
+    let order = if varying.len() <= 8 {
+        packed_order(&sources, &key, &varying, |word: u64, byte| word << 8 | u64::from(byte))
     } else if varying.len() <= VARYING_BYTES_MAX {
-        let order = packed_order(&sources, &key, &varying, |word: u128, byte| word << 8 | u128::from(byte));
-        Ok(permute(sources, order))
+        packed_order(&sources, &key, &varying, |word: u128, byte| word << 8 | u128::from(byte))
     } else {
-        Err(sources)
-    }
+        return Err(sources);
+    };
+    Ok(Permuted::new(sources, order))
 }
 
-/// The most byte positions [`sorted_by_varying_bytes`] packs (into a `u128`).
+/// The most byte positions [`permuted_by_varying_bytes`] packs (into a `u128`).
 pub const VARYING_BYTES_MAX: usize = 16;
 
-/// Each item of `sources` as (its key's bytes at positions `varying`, packed by `pack` from a
-/// zero word; its index among all the items, in order), sorted.
+/// The indexes of the items of `sources` (among all of them, in order), sorted by their keys'
+/// bytes at positions `varying`, packed by `pack` from a zero word.
 fn packed_order<T, W: Ord + Copy + Default>(
     sources: &[Vec<T>],
     key: impl Fn(&T) -> &[u8],
     varying: &[usize],
     pack: impl Fn(W, u8) -> W,
-) -> Vec<(W, u32)> {
+) -> Vec<u32> {
     let mut order: Vec<(W, u32)> = sources
         .iter()
         .flatten()
@@ -309,41 +318,115 @@ fn packed_order<T, W: Ord + Copy + Default>(
         })
         .collect();
     order.sort_unstable();
-    order
+    order.into_iter().map(|(_, i)| i).collect()
 }
 
-/// The items of `sources` in `order`: the `i`-th is the one `order[i].1` indexes among all the
-/// items in order. `order` is a permutation of those indexes (a sorted copy of `0..len` with
-/// any words), so each item is moved exactly once.
-fn permute<T, W>(mut sources: Vec<Vec<T>>, order: Vec<(W, u32)>) -> Vec<T> {
-    // Each source's index of its first item among all the items, and the items themselves.
-    let mut starts = Vec::with_capacity(sources.len());
-    let mut bases: Vec<*const T> = Vec::with_capacity(sources.len());
-    let mut len = 0;
-    for source in &mut sources {
-        starts.push(len);
-        bases.push(source.as_ptr());
-        len += source.len();
-        // SAFETY: the source gives up its items (length 0, so neither it nor a panic below
-        // drops one: a panic leaks the rest); they are read out below, each once.
-        unsafe { source.set_len(0) };
+/// Items in an order, taken from where they lie ([`permuted_by_varying_bytes`]): the `n`-th is
+/// the one `order[n]` indexes among all the items of the lists, in order. Iterating moves them
+/// out one by one; [`Permuted::get`] looks at one in place. Items not taken are dropped with it.
+pub struct Permuted<T> {
+    /// The lists, each given up its items (length 0): they stay allocated and hold the items
+    /// until each is read out, once.
+    sources: Vec<Vec<T>>,
+    /// Each list's items, the index among all the items of its first, and how many it has.
+    bases: Vec<(*const T, usize, usize)>,
+    /// A permutation of `0..len`, so that each item is read out exactly once.
+    order: Vec<u32>,
+    /// Items taken so far: `order[..next]`.
+    next: usize,
+}
+
+// SAFETY: a `Permuted` owns its items (the raw pointers are into its own lists), so it may move
+// to another thread when they may.
+unsafe impl<T: Send> Send for Permuted<T> {}
+
+impl<T> Permuted<T> {
+    /// Takes the items of `sources` in `order`, which must be a permutation of their indexes
+    /// among all of them (asserted: the reads rest on it).
+    fn new(mut sources: Vec<Vec<T>>, order: Vec<u32>) -> Permuted<T> {
+        let mut seen = vec![false; order.len()];
+        let permutation = order.iter().all(|&i| seen.get_mut(i as usize).is_some_and(|s| !std::mem::replace(s, true)));
+        let mut bases = Vec::with_capacity(sources.len());
+        let mut len = 0;
+        for source in &mut sources {
+            bases.push((source.as_ptr(), len, source.len()));
+            len += source.len();
+        }
+        assert!(permutation && order.len() == len, "the order is a permutation of every item");
+        for source in &mut sources {
+            // SAFETY: the list gives up its items, which stay where they are (its buffer lives
+            // as long as `self`) until read out below, each once; with length 0 it drops none.
+            unsafe { source.set_len(0) };
+        }
+        Permuted { sources, bases, order, next: 0 }
     }
-    assert_eq!(order.len(), len, "a permutation of every item");
-    debug_assert!({
-        let mut seen = vec![false; len];
-        order.iter().all(|&(_, i)| !std::mem::replace(&mut seen[i as usize], true))
-    });
-    let mut moved = Vec::with_capacity(len);
-    for (_, i) in order {
+
+    /// Where the item with index `i` among all of them lies.
+    fn locate(&self, i: u32) -> *const T {
         let i = i as usize;
-        assert!(i < len, "an index of the items");
-        let s = starts.partition_point(|&start| start <= i) - 1;
-        // SAFETY: `i` is below `len` (asserted), so item `i - starts[s]` of source `s`, which
-        // `bases[s]` points at and which stays allocated until `sources` drops below; `order`
-        // is a permutation, so the item is read out exactly once and then owned by `moved`.
-        moved.push(unsafe { std::ptr::read(bases[s].add(i - starts[s])) });
+        let s = self.bases.partition_point(|&(_, start, _)| start <= i) - 1;
+        let (base, start, _) = self.bases[s];
+        // SAFETY: `i` is below the total (it comes from the permutation), so `i - start` is
+        // inside list `s`, whose buffer `base` points at.
+        unsafe { base.add(i - start) }
     }
-    moved
+
+    /// The `n`-th item in order, if not taken yet.
+    pub fn get(&self, n: usize) -> Option<&T> {
+        let i = *self.order.get(n)?;
+        // SAFETY: the item is there until taken, and items `next..` are not.
+        (n >= self.next).then(|| unsafe { &*self.locate(i) })
+    }
+
+    /// The items not taken yet, in order, in place.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        (self.next..self.order.len()).filter_map(|n| self.get(n))
+    }
+
+    /// Every item, in place, in the lists' order rather than the permutation's: a pass that
+    /// does not care for the order reads them one after another instead of at random. None may
+    /// have been taken yet (asserted).
+    pub fn iter_unordered(&self) -> impl Iterator<Item = &T> {
+        assert_eq!(self.next, 0, "items were taken");
+        // SAFETY: nothing was taken, so every item of every list is there, `len` of them from
+        // `base`, for as long as `self` is borrowed.
+        self.bases.iter().flat_map(|&(base, _, len)| unsafe { std::slice::from_raw_parts(base, len) })
+    }
+}
+
+impl<T> Iterator for Permuted<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        let i = *self.order.get(self.next)?;
+        // The items lie at random: a taker that does much with each (a tree's leaf entry)
+        // leaves the core too little room to overlap the misses unless asked ahead.
+        if let Some(&ahead) = self.order.get(self.next + PERMUTED_PREFETCH_AHEAD) {
+            super::prefetch::prefetch_line(self.locate(ahead));
+        }
+        self.next += 1;
+        // SAFETY: `order` is a permutation and `next` only grows, so item `i` is read out once,
+        // now, and then owned by the caller alone.
+        Some(unsafe { std::ptr::read(self.locate(i)) })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.order.len() - self.next;
+        (left, Some(left))
+    }
+}
+
+impl<T> ExactSizeIterator for Permuted<T> {}
+
+/// How many items ahead [`Permuted`]'s iteration prefetches the one it will take.
+const PERMUTED_PREFETCH_AHEAD: usize = 8;
+
+impl<T> Drop for Permuted<T> {
+    fn drop(&mut self) {
+        // The items not taken, each once; then the lists free their buffers (length 0).
+        for _ in self.by_ref() {}
+        debug_assert!(self.sources.iter().all(Vec::is_empty));
+    }
 }
 
 impl Ord for Key {
@@ -711,7 +794,7 @@ mod tests {
             proptest::prop_assert_eq!(keys, want);
         }
 
-        /// `sorted_by_varying_bytes` sorts keys of one length that vary at up to 16 positions (as
+        /// `permuted_by_varying_bytes` sorts keys of one length that vary at up to 16 positions (as
         /// 8-byte and 16-byte words), from several lists, keeping every item once; it hands back
         /// lists it cannot sort (keys of two lengths, or more positions) untouched.
         #[test]
@@ -738,8 +821,9 @@ mod tests {
             let all: Vec<&Vec<u8>> = want.iter().map(|(k, _)| k).collect();
             let one_length = all.iter().all(|k| k.len() == all[0].len());
             let positions = (0..base.len()).filter(|&p| all.iter().any(|k| k.get(p) != all[0].get(p))).count();
-            match super::sorted_by_varying_bytes(sources.clone(), |(k, _)| k.as_slice()) {
-                Ok(mut got) => {
+            match super::permuted_by_varying_bytes(sources.clone(), |(k, _)| k.as_slice()) {
+                Ok(got) => {
+                    let mut got: Vec<(Vec<u8>, usize)> = got.collect();
                     proptest::prop_assert!(one_length && positions <= super::VARYING_BYTES_MAX);
                     proptest::prop_assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "not in key order");
                     got.sort();

@@ -10,7 +10,7 @@
 //! (`ArcSwap`), so running transactions keep the catalog they started with and never take a lock
 //! to find a table. Each catalog has a version, which caches of compiled plans compare.
 
-use super::index::{Entry, IndexBackend, KeyRange, OrderedIndex};
+use super::index::{Entry, IndexBackend, KeyRange, OrderedIndex, Run};
 use super::key::Key;
 use super::point::PointIndex;
 use super::record::Record;
@@ -517,18 +517,21 @@ impl Table {
                 per_range[r].push(bucket);
             }
         }
-        let runs: Vec<Vec<Entry>> = on_threads(per_range, |buckets| {
-            super::key::sorted_by_varying_bytes(buckets, |(key, _)| key.as_bytes()).unwrap_or_else(|buckets| {
-                let mut run = Vec::with_capacity(buckets.iter().map(Vec::len).sum());
-                for bucket in buckets {
-                    run.extend(bucket);
+        let runs: Vec<Run> = on_threads(per_range, |buckets| {
+            match super::key::permuted_by_varying_bytes(buckets, |(key, _)| key.as_bytes()) {
+                Ok(permuted) => Run::Permuted(permuted),
+                Err(buckets) => {
+                    let mut run = Vec::with_capacity(buckets.iter().map(Vec::len).sum());
+                    for bucket in buckets {
+                        run.extend(bucket);
+                    }
+                    run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    Run::Sorted(run)
                 }
-                run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                run
-            })
+            }
         });
         // This task is the only one to touch the table's indexes: they may be loaded, not inserted.
-        self.build_secondary_indexes(runs.iter().flatten().map(|(k, r)| (k, r)), true);
+        self.build_secondary_indexes(runs.iter().flat_map(Run::iter_unordered).map(|(k, r)| (k, r)), true);
         self.primary.load_sorted(runs);
         self.ordered_deferred.store(false, Ordering::SeqCst);
     }
@@ -621,21 +624,21 @@ impl Table {
             if alone {
                 index.load_sorted(vec![entries]);
             } else {
-                for (entry, record) in entries {
+                for (entry, record) in entries.into_entries() {
                     let _ = index.insert_if_absent(entry, record);
                 }
             }
         }
     }
 
-    /// Secondary index `index`'s entries for the present rows `live`, sorted. Entries go into an
+    /// Secondary index `index`'s entries for the present rows `live`, in order. Entries go into an
     /// index in key order: every insert then lands next to the previous one, in cache, instead
     /// of at a random leaf (the rows arrive in primary-key order, which is a random order for a
     /// secondary key). Each entry's count of its record is taken here, in `live`'s order, where
     /// the record was prefetched: taken after the sort, in secondary-key order, it was a miss per
     /// entry, 41–47 % of the samples of a 10-index rebuild (`docs/PERFORMANCE.md`, "Compiled
     /// replay", "Session 44").
-    fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)]) -> Vec<Entry> {
+    fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)]) -> Run {
         let columns = &self.schema.indexes[index].columns;
         let mut entries = Vec::with_capacity(live.len());
         for (j, &(key, record)) in live.iter().enumerate() {
@@ -651,8 +654,14 @@ impl Table {
                 entries.push((entry, Arc::clone(record)));
             }
         }
-        super::key::sort_by_key_bytes(&mut entries, |(entry, _)| entry.as_bytes());
-        entries
+        match super::key::permuted_by_varying_bytes(vec![entries], |(entry, _)| entry.as_bytes()) {
+            Ok(permuted) => Run::Permuted(permuted),
+            Err(mut lists) => {
+                let mut entries = lists.pop().unwrap_or_default();
+                super::key::sort_by_head_words(&mut entries, |(entry, _)| entry.as_bytes());
+                Run::Sorted(entries)
+            }
+        }
     }
 
     /// Number of present rows (counts index entries, so exact only when no writer runs).

@@ -203,7 +203,7 @@ pub trait OrderedIndex: Send + Sync {
     /// Recovery builds a table's indexes this way once its rows are in memory. No other thread may
     /// use the index meanwhile. This default inserts the entries one by one; a backend may build
     /// itself from them directly when it is empty (the runs, one per thread, in parallel).
-    fn load_sorted(&self, runs: Vec<Vec<Entry>>) {
+    fn load_sorted(&self, runs: Vec<Run>) {
         check_sorted_runs(&runs);
         insert_runs(self, runs);
     }
@@ -239,20 +239,129 @@ pub fn insert_run_one_by_one<I: OrderedIndex + ?Sized>(index: &I, run: &[Entry])
 /// A key and its record, as [`OrderedIndex::load_sorted`] takes them.
 pub type Entry = (Key, Arc<Record>);
 
-/// Asserts what [`OrderedIndex::load_sorted`] requires of its runs.
-pub fn check_sorted_runs(runs: &[Vec<Entry>]) {
-    let mut runs = runs.iter().filter(|run| !run.is_empty()).peekable();
-    while let Some(run) = runs.next() {
-        let increasing =
-            run.windows(2).all(|w| w[0].0 < w[1].0) && runs.peek().is_none_or(|next| run[run.len() - 1].0 < next[0].0);
-        assert!(increasing, "entries to load are not in strictly increasing order");
+/// A run of entries in key order, as [`OrderedIndex::load_sorted`] takes them: a list sorted
+/// already, or lists and the order to take their entries in, which spares a sorted copy of
+/// them all ([`crate::storage::key::permuted_by_varying_bytes`]).
+pub enum Run {
+    /// Sorted in place.
+    Sorted(Vec<Entry>),
+    /// Taken in order from where they lie.
+    Permuted(crate::storage::key::Permuted<Entry>),
+}
+
+impl From<Vec<Entry>> for Run {
+    fn from(entries: Vec<Entry>) -> Run {
+        Run::Sorted(entries)
     }
 }
 
+impl Run {
+    /// Entries in the run.
+    pub fn len(&self) -> usize {
+        match self {
+            Run::Sorted(entries) => entries.len(),
+            Run::Permuted(entries) => entries.len(),
+        }
+    }
+
+    /// Whether the run has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entries, in order, in place.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Entry> + '_> {
+        match self {
+            Run::Sorted(entries) => Box::new(entries.iter()),
+            Run::Permuted(entries) => Box::new(entries.iter()),
+        }
+    }
+
+    /// The entries in place, in no particular order (a permuted run's in its lists' order, read
+    /// one after another).
+    pub fn iter_unordered(&self) -> Box<dyn Iterator<Item = &Entry> + '_> {
+        match self {
+            Run::Sorted(entries) => Box::new(entries.iter()),
+            Run::Permuted(entries) => Box::new(entries.iter_unordered()),
+        }
+    }
+
+    /// The entries, in order, moved out.
+    pub fn into_entries(self) -> RunEntries {
+        match self {
+            Run::Sorted(entries) => RunEntries::Sorted(entries.into_iter()),
+            Run::Permuted(entries) => RunEntries::Permuted(entries),
+        }
+    }
+}
+
+/// [`Run::into_entries`].
+pub enum RunEntries {
+    Sorted(std::vec::IntoIter<Entry>),
+    Permuted(crate::storage::key::Permuted<Entry>),
+}
+
+impl Iterator for RunEntries {
+    type Item = Entry;
+
+    #[inline]
+    fn next(&mut self) -> Option<Entry> {
+        match self {
+            RunEntries::Sorted(entries) => entries.next(),
+            RunEntries::Permuted(entries) => entries.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            RunEntries::Sorted(entries) => entries.size_hint(),
+            RunEntries::Permuted(entries) => entries.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for RunEntries {}
+
+/// Asserts what [`OrderedIndex::load_sorted`] requires of its runs, where it costs no more than
+/// a pass over a list: each sorted list's order, and the order across runs (first and last
+/// entries). A permuted run's order inside it is checked as it is taken ([`check_increasing`]):
+/// read out of turn here, its entries were a cache miss each.
+pub fn check_sorted_runs(runs: &[Run]) {
+    let mut last: Option<&Key> = None;
+    for run in runs.iter().filter(|run| !run.is_empty()) {
+        let (first, end) = match run {
+            Run::Sorted(entries) => {
+                assert!(
+                    entries.windows(2).all(|w| w[0].0 < w[1].0),
+                    "entries to load are not in strictly increasing order"
+                );
+                (&entries[0].0, &entries[entries.len() - 1].0)
+            }
+            Run::Permuted(entries) => match (entries.get(0), entries.get(entries.len() - 1)) {
+                (Some(first), Some(end)) => (&first.0, &end.0),
+                _ => unreachable!("a run that is not empty has a first and a last entry"),
+            },
+        };
+        assert!(last.is_none_or(|last| last < first), "entries to load are not in strictly increasing order");
+        last = Some(end);
+    }
+}
+
+/// Asserts that `key`, taken from a run after `previous`, follows it ([`check_sorted_runs`]).
+#[inline]
+pub fn check_increasing(previous: &Key, key: &Key) {
+    assert!(previous < key, "entries to load are not in strictly increasing order");
+}
+
 /// [`OrderedIndex::load_sorted`] by one insert per entry, of runs the caller has checked
-/// ([`check_sorted_runs`]).
-pub fn insert_runs<I: OrderedIndex + ?Sized>(index: &I, runs: Vec<Vec<Entry>>) {
-    for (key, record) in runs.into_iter().flatten() {
+/// ([`check_sorted_runs`]; each entry here against the one before).
+pub fn insert_runs<I: OrderedIndex + ?Sized>(index: &I, runs: Vec<Run>) {
+    let mut previous: Option<Key> = None;
+    for (key, record) in runs.into_iter().flat_map(Run::into_entries) {
+        if let Some(previous) = &previous {
+            check_increasing(previous, &key);
+        }
+        previous = Some(key.clone());
         let _ = index.insert_if_absent(key, record);
     }
 }

@@ -61,7 +61,7 @@
 //! key and an inner node's the separator of its first child, moved up. The root it replaced,
 //! empty and locked by the build, is retired when the new one is published.
 
-use super::{Direction, Entry as Loaded, KeyRange, NodeVersion, OrderedIndex, RangeWalk, ScanVisitor};
+use super::{Direction, Entry as Loaded, KeyRange, NodeVersion, OrderedIndex, RangeWalk, Run, ScanVisitor};
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use crossbeam_epoch::Guard;
@@ -1018,9 +1018,9 @@ impl OlcTree {
     /// new root is published once the tree is whole, and the empty root it replaces is retired (a
     /// reader that met it restarts). Hands the runs back if the tree is not empty or its root is
     /// in use. The caller has checked the runs ([`super::check_sorted_runs`]).
-    fn build_from_sorted(&self, runs: Vec<Vec<Loaded>>) -> Result<(), Vec<Vec<Loaded>>> {
-        let runs: Vec<Vec<Loaded>> = runs.into_iter().filter(|run| !run.is_empty()).collect();
-        let count: usize = runs.iter().map(Vec::len).sum();
+    fn build_from_sorted(&self, runs: Vec<Run>) -> Result<(), Vec<Run>> {
+        let runs: Vec<Run> = runs.into_iter().filter(|run| !run.is_empty()).collect();
+        let count: usize = runs.iter().map(Run::len).sum();
         let guard = crossbeam_epoch::pin();
         let old_root = self.root.load(Ordering::Acquire);
         let old = node(old_root, &guard);
@@ -1065,15 +1065,25 @@ impl OlcTree {
     /// The leaves of one run of [`OlcTree::build_from_sorted`]: its entries split evenly over as
     /// few leaves as hold them, each with a separator, a copy of its first key, except the first
     /// leaf of the first run (`separated` false).
-    fn build_leaves(&self, run: Vec<Loaded>, separated: bool) -> Vec<Built> {
+    fn build_leaves(&self, run: Run, separated: bool) -> Vec<Built> {
         let total = run.len();
         let leaves = total.div_ceil(FANOUT);
         let mut built: Vec<Built> = Vec::with_capacity(leaves);
-        let mut entries = run.into_iter();
+        let mut entries = run.into_entries();
         let mut chunk: Vec<Loaded> = Vec::with_capacity(FANOUT);
+        let mut previous: Option<Key> = None;
         for i in 0..leaves {
             let count = (i + 1) * total / leaves - i * total / leaves;
             chunk.extend((&mut entries).take(count));
+            // The run's order, checked here where its keys are in hand: a permuted run's
+            // ([`Run::Permuted`]) was not checked before, which would read each entry twice.
+            if let Some(previous) = &previous {
+                super::check_increasing(previous, &chunk[0].0);
+            }
+            for pair in chunk.windows(2) {
+                super::check_increasing(&pair[0].0, &pair[1].0);
+            }
+            previous = Some(chunk[chunk.len() - 1].0.clone());
             let leaf = Node::new(true, self.holds_records);
             let (first, last) = (chunk[0].0.as_bytes(), chunk[chunk.len() - 1].0.as_bytes());
             let skip = leaf.set_prefix(first, common_prefix_len(first, last));
@@ -1297,7 +1307,7 @@ impl OrderedIndex for OlcTree {
         refused
     }
 
-    fn load_sorted(&self, runs: Vec<Vec<Loaded>>) {
+    fn load_sorted(&self, runs: Vec<Run>) {
         super::check_sorted_runs(&runs);
         if let Err(runs) = self.build_from_sorted(runs) {
             super::insert_runs(self, runs);
@@ -1551,7 +1561,7 @@ mod tests {
             runs.push(rest);
             runs.reverse();
             let tree = if i % 2 == 0 { OlcTree::keyed_by_records() } else { OlcTree::default() };
-            tree.load_sorted(runs);
+            tree.load_sorted(runs.into_iter().map(Run::from).collect());
             let (leaves, held) = tree.check_invariants();
             assert_eq!(held, size, "size {size}");
             let packed: usize = cuts_to_runs(&cuts, size).map(|n| n.div_ceil(FANOUT)).sum();
@@ -1578,12 +1588,52 @@ mod tests {
             .map(|r| (r * 100_000..r * 100_000 + 60_000).map(|i| (key(i), rec(key(i).as_bytes()))).collect())
             .collect();
         let tree = OlcTree::keyed_by_records();
+        tree.load_sorted(runs.into_iter().map(Run::from).collect());
+        assert_eq!(tree.check_invariants(), (3 * 60_000usize.div_ceil(FANOUT), 180_000));
+        let keys = scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX);
+        let want: Vec<Vec<u8>> =
+            (0..3u64).flat_map(|r| r * 100_000..r * 100_000 + 60_000).map(|i| i.to_be_bytes().to_vec()).collect();
+        assert_eq!(keys, want);
+    }
+
+    /// Runs taken in a permuted order from unsorted lists build the tree sorted lists do, on
+    /// threads of their own too, and entries a build does not take are dropped with their run.
+    #[test]
+    fn permuted_runs_build_the_tree_sorted_runs_do() {
+        let key = |i: u64| Key::from(i.to_be_bytes().to_vec());
+        // Two unsorted lists per run (as two gathering threads' buckets), the keys interleaved.
+        let lists = |r: u64| -> Vec<Vec<Loaded>> {
+            let mut keys: Vec<u64> = (r * 100_000..r * 100_000 + 60_000).collect();
+            keys.reverse();
+            keys.rotate_left(7_777);
+            let odd = keys.iter().filter(|&&i| i % 2 == 1).map(|&i| (key(i), rec(key(i).as_bytes()))).collect();
+            let even = keys.iter().filter(|&&i| i % 2 == 0).map(|&i| (key(i), rec(key(i).as_bytes()))).collect();
+            vec![odd, even]
+        };
+        let runs: Vec<Run> = (0..3u64)
+            .map(|r| {
+                let permuted = crate::storage::key::permuted_by_varying_bytes(lists(r), |(k, _)| k.as_bytes());
+                Run::Permuted(permuted.unwrap_or_else(|_| panic!("integer keys vary in few bytes")))
+            })
+            .collect();
+        let tree = OlcTree::keyed_by_records();
         tree.load_sorted(runs);
         assert_eq!(tree.check_invariants(), (3 * 60_000usize.div_ceil(FANOUT), 180_000));
         let keys = scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX);
         let want: Vec<Vec<u8>> =
             (0..3u64).flat_map(|r| r * 100_000..r * 100_000 + 60_000).map(|i| i.to_be_bytes().to_vec()).collect();
         assert_eq!(keys, want);
+        // A run dropped half taken drops the rest of its entries, each once.
+        let record = rec(key(1).as_bytes());
+        let entries: Vec<Loaded> = (0..100u64).rev().map(|i| (key(i), Arc::clone(&record))).collect();
+        let mut run = crate::storage::key::permuted_by_varying_bytes(vec![entries], |(k, _)| k.as_bytes())
+            .unwrap_or_else(|_| panic!("integer keys vary in few bytes"));
+        let first: Vec<Loaded> = run.by_ref().take(40).collect();
+        assert_eq!(first[0].0, key(0));
+        assert_eq!(Arc::strong_count(&record), 101);
+        drop(first);
+        drop(run);
+        assert_eq!(Arc::strong_count(&record), 1, "every entry dropped once");
     }
 
     /// Loading into a tree that holds entries already inserts them one by one.
@@ -1593,7 +1643,7 @@ mod tests {
         let key = |i: u64| i.to_be_bytes().to_vec();
         tree.insert_if_absent(Key::from(key(500)), rec(&key(500))).expect("empty tree");
         let entries = (0..1_000).filter(|&i| i != 500).map(|i| (Key::from(key(i)), rec(&key(i))));
-        tree.load_sorted(vec![entries.collect()]);
+        tree.load_sorted(vec![Run::Sorted(entries.collect())]);
         assert_eq!(tree.check_invariants().1, 1_000);
         let keys = scan_keys(&tree, &KeyRange::all(), Direction::Forward, usize::MAX);
         assert_eq!(keys, (0..1_000).map(key).collect::<Vec<_>>());
@@ -1606,7 +1656,7 @@ mod tests {
         let key = |i: u64| Key::from(i.to_be_bytes().to_vec());
         let run = |keys: Vec<u64>| keys.into_iter().map(|i| (key(i), rec(key(i).as_bytes()))).collect::<Vec<_>>();
         let load = |tree: OlcTree, runs: Vec<Vec<u64>>| {
-            let runs = runs.into_iter().map(run).collect();
+            let runs = runs.into_iter().map(|keys| Run::from(run(keys))).collect();
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tree.load_sorted(runs)))
                 .expect_err("loaded a bad sequence")
         };
