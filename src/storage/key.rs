@@ -200,15 +200,8 @@ impl PartialOrd for Key {
 /// Bytes of a key [`sort_by_head_words`] copies beside it.
 const SORT_HEAD_WORDS: usize = 4;
 
-/// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order): by
-/// [`sort_by_varying_bytes`] where the keys allow it, else by [`sort_by_head_words`].
-pub fn sort_by_key_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
-    if !sort_by_varying_bytes(items, &key) {
-        sort_by_head_words(items, key);
-    }
-}
-
-/// Sorts `items` by the bytes `key` gives for each, comparing words copied beside them.
+/// Sorts `items` by the bytes `key` gives for each (byte order, as [`Key`]'s order), comparing
+/// words copied beside them: for keys [`permuted_by_varying_bytes`] declines.
 ///
 /// A key longer than a [`Key`] holds inline lives behind a pointer, and a comparison sort of
 /// many such keys follows two pointers per comparison, a cache miss each once they outgrow the
@@ -236,22 +229,6 @@ pub fn sort_by_head_words<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) {
     let mut headed: Vec<([u64; SORT_HEAD_WORDS], T)> = items.drain(..).map(|item| (head(key(&item)), item)).collect();
     headed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| key(&a.1).cmp(key(&b.1))));
     items.extend(headed.into_iter().map(|(_, item)| item));
-}
-
-/// Sorts `items` by the bytes `key` gives for each, as [`sort_by_key_bytes`] does, if every key
-/// has the same length and they differ at no more than [`VARYING_BYTES_MAX`] byte positions;
-/// returns whether it sorted them (if not, `items` is as it was). See [`permuted_by_varying_bytes`].
-pub fn sort_by_varying_bytes<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &[u8]) -> bool {
-    match permuted_by_varying_bytes(vec![std::mem::take(items)], key) {
-        Ok(sorted) => {
-            *items = sorted.collect();
-            true
-        }
-        Err(mut sources) => {
-            *items = sources.pop().unwrap_or_default();
-            false
-        }
-    }
 }
 
 /// The items of `sources`, all of them, in the order of the bytes `key` gives for each (byte
@@ -776,11 +753,11 @@ mod tests {
             proptest::prop_assert_eq!(ka == kb, a == b);
         }
 
-        /// `sort_by_key_bytes` orders keys as their bytes do: keys sharing a long prefix, keys
+        /// `sort_by_head_words` orders keys as their bytes do: keys sharing a long prefix, keys
         /// longer than the copied window, keys that are prefixes of others, zero bytes that meet
         /// the padding, and duplicates.
         #[test]
-        fn sorting_by_key_bytes_is_byte_order(
+        fn sorting_by_head_words_is_byte_order(
             prefix in proptest::collection::vec(0u8..3, 0..40),
             tails in proptest::collection::vec(
                 proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), 0u8..3, proptest::num::u8::ANY], 0..70),
@@ -790,7 +767,7 @@ mod tests {
             let mut keys: Vec<Vec<u8>> = tails.iter().map(|t| [&prefix[..], t].concat()).collect();
             let mut want = keys.clone();
             want.sort();
-            super::sort_by_key_bytes(&mut keys, |k| k.as_slice());
+            super::sort_by_head_words(&mut keys, |k| k.as_slice());
             proptest::prop_assert_eq!(keys, want);
         }
 

@@ -1,4 +1,4 @@
-// The microbenchmark behind `key::sorted_by_varying_bytes` (docs/PERFORMANCE.md, "Taurus",
+// The microbenchmark behind `key::permuted_by_varying_bytes` (docs/PERFORMANCE.md, "Taurus",
 // "Session 45"). Run: `cargo new radtest && cd radtest && cargo add radsort`, put this file in
 // src/main.rs, `cargo run --release`. 1.8 M order-line keys (4 integer columns), shuffled: a
 // comparison sort ("cmp"), a packed word beside each item ("packed-inline"), and (word, index)
