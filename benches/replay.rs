@@ -3,8 +3,9 @@
 //! copy of it is recovered alternately with `direct` and `compiled` replay, `RUNS` times each, on
 //! one recovery thread, the mode that goes first alternating from run to run, after one untimed
 //! recovery in each mode. Reported: median log-replay time (`RecoveryReport::replay_ms`) and the
-//! median index rebuild (`rebuild_ms`, the same code in both modes), redo records per second, and
-//! the ratio compiled/direct of replay throughput.
+//! median index rebuild (`rebuild_ms`: the same code in both modes but for how a secondary entry's
+//! key is made, `docs/replay.md`, "Indexes"), redo records per second, the ratio compiled/direct of
+//! replay throughput, and that ratio counting the rebuild (medians of each run's replay + rebuild).
 //!
 //! Run: `cargo bench --bench replay [experiment name, to run one]` (env `REPLAY_INITIAL_ROWS`, default 10^5;
 //! `REPLAY_TXNS` (of 5 statements), default 2·10^4; `REPLAY_RUNS`, default 5; `REPLAY_WARMUP=0`
@@ -241,15 +242,17 @@ fn figure_specs() -> Vec<FigureSpec> {
     ]
 }
 
-/// Writes each figure whose experiments all ran; `rates` maps an experiment to (direct, compiled) records/s.
-fn write_figures(dir: &Path, rates: &HashMap<String, (f64, f64)>, note: &str) {
+/// Writes each figure whose experiments all ran; `rates` maps an experiment to records/s of
+/// (direct, compiled) replay, then of (direct, compiled) replay and index rebuild.
+fn write_figures(dir: &Path, rates: &HashMap<String, [f64; 4]>, note: &str) {
     std::fs::create_dir_all(dir).expect("figure dir");
+    let series = ["direct", "compiled", "direct, with index rebuild", "compiled, with index rebuild"];
     for (id, title, x_label, groups) in figure_specs() {
-        let mut figure = Figure::new(id, title, x_label, "redo records replayed per second", &["direct", "compiled"]);
+        let mut figure = Figure::new(id, title, x_label, "redo records replayed per second", &series);
         figure.note = note.to_string();
         for (label, experiment) in &groups {
-            if let Some(&(d, c)) = rates.get(experiment) {
-                figure.push(label, vec![d, c]);
+            if let Some(rates) = rates.get(experiment) {
+                figure.push(label, rates.to_vec());
             }
         }
         if figure.groups.len() == groups.len() {
@@ -285,9 +288,9 @@ fn main() {
     println!("{note}");
     let mut rates = HashMap::new();
     println!(
-        "| experiment | records | direct replay ms | compiled replay ms | direct rec/s | compiled rec/s | compiled/direct | rebuild ms (d / c) |"
+        "| experiment | records | direct replay ms | compiled replay ms | direct rec/s | compiled rec/s | compiled/direct | rebuild ms (d / c) | with rebuild, compiled/direct |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for e in experiments() {
         if filter.as_ref().is_some_and(|f| e.name != *f) {
             continue;
@@ -307,6 +310,7 @@ fn main() {
         }
         let scratch = dir.path().join("scratch");
         let (mut direct, mut compiled, mut rebuild_d, mut rebuild_c) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut total_d, mut total_c) = (Vec::new(), Vec::new());
         let mut records = 0;
         // One untimed recovery in each mode first: the first recoveries after writing the log met
         // memory the process had not touched yet, which made the first experiment's first mode
@@ -326,29 +330,34 @@ fn main() {
                 let (ms, rebuild, n) = recover(&origin, &scratch, mode);
                 assert!(records == 0 || n == records, "both modes replay the same records");
                 records = n;
-                let (times, rebuilds) = match mode {
-                    ReplayMode::Direct => (&mut direct, &mut rebuild_d),
-                    ReplayMode::Compiled => (&mut compiled, &mut rebuild_c),
+                let (times, rebuilds, totals) = match mode {
+                    ReplayMode::Direct => (&mut direct, &mut rebuild_d, &mut total_d),
+                    ReplayMode::Compiled => (&mut compiled, &mut rebuild_c, &mut total_c),
                 };
                 times.push(ms);
                 rebuilds.push(rebuild);
+                totals.push(ms + rebuild);
             }
         }
         let (d, c) = (median(direct), median(compiled));
+        let (total_d, total_c) = (median(total_d), median(total_c));
         let rate = |ms: f64| records as f64 / (ms / 1e3).max(1e-9);
-        rates.insert(e.name.clone(), (rate(d), rate(c)));
+        rates.insert(e.name.clone(), [rate(d), rate(c), rate(total_d), rate(total_c)]);
         println!(
-            "| {} | {records} | {d:.1} | {c:.1} | {:.3e} | {:.3e} | {:.2} | {:.1} / {:.1} |",
+            "| {} | {records} | {d:.1} | {c:.1} | {:.3e} | {:.3e} | {:.2} | {:.1} / {:.1} | {:.2} |",
             e.name,
             rate(d),
             rate(c),
             d / c,
             median(rebuild_d),
-            median(rebuild_c)
+            median(rebuild_c),
+            total_d / total_c
         );
     }
     if let Ok(dir) = std::env::var("REPLAY_FIGURES") {
-        let command = format!("cargo bench --bench replay (median replay throughput, {note})");
+        let command = format!(
+            "cargo bench --bench replay (median throughput of replay, and of replay and index rebuild; {note})"
+        );
         write_figures(Path::new(&dir), &rates, &command);
     }
 }

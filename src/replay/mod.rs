@@ -82,7 +82,7 @@ pub mod direct;
 
 use crate::durability::codec::{ColumnPatch, DecodeError, Reader};
 use crate::proc::limits::PARAMS_MAX;
-use crate::storage::{Catalog, Key, Record, Row, SchemaError, Table, TableSchema};
+use crate::storage::{Catalog, EntryKeys, Key, Record, Row, SchemaError, Table, TableSchema};
 use crate::txn::{Tid, TxnError};
 use std::sync::Arc;
 
@@ -94,6 +94,19 @@ pub enum ReplayMode {
     Direct,
     /// Through cached, parameterized, compiled plans of the procedure language ([`compiled`]).
     Compiled,
+}
+
+impl ReplayMode {
+    /// How the index rebuild after this mode's replay makes secondary entries' keys: compiled
+    /// replay specializes them to the table as its plans specialize rows
+    /// ([`crate::storage::FixedEntryKey`]); direct replay, the baseline, encodes them the general
+    /// way.
+    pub fn entry_keys(self) -> EntryKeys {
+        match self {
+            ReplayMode::Direct => EntryKeys::Generic,
+            ReplayMode::Compiled => EntryKeys::Specialized,
+        }
+    }
 }
 
 impl std::str::FromStr for ReplayMode {

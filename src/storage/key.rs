@@ -486,9 +486,7 @@ pub fn encode_value_ref(value: ValueRef<'_>, out: &mut Vec<u8>) {
         }
         ValueRef::Float(f) => {
             out.push(TAG_FLOAT);
-            let bits = f.to_bits();
-            let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
-            out.extend_from_slice(&ordered.to_be_bytes());
+            out.extend_from_slice(&ordered_float_bits(f.to_bits()).to_be_bytes());
         }
         ValueRef::Text(s) => {
             out.push(TAG_TEXT);
@@ -499,6 +497,36 @@ pub fn encode_value_ref(value: ValueRef<'_>, out: &mut Vec<u8>) {
             encode_escaped(b, out);
         }
     }
+}
+
+/// The key of 8-byte values (`parts`: each value's raw bits and whether it is a float, as a row
+/// holds them) followed by `primary`, an encoded primary key: what [`encode_value_ref`] writes for
+/// those ints and floats, then `primary`'s bytes, built in place in the key with no scratch
+/// buffer. `None` if the key would not fit inline ([`KEY_INLINE_BYTES`]); the caller then encodes
+/// it the general way. A compiled secondary index's entry keys are made by it
+/// ([`crate::storage::row::FixedEntryKey`]).
+#[inline]
+pub(crate) fn fixed_parts_key(parts: impl ExactSizeIterator<Item = (u64, bool)>, primary: &[u8]) -> Option<Key> {
+    let head = 9 * parts.len();
+    let len = head + primary.len();
+    if len > KEY_INLINE_BYTES {
+        return None;
+    }
+    let mut bytes = [0u8; KEY_INLINE_BYTES];
+    for (j, (bits, float)) in parts.enumerate() {
+        let (tag, ordered) = if float { (TAG_FLOAT, ordered_float_bits(bits)) } else { (TAG_INT, bits ^ (1 << 63)) };
+        bytes[9 * j] = tag;
+        bytes[9 * j + 1..9 * j + 9].copy_from_slice(&ordered.to_be_bytes());
+    }
+    bytes[head..len].copy_from_slice(primary);
+    Some(Key(Repr::Inline { len: len as u8, bytes }))
+}
+
+/// A float's IEEE bits in a key: all flipped if negative, else only the sign bit, so that the
+/// bytes compare in IEEE total order.
+#[inline]
+fn ordered_float_bits(bits: u64) -> u64 {
+    if bits >> 63 == 1 { !bits } else { bits | (1 << 63) }
 }
 
 /// An integer's 8 bytes in a key: big-endian with the sign bit flipped, so that the bytes

@@ -34,6 +34,7 @@
 //! Readers take [`ValueRef`]s, borrowed from the bytes ([`Row::get`], [`Columns`]); owned values
 //! are made on demand ([`Row::value`]).
 
+use super::key::{KEY_INLINE_BYTES, Key};
 use super::value::{ColumnType, Columns, Value, ValueRef};
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -588,6 +589,60 @@ impl FixedShape {
     }
 }
 
+/// A secondary index's entry key (its columns' key encoding, then the primary key, as
+/// [`crate::storage::TableSchema::secondary_key_of`] makes it) over the rows of one
+/// [`FixedShape`], specialized once per index: each indexed value lies at a fixed offset in every
+/// row of the shape, so an entry is its 8-byte payloads read at those offsets and written into the
+/// key in place, with no value decoded, no dispatch on its kind and no scratch buffer. It is the
+/// index half of specializing to a table what [`FixedShape`] is the row half of; compiled replay's
+/// index rebuild takes it (`docs/replay.md`, "Indexes").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixedEntryKey {
+    /// Each indexed column's payload offset in a row's bytes and whether it is a float, in the
+    /// index's column order.
+    parts: Box<[(usize, bool)]>,
+    /// The length of every row of the shape.
+    row_bytes: usize,
+}
+
+impl FixedShape {
+    /// The entry key of a secondary index over `columns` (positions) of rows of this shape, or
+    /// `None` if a position is not a column or the index's values alone would not fit an inline
+    /// key (4 columns at most).
+    pub fn entry_key(&self, columns: &[usize]) -> Option<FixedEntryKey> {
+        let n = self.tags.len();
+        if columns.is_empty() || 9 * columns.len() >= KEY_INLINE_BYTES {
+            return None;
+        }
+        let head = self.head.len();
+        let parts = columns
+            .iter()
+            .map(|&c| (c < n).then(|| (head + 8 * c, self.tags[c] == TAG_FLOAT)))
+            .collect::<Option<Box<[(usize, bool)]>>>()?;
+        Some(FixedEntryKey { parts, row_bytes: head + 8 * n })
+    }
+}
+
+impl FixedEntryKey {
+    /// The entry of `row` under `primary` (its encoded primary key), or `None` if `row` is not of
+    /// the shape (only a row of another table can fail that: a table's rows are checked against
+    /// its schema) or the entry would not fit inline; the caller then encodes it the general way.
+    #[inline]
+    pub fn entry(&self, row: &Row, primary: &[u8]) -> Option<Key> {
+        let bytes = row.bytes();
+        if bytes.len() != self.row_bytes {
+            return None;
+        }
+        let payloads = self.parts.iter().map(|&(at, float)| {
+            let mut word = [0u8; 8];
+            // `at + 8 <= row_bytes == bytes.len()` by `FixedShape::entry_key`.
+            word.copy_from_slice(&bytes[at..at + 8]);
+            (u64::from_le_bytes(word), float)
+        });
+        super::key::fixed_parts_key(payloads, primary)
+    }
+}
+
 #[inline]
 fn tag_of(v: ValueRef<'_>) -> u8 {
     match v {
@@ -976,6 +1031,50 @@ mod tests {
         let built = shape.build(values.iter()).expect("built");
         assert_eq!(built, Row::from_slice(&values));
         assert_eq!(built.get(n - 1), Some(ValueRef::Int(n as i64 - 1)));
+        let entry = shape.entry_key(&[n - 1, 0]).expect("two columns").entry(&built, b"pk").expect("fits");
+        assert_eq!(entry, general_entry(&built, &[n - 1, 0], b"pk"));
+    }
+
+    /// The key `TableSchema::secondary_key_of` makes: the values' general encoding, then `primary`.
+    fn general_entry(row: &Row, columns: &[usize], primary: &[u8]) -> Key {
+        let mut bytes = Vec::new();
+        crate::storage::key::encode_into(row.columns_at(columns), &mut bytes).expect("encodable");
+        bytes.extend_from_slice(primary);
+        Key::from(bytes)
+    }
+
+    proptest::proptest! {
+        /// A specialized entry key is the general one, for any ints and floats (negative, zero,
+        /// NaN), any indexed columns and primary key, or declines: when the entry would not fit
+        /// inline, the index has more than 4 columns, or the row is not of the shape.
+        #[test]
+        fn a_fixed_entry_key_is_the_general_one_or_declines(
+            columns in proptest::collection::vec((proptest::bool::ANY, proptest::num::i64::ANY, proptest::num::f64::ANY), 1..8),
+            indexed in proptest::collection::vec(0usize..8, 1..6),
+            primary in proptest::collection::vec(proptest::num::u8::ANY, 0..30),
+        ) {
+            let shape = FixedShape::of(columns.iter().map(|&(float, _, _)| {
+                (if float { ColumnType::Float } else { ColumnType::Int }, false)
+            })).expect("ints and floats");
+            let values: Vec<Value> =
+                columns.iter().map(|&(float, i, f)| if float { Value::Float(f) } else { Value::Int(i) }).collect();
+            let row = shape.build(values.iter()).expect("of the shape");
+            let indexed: Vec<usize> = indexed.iter().map(|c| c % columns.len()).collect();
+            match shape.entry_key(&indexed) {
+                None => proptest::prop_assert!(indexed.len() > 4),
+                Some(key) => {
+                    let fits = 9 * indexed.len() + primary.len() <= KEY_INLINE_BYTES;
+                    let entry = key.entry(&row, &primary);
+                    proptest::prop_assert_eq!(entry.is_some(), fits);
+                    if let Some(entry) = entry {
+                        proptest::prop_assert_eq!(entry, general_entry(&row, &indexed, &primary));
+                    }
+                    // A row of another shape (one column more) is declined.
+                    let longer: Vec<Value> = values.iter().cloned().chain([Value::Int(0)]).collect();
+                    proptest::prop_assert!(key.entry(&Row::from_slice(&longer), &primary).is_none());
+                }
+            }
+        }
     }
 
     #[test]

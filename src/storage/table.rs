@@ -485,16 +485,17 @@ impl Table {
     /// Recovery: removes tombstones and builds every secondary index from the primary index, and
     /// first the ordered primary index itself if it was deferred ([`Table::defer_ordered_index`]).
     pub fn finish_recovery(&self) {
-        self.finish_recovery_on(1);
+        self.finish_recovery_on(1, EntryKeys::Generic);
     }
 
     /// [`Table::finish_recovery`] with up to `threads` threads for a deferred ordered index's
-    /// build (one otherwise; [`Table::finish_recovery_range`] splits that work).
-    pub fn finish_recovery_on(&self, threads: usize) {
+    /// build (one otherwise; [`Table::finish_recovery_range`] splits that work), its secondary
+    /// entries' keys made as `keys` says.
+    pub fn finish_recovery_on(&self, threads: usize, keys: EntryKeys) {
         if self.is_ordered_index_deferred() {
-            self.finish_deferred_recovery(threads);
+            self.finish_deferred_recovery(threads, keys);
         } else {
-            self.finish_recovery_range(&KeyRange::all());
+            self.finish_recovery_range(&KeyRange::all(), keys);
         }
     }
 
@@ -505,7 +506,7 @@ impl Table {
     /// over threads twice: each gathers the records of a range of the point index's shards into
     /// one bucket per key range (ranges from a sample of the keys), then each sorts one key range's
     /// buckets, and the tree builds each range's leaves on a thread of its own.
-    fn finish_deferred_recovery(&self, threads: usize) {
+    fn finish_deferred_recovery(&self, threads: usize, keys: EntryKeys) {
         let rows = self.point.len();
         let parts = if rows >= DEFERRED_SPLIT_MIN_ROWS { threads.clamp(1, super::point::SHARDS) } else { 1 };
         let bounds = self.split_keys(parts);
@@ -531,7 +532,7 @@ impl Table {
             }
         });
         // This task is the only one to touch the table's indexes: they may be loaded, not inserted.
-        self.build_secondary_indexes(runs.iter().flat_map(Run::iter_unordered).map(|(k, r)| (k, r)), true);
+        self.build_secondary_indexes(runs.iter().flat_map(Run::iter_unordered).map(|(k, r)| (k, r)), true, keys);
         self.primary.load_sorted(runs);
         self.ordered_deferred.store(false, Ordering::SeqCst);
     }
@@ -564,9 +565,9 @@ impl Table {
     /// [`Table::finish_recovery`] for the keys of `range` only; ranges that do not overlap can be
     /// finished by different threads at once. Not for a table whose ordered index is deferred
     /// (asserted): its ranges cannot be found before the index is built.
-    pub fn finish_recovery_range(&self, range: &KeyRange) {
+    pub fn finish_recovery_range(&self, range: &KeyRange, keys: EntryKeys) {
         let live = self.sweep_recovery_range(range);
-        self.build_secondary_indexes(live.iter().map(|(k, r)| (k, r)), false);
+        self.build_secondary_indexes(live.iter().map(|(k, r)| (k, r)), false, keys);
     }
 
     /// The first half of [`Table::finish_recovery_range`]: unlinks the tombstones of `range` and
@@ -598,7 +599,7 @@ impl Table {
     /// entries already, as after command replay re-executed procedures, gets the missing ones
     /// inserted). No other thread may use those indexes meanwhile; other indexes of the table
     /// may be loaded at once, by other threads.
-    pub fn load_secondary_indexes(&self, indexes: std::ops::Range<usize>, live: &[Vec<Entry>]) {
+    pub fn load_secondary_indexes(&self, indexes: std::ops::Range<usize>, live: &[Vec<Entry>], keys: EntryKeys) {
         assert!(
             indexes.end <= self.secondary.len(),
             "table {} has no secondary index #{}",
@@ -607,20 +608,25 @@ impl Table {
         );
         let live: Vec<(&Key, &Arc<Record>)> = live.iter().flatten().map(|(k, r)| (k, r)).collect();
         for i in indexes {
-            self.secondary[i].load_sorted(vec![self.secondary_entries(i, &live)]);
+            self.secondary[i].load_sorted(vec![self.secondary_entries(i, &live, keys)]);
         }
     }
 
     /// Inserts into every secondary index the entries of `live`, the table's present rows, or,
     /// if `alone` (no other thread uses the table's indexes meanwhile), loads them in one go
     /// ([`OrderedIndex::load_sorted`]).
-    fn build_secondary_indexes<'a>(&self, live: impl Iterator<Item = (&'a Key, &'a Arc<Record>)>, alone: bool) {
+    fn build_secondary_indexes<'a>(
+        &self,
+        live: impl Iterator<Item = (&'a Key, &'a Arc<Record>)>,
+        alone: bool,
+        keys: EntryKeys,
+    ) {
         if self.secondary.is_empty() {
             return;
         }
         let live: Vec<(&Key, &Arc<Record>)> = live.collect();
         for (i, index) in self.secondary.iter().enumerate() {
-            let entries = self.secondary_entries(i, &live);
+            let entries = self.secondary_entries(i, &live, keys);
             if alone {
                 index.load_sorted(vec![entries]);
             } else {
@@ -638,22 +644,26 @@ impl Table {
     /// the record was prefetched: taken after the sort, in secondary-key order, it was a miss per
     /// entry, 41–47 % of the samples of a 10-index rebuild (`docs/PERFORMANCE.md`, "Compiled
     /// replay", "Session 44").
-    fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)]) -> Run {
+    fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)], keys: EntryKeys) -> Run {
         let columns = &self.schema.indexes[index].columns;
-        let mut entries = Vec::with_capacity(live.len());
-        for (j, &(key, record)) in live.iter().enumerate() {
-            // Each entry reads its record and then its row, a miss each: both are prefetched
-            // some entries ahead, the record first, so that the misses overlap.
-            if let Some((_, ahead)) = live.get(j + 2 * SECONDARY_PREFETCH_AHEAD) {
-                super::prefetch::prefetch_line(Arc::as_ptr(ahead));
-            }
-            if let Some((_, ahead)) = live.get(j + SECONDARY_PREFETCH_AHEAD) {
-                ahead.prefetch_row_columns(columns.iter().copied());
-            }
-            if let Ok(entry) = self.schema.secondary_key_of(index, &record.row_unchecked(), key) {
-                entries.push((entry, Arc::clone(record)));
-            }
-        }
+        let fixed = match keys {
+            EntryKeys::Specialized => self.schema.fixed_shape().and_then(|shape| shape.entry_key(columns)),
+            EntryKeys::Generic => None,
+        };
+        let general = |row: &Row, primary: &Key| self.schema.secondary_key_of(index, row, primary).ok();
+        // One loop per way of making a key, each compiled for its own: the general encoder's
+        // loop is the one the rebuild had before entry keys were specialized.
+        let entries = match fixed {
+            Some(fixed) => gather_entries(live, columns, |row, primary| {
+                let specialized = fixed.entry(row, primary.as_bytes());
+                debug_assert!(
+                    specialized.is_none() || specialized == general(row, primary),
+                    "a specialized entry key differs"
+                );
+                specialized.or_else(|| general(row, primary))
+            }),
+            None => gather_entries(live, columns, general),
+        };
         match super::key::permuted_by_varying_bytes(vec![entries], |(entry, _)| entry.as_bytes()) {
             Ok(permuted) => Run::Permuted(permuted),
             Err(mut lists) => {
@@ -678,6 +688,46 @@ impl Table {
 /// How many entries ahead a secondary index's build prefetches a row (and twice that, its
 /// record): a handful of the core's line fill buffers, as the point index's rebuild does.
 const SECONDARY_PREFETCH_AHEAD: usize = 8;
+
+/// A secondary index's entries for the present rows `live`, in their order, each key made by
+/// `entry` from the row and its primary key (`None`: a row the index cannot hold, a key over the
+/// size limit, which recovery leaves out as inserting would have refused it). Each entry's count
+/// of its record is taken here, in `live`'s order, where the record was prefetched.
+#[inline(always)]
+fn gather_entries(
+    live: &[(&Key, &Arc<Record>)],
+    columns: &[usize],
+    entry: impl Fn(&Row, &Key) -> Option<Key>,
+) -> Vec<Entry> {
+    let mut entries = Vec::with_capacity(live.len());
+    for (j, &(key, record)) in live.iter().enumerate() {
+        // Each entry reads its record and then its row, a miss each: both are prefetched some
+        // entries ahead, the record first, so that the misses overlap.
+        if let Some((_, ahead)) = live.get(j + 2 * SECONDARY_PREFETCH_AHEAD) {
+            super::prefetch::prefetch_line(Arc::as_ptr(ahead));
+        }
+        if let Some((_, ahead)) = live.get(j + SECONDARY_PREFETCH_AHEAD) {
+            ahead.prefetch_row_columns(columns.iter().copied());
+        }
+        if let Some(entry) = entry(&record.row_unchecked(), key) {
+            entries.push((entry, Arc::clone(record)));
+        }
+    }
+    entries
+}
+
+/// How a secondary index's rebuild makes its entries' keys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EntryKeys {
+    /// The schema's general encoder ([`TableSchema::secondary_key_of`]): each indexed value read
+    /// from the row and encoded by its kind. Direct replay's, the thesis's baseline.
+    #[default]
+    Generic,
+    /// Specialized to the table where its rows have one shape ([`super::row::FixedEntryKey`]: the indexed
+    /// payloads read at fixed offsets and written into the key in place), the general encoder
+    /// elsewhere. Compiled replay's (`docs/replay.md`, "Indexes").
+    Specialized,
+}
 
 /// Tables with fewer rows than this build a deferred ordered index on one thread
 /// ([`Table::finish_recovery_on`]): below it, starting threads costs more than it saves.
@@ -892,7 +942,7 @@ mod tests {
                 assert_eq!(deferred.install_if_newer(&key, row.clone(), tid), linked.install_if_newer(&key, row, tid));
             }
             assert!(deferred.primary.is_empty(), "rows linked into the ordered index while it was deferred");
-            deferred.finish_recovery_on(threads);
+            deferred.finish_recovery_on(threads, EntryKeys::Specialized);
             linked.finish_recovery();
             assert!(!deferred.is_ordered_index_deferred());
             assert_eq!(deferred.len(), linked.len(), "{rows} rows: tombstones not swept alike");
@@ -933,10 +983,10 @@ mod tests {
             assert_eq!(live.iter().map(Vec::len).sum::<usize>(), loaded.len(), "tombstones swept, the rest gathered");
             for i in 0..loaded.secondary.len() {
                 assert!(loaded.secondary[i].is_empty(), "index {i} filled before its load");
-                loaded.load_secondary_indexes(i..i + 1, &live);
+                loaded.load_secondary_indexes(i..i + 1, &live, EntryKeys::Specialized);
             }
             for range in inserted.split_key_space(parts) {
-                inserted.finish_recovery_range(&range);
+                inserted.finish_recovery_range(&range, EntryKeys::Generic);
             }
             assert_eq!(loaded.len(), inserted.len());
             assert_eq!(scan_all(loaded.primary.as_ref()), scan_all(inserted.primary.as_ref()));

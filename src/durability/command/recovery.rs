@@ -21,6 +21,7 @@ use crate::durability::value::recovery::{
     self as value_recovery, LogFile, RecoveryReport, Window, begin, corrupt, plan, record_void_epochs, settle_directory,
 };
 use crate::durability::value::replay::EpochWindow;
+use crate::storage::EntryKeys;
 use crate::storage::key::decode_key;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -81,7 +82,7 @@ pub fn recover(
         parallel::install_shuffled(db, &window, threads)?;
     }
     if manifest.is_some() {
-        value_recovery::rebuild_indexes(db, threads);
+        value_recovery::rebuild_indexes(db, threads, EntryKeys::Generic);
         // The checkpoint and the window hold TIDs of logged epochs: replayed transactions run in
         // epochs above every one of them.
         db.epochs().advance_to(max_epoch.max(pepoch.epoch) + 1);

@@ -401,7 +401,11 @@ pub fn recover(
     // Data flavors sweep tombstones and build secondary indexes now, on every recovery thread;
     // command flavors did before their first re-execution, unless nothing ran.
     if !options.flavor.is_command() || !state_ready {
-        crate::durability::value::recovery::rebuild_indexes(db, options.recovery_threads);
+        crate::durability::value::recovery::rebuild_indexes(
+            db,
+            options.recovery_threads,
+            options.replay_mode.entry_keys(),
+        );
     }
     report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
     report.restart_after_epoch = report.restart_after_epoch.max(db.epochs().current());
@@ -924,7 +928,11 @@ fn replay_generation(
     if !*state_ready && replay.iter().any(|&r| r) {
         // The checkpoint and the window are the state as of the end of e_h: indexes are built
         // over it, and re-executed transactions run in epochs above everything installed.
-        crate::durability::value::recovery::rebuild_indexes(db, options.recovery_threads);
+        crate::durability::value::recovery::rebuild_indexes(
+            db,
+            options.recovery_threads,
+            options.replay_mode.entry_keys(),
+        );
         db.epochs().advance_to(over.restart_after_epoch + 1);
         *state_ready = true;
     }

@@ -30,7 +30,7 @@ use crate::durability::DurabilityError;
 use crate::durability::checkpoint::{format::Manifest, loader, writer};
 use crate::io::{FileSystem, OpenMode};
 use crate::storage::index::Entry;
-use crate::storage::{KeyRange, Table};
+use crate::storage::{EntryKeys, KeyRange, Table};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -133,7 +133,7 @@ pub fn recover(
     let max_epoch_seen = replay_files(options, db, &replay, &Window { pepoch: &pepoch, e_l }, &mut report)?;
     report.replay_ms = start.elapsed().as_secs_f64() * 1e3;
     let start = Instant::now();
-    rebuild_indexes(db, options.recovery_threads);
+    rebuild_indexes(db, options.recovery_threads, options.replay_mode.entry_keys());
     report.rebuild_ms = start.elapsed().as_secs_f64() * 1e3;
     record_void_epochs(&mut report, &pepoch, max_epoch_seen);
     settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
@@ -391,7 +391,7 @@ pub(crate) fn defer_ordered_indexes(db: &Database) {
 /// ranges' live records by a task of its own: an index is an empty tree that one thread builds
 /// bottom-up, where key ranges on several threads had to insert into it one entry at a time
 /// (`docs/PERFORMANCE.md`, "Compiled replay", "Session 44").
-pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
+pub(crate) fn rebuild_indexes(db: &Database, threads: usize, keys: EntryKeys) {
     let catalog = db.catalog();
     let mut sweeps: Vec<(&Arc<Table>, Sweep)> = catalog
         .tables()
@@ -414,11 +414,11 @@ pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
             // The task has the whole table: it loads the indexes itself, with no wait for the
             // other tables' sweeps.
             let live = [table.sweep_recovery_range(&KeyRange::all())];
-            table.load_secondary_indexes(0..table.secondary.len(), &live);
+            table.load_secondary_indexes(0..table.secondary.len(), &live, keys);
             None
         }
         Sweep::Deferred => {
-            table.finish_recovery_on(threads);
+            table.finish_recovery_on(threads, keys);
             None
         }
     });
@@ -436,7 +436,7 @@ pub(crate) fn rebuild_indexes(db: &Database, threads: usize) {
         .flat_map(|(table, ranges)| (0..table.secondary.len()).map(move |i| (*table, i, ranges.as_slice())))
         .collect();
     loads.sort_by_key(|(table, _, _)| std::cmp::Reverse(table.len()));
-    on_queue(threads, &loads, |&(table, i, ranges)| table.load_secondary_indexes(i..i + 1, ranges));
+    on_queue(threads, &loads, |&(table, i, ranges)| table.load_secondary_indexes(i..i + 1, ranges, keys));
 }
 
 /// How [`rebuild_indexes`] takes a table's tombstones and live records.
@@ -528,12 +528,13 @@ mod tests {
     use crate::storage::{Column, ColumnType, Direction, IndexSchema, Row, TableSchema, Value};
     use crate::txn::Tid;
 
-    /// A table `name` of `(k int, v int, w text)` with indexes on `v` and on `(w, v)`.
-    fn schema(name: &str) -> TableSchema {
+    /// A table `name` of `(k int, v int, w text)` (or `w float`: rows of one shape, whose entry
+    /// keys compiled replay's rebuild specializes) with indexes on `v` and on `(w, v)`.
+    fn schema(name: &str, w: ColumnType) -> TableSchema {
         let column = |name: &str, ty| Column { name: name.into(), ty, nullable: false };
         TableSchema {
             name: name.into(),
-            columns: vec![column("k", ColumnType::Int), column("v", ColumnType::Int), column("w", ColumnType::Text)],
+            columns: vec![column("k", ColumnType::Int), column("v", ColumnType::Int), column("w", w)],
             primary_key: vec![0],
             indexes: vec![
                 IndexSchema { name: "by_v".into(), columns: vec![1] },
@@ -545,13 +546,22 @@ mod tests {
     /// Every secondary index of every table holds exactly one entry per live row, the entry
     /// `secondary_key_of` gives, after the rebuild: for a small table (swept whole), a large one
     /// split into key ranges (each index loaded by a task of its own) and a deferred one, with
-    /// tombstones among the rows of each.
+    /// tombstones among the rows of each; with entry keys made the general way and specialized,
+    /// over rows of text and rows of one shape (negative and positive ints and floats).
     #[test]
     fn the_rebuild_gives_every_secondary_index_one_entry_per_live_row_however_a_table_is_swept() {
+        for keys in [EntryKeys::Generic, EntryKeys::Specialized] {
+            for w in [ColumnType::Text, ColumnType::Float] {
+                check_rebuild(keys, w);
+            }
+        }
+    }
+
+    fn check_rebuild(keys: EntryKeys, w: ColumnType) {
         let db = Database::open(crate::DatabaseConfig::default()).expect("open");
         let sizes = [("small", 3_000), ("large", RANGE_SPLIT_MIN_ROWS + 20_000), ("deferred", 5_000)];
         for (name, _) in sizes {
-            db.create_table(schema(name)).expect("create");
+            db.create_table(schema(name, w)).expect("create");
         }
         let catalog = db.catalog();
         for (t, (name, rows)) in sizes.into_iter().enumerate() {
@@ -564,13 +574,16 @@ mod tests {
                 let k = if n < rows as i64 { n } else { (n * 7919) % rows as i64 };
                 let key = table.schema.encode_primary_key(&[Value::Int(k)]).expect("key");
                 // The rewrites (a tenth of the rows) delete the odd keys they meet.
-                let row = (n < rows as i64 || k % 2 == 0).then(|| {
-                    Row::new(vec![Value::Int(k), Value::Int(k % 101), Value::text(if k % 3 == 0 { "a" } else { "b" })])
-                });
+                let w = match w {
+                    ColumnType::Text => Value::text(if k % 3 == 0 { "a" } else { "b" }),
+                    _ => Value::Float((k % 7 - 3) as f64 * 0.5),
+                };
+                let row =
+                    (n < rows as i64 || k % 2 == 0).then(|| Row::new(vec![Value::Int(k), Value::Int(k % 101 - 50), w]));
                 table.install_if_newer(&key, row, Tid::new(1, 1 + n as u64));
             }
         }
-        rebuild_indexes(&db, 2);
+        rebuild_indexes(&db, 2, keys);
         for table in catalog.tables() {
             let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 2];
             table.primary.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |key, record| {
@@ -589,7 +602,7 @@ mod tests {
                     found.push(key.as_bytes().to_vec());
                     true
                 });
-                assert_eq!(found, expected, "{}: index {i}", table.schema.name);
+                assert_eq!(found, expected, "{} ({keys:?}, w {w:?}): index {i}", table.schema.name);
             }
         }
     }
