@@ -89,12 +89,14 @@ where
 {
     let n = figure.groups.len();
     let labels: Vec<&str> = figure.groups.iter().map(|g| g.label.as_str()).collect();
+    // Room above the tallest bar for the legend, a line per series.
+    let headroom = 1.1 + 0.08 * figure.series.len() as f64;
     let mut chart = ChartBuilder::on(root)
         .caption(&figure.title, text(18.0))
         .margin(12)
         .x_label_area_size(46)
         .y_label_area_size(70)
-        .build_cartesian_2d(segments(n), 0.0..(figure.max_bar() * 1.2).max(1e-9))?;
+        .build_cartesian_2d(segments(n), 0.0..(figure.max_bar() * headroom).max(1e-9))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
