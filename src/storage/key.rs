@@ -598,6 +598,57 @@ pub fn encode_int_key_refs<'a>(values: impl Iterator<Item = ValueRef<'a>>, count
     Some(Key(Repr::Inline { len, bytes }))
 }
 
+/// The key of `values` followed by `suffix` (bytes already encoded, such as a primary key): a
+/// secondary index's entry. A key of ints, floats, bools and nulls that fits inline is written
+/// into the key where it lies; any other (text, bytes, too long) is encoded in the thread's
+/// scratch buffer, as [`encode_into`] does. The thread-local buffer's access and its `Vec`'s
+/// pushes were most of what made an entry's key (`docs/PERFORMANCE.md`, "Compiled replay",
+/// "Session 46").
+pub fn encode_with_suffix<'a>(
+    values: impl Iterator<Item = ValueRef<'a>> + Clone,
+    suffix: &[u8],
+) -> Result<Key, KeyError> {
+    if let Some(key) = inline_with_suffix(values.clone(), suffix) {
+        return Ok(key);
+    }
+    with_scratch(|buf| {
+        // The limit is the values' (`encode_into`'s), as when the two were encoded apart.
+        encode_into(values, buf)?;
+        buf.extend_from_slice(suffix);
+        Ok(Key::from(buf.as_slice()))
+    })
+}
+
+/// [`encode_with_suffix`]'s inline case, or `None`.
+#[inline]
+fn inline_with_suffix<'a>(values: impl Iterator<Item = ValueRef<'a>>, suffix: &[u8]) -> Option<Key> {
+    let mut bytes = [0u8; KEY_INLINE_BYTES];
+    let mut len = 0;
+    for v in values {
+        let (tag, body) = match v {
+            ValueRef::Int(i) => (TAG_INT, Some(ordered_int(i))),
+            ValueRef::Float(f) => (TAG_FLOAT, Some(ordered_float_bits(f.to_bits()).to_be_bytes())),
+            ValueRef::Null => (TAG_NULL, None),
+            ValueRef::Bool(b) => {
+                let part = bytes.get_mut(len..len + 2)?;
+                part.copy_from_slice(&[TAG_BOOL, u8::from(b)]);
+                len += 2;
+                continue;
+            }
+            ValueRef::Text(_) | ValueRef::Bytes(_) => return None,
+        };
+        *bytes.get_mut(len)? = tag;
+        len += 1;
+        if let Some(body) = body {
+            bytes.get_mut(len..len + 8)?.copy_from_slice(&body);
+            len += 8;
+        }
+    }
+    bytes.get_mut(len..len + suffix.len())?.copy_from_slice(suffix);
+    len += suffix.len();
+    Some(Key(Repr::Inline { len: len as u8, bytes }))
+}
+
 /// Encodes values into `out` (which is cleared first), enforcing the size limit.
 pub fn encode_into<'a>(values: impl Iterator<Item = ValueRef<'a>>, out: &mut Vec<u8>) -> Result<(), KeyError> {
     out.clear();
@@ -874,6 +925,26 @@ mod tests {
             let ka = encode_key(a).unwrap();
             let kb = encode_key(b).unwrap();
             prop_assert_eq!(ka.as_ref().cmp(kb.as_ref()), expected);
+        }
+
+        /// An entry key (values, then an encoded suffix) is the values' general encoding and then
+        /// the suffix, whether it is built inline or in the scratch buffer: any values (bools and
+        /// NaN too), any suffix, short and long.
+        #[test]
+        fn an_entry_key_is_the_values_encoding_then_the_suffix(
+            values in proptest::collection::vec(prop_oneof![
+                arb_value(),
+                any::<bool>().prop_map(Value::Bool),
+                Just(Value::Float(f64::NAN)),
+            ], 0..6),
+            suffix in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let mut expected = Vec::new();
+            encode_into(values.iter().map(Value::view), &mut expected).unwrap();
+            expected.extend_from_slice(&suffix);
+            let key = encode_with_suffix(values.iter().map(Value::view), &suffix).unwrap();
+            prop_assert_eq!(key.as_bytes(), &expected[..]);
+            prop_assert_eq!(key, Key::from(expected));
         }
 
         /// A key of integers encodes on the stack ([`encode_int_key`]) to the very bytes the

@@ -275,11 +275,8 @@ impl TableSchema {
         row: &C,
         primary: &[u8],
     ) -> Result<Key, SchemaError> {
-        key::with_scratch(|buf| {
-            self.encode_columns(row, &self.indexes[index].columns, buf)?;
-            buf.extend_from_slice(primary);
-            Ok(Key::from(buf.as_slice()))
-        })
+        key::encode_with_suffix(row.columns_at(&self.indexes[index].columns), primary)
+            .map_err(|source| SchemaError::Key { table: self.name.clone(), source })
     }
 
     fn encode_columns<C: Columns + ?Sized>(
