@@ -640,10 +640,10 @@ impl Table {
     /// Secondary index `index`'s entries for the present rows `live`, in order. Entries go into an
     /// index in key order: every insert then lands next to the previous one, in cache, instead
     /// of at a random leaf (the rows arrive in primary-key order, which is a random order for a
-    /// secondary key). Each entry's count of its record is taken here, in `live`'s order, where
-    /// the record was prefetched: taken after the sort, in secondary-key order, it was a miss per
-    /// entry, 41–47 % of the samples of a 10-index rebuild (`docs/PERFORMANCE.md`, "Compiled
-    /// replay", "Session 44").
+    /// secondary key). Each entry's count of its record is taken as the entries are made, in
+    /// `live`'s order ([`gather_entries`]): taken after the sort, in secondary-key order, it was a
+    /// miss per entry, 41–47 % of the samples of a 10-index rebuild (`docs/PERFORMANCE.md`,
+    /// "Compiled replay", "Session 44"). Keys are made as `keys` says.
     fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)], keys: EntryKeys) -> Run {
         let columns = &self.schema.indexes[index].columns;
         let fixed = match keys {
