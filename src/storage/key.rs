@@ -507,19 +507,80 @@ pub fn encode_value_ref(value: ValueRef<'_>, out: &mut Vec<u8>) {
 /// ([`crate::storage::row::FixedEntryKey`]).
 #[inline]
 pub(crate) fn fixed_parts_key(parts: impl ExactSizeIterator<Item = (u64, bool)>, primary: &[u8]) -> Option<Key> {
-    let head = 9 * parts.len();
+    let head = INT_PART_BYTES * parts.len();
     let len = head + primary.len();
     if len > KEY_INLINE_BYTES {
         return None;
     }
+    // In a plain array, the room checked once above: through an [`InlineKey`]'s appends the
+    // index rebuild read 1–3 % slower in one A/B (`docs/PERFORMANCE.md`, "Compiled replay",
+    // "Session 47").
     let mut bytes = [0u8; KEY_INLINE_BYTES];
-    for (j, (bits, float)) in parts.enumerate() {
-        let (tag, ordered) = if float { (TAG_FLOAT, ordered_float_bits(bits)) } else { (TAG_INT, bits ^ (1 << 63)) };
-        bytes[9 * j] = tag;
-        bytes[9 * j + 1..9 * j + 9].copy_from_slice(&ordered.to_be_bytes());
+    for (part, (bits, float)) in bytes.chunks_exact_mut(INT_PART_BYTES).zip(parts) {
+        match float {
+            true => write_part(part, TAG_FLOAT, ordered_float_bits(bits).to_be_bytes()),
+            false => write_part(part, TAG_INT, ordered_int(bits as i64)),
+        }
     }
     bytes[head..len].copy_from_slice(primary);
     Some(Key(Repr::Inline { len: len as u8, bytes }))
+}
+
+/// Lays an encoded part of `tag` and an 8-byte `body` already in key order out in `part` (its
+/// [`INT_PART_BYTES`] bytes): [`encode_value_ref`]'s bytes for an int or a float, written by
+/// every builder of an inline key that skips the general encoder.
+#[inline]
+fn write_part(part: &mut [u8], tag: u8, body: [u8; 8]) {
+    part[0] = tag;
+    part[1..].copy_from_slice(&body);
+}
+
+/// A key written into its inline bytes one encoded part after another, with no scratch buffer:
+/// the one layout of a part there ([`encode_value_ref`]'s bytes) for every builder that skips
+/// the general encoder. Each append is `None` when it would not fit.
+struct InlineKey {
+    bytes: [u8; KEY_INLINE_BYTES],
+    len: usize,
+}
+
+impl InlineKey {
+    #[inline]
+    fn new() -> InlineKey {
+        InlineKey { bytes: [0; KEY_INLINE_BYTES], len: 0 }
+    }
+
+    /// Appends a part of `tag` and an 8-byte body already in key order.
+    #[inline]
+    fn part(&mut self, tag: u8, body: [u8; 8]) -> Option<()> {
+        write_part(self.bytes.get_mut(self.len..self.len + INT_PART_BYTES)?, tag, body);
+        self.len += INT_PART_BYTES;
+        Some(())
+    }
+
+    /// Appends bytes already encoded.
+    #[inline]
+    fn raw(&mut self, raw: &[u8]) -> Option<()> {
+        self.bytes.get_mut(self.len..self.len + raw.len())?.copy_from_slice(raw);
+        self.len += raw.len();
+        Some(())
+    }
+
+    /// Appends `value`'s part; `None` for a text or bytes (escaped: the general encoder's).
+    #[inline]
+    fn value(&mut self, value: ValueRef<'_>) -> Option<()> {
+        match value {
+            ValueRef::Int(i) => self.part(TAG_INT, ordered_int(i)),
+            ValueRef::Float(f) => self.part(TAG_FLOAT, ordered_float_bits(f.to_bits()).to_be_bytes()),
+            ValueRef::Null => self.raw(&[TAG_NULL]),
+            ValueRef::Bool(b) => self.raw(&[TAG_BOOL, u8::from(b)]),
+            ValueRef::Text(_) | ValueRef::Bytes(_) => None,
+        }
+    }
+
+    #[inline]
+    fn finish(self) -> Key {
+        Key(Repr::Inline { len: self.len as u8, bytes: self.bytes })
+    }
 }
 
 /// A float's IEEE bits in a key: all flipped if negative, else only the sign bit, so that the
@@ -569,17 +630,7 @@ const INT_KEY_PARTS_INLINE: usize = KEY_INLINE_BYTES / INT_PART_BYTES;
 /// prefetch pays). `None` for any other key. The bytes are [`encode_value`]'s (checked by a test).
 #[inline]
 fn encode_int_key(values: &[Value]) -> Option<Key> {
-    if values.is_empty() || values.len() > INT_KEY_PARTS_INLINE {
-        return None;
-    }
-    let mut bytes = [0u8; KEY_INLINE_BYTES];
-    for (part, value) in bytes.chunks_exact_mut(INT_PART_BYTES).zip(values) {
-        let Value::Int(i) = value else { return None };
-        part[0] = TAG_INT;
-        part[1..].copy_from_slice(&ordered_int(*i));
-    }
-    let len = (values.len() * INT_PART_BYTES) as u8;
-    Some(Key(Repr::Inline { len, bytes }))
+    encode_int_key_refs(values.iter().map(Value::view), values.len())
 }
 
 /// [`encode_int_key`] of borrowed values (a row's key columns), `count` of them.
@@ -588,14 +639,15 @@ pub fn encode_int_key_refs<'a>(values: impl Iterator<Item = ValueRef<'a>>, count
     if count == 0 || count > INT_KEY_PARTS_INLINE {
         return None;
     }
-    let mut bytes = [0u8; KEY_INLINE_BYTES];
-    for (part, value) in bytes.chunks_exact_mut(INT_PART_BYTES).zip(values) {
+    let mut key = InlineKey::new();
+    // By whole parts, which need no check of room each: `count` fits.
+    for (part, value) in key.bytes.chunks_exact_mut(INT_PART_BYTES).take(count).zip(values) {
         let ValueRef::Int(i) = value else { return None };
-        part[0] = TAG_INT;
-        part[1..].copy_from_slice(&ordered_int(i));
+        write_part(part, TAG_INT, ordered_int(i));
+        key.len += INT_PART_BYTES;
     }
-    let len = (count * INT_PART_BYTES) as u8;
-    Some(Key(Repr::Inline { len, bytes }))
+    // Fewer values than `count` is a row too narrow for its key: the general encoder says so.
+    (key.len == count * INT_PART_BYTES).then(|| key.finish())
 }
 
 /// The key of `values` followed by `suffix` (bytes already encoded, such as a primary key): a
@@ -622,31 +674,12 @@ pub fn encode_with_suffix<'a>(
 /// [`encode_with_suffix`]'s inline case, or `None`.
 #[inline]
 fn inline_with_suffix<'a>(values: impl Iterator<Item = ValueRef<'a>>, suffix: &[u8]) -> Option<Key> {
-    let mut bytes = [0u8; KEY_INLINE_BYTES];
-    let mut len = 0;
-    for v in values {
-        let (tag, body) = match v {
-            ValueRef::Int(i) => (TAG_INT, Some(ordered_int(i))),
-            ValueRef::Float(f) => (TAG_FLOAT, Some(ordered_float_bits(f.to_bits()).to_be_bytes())),
-            ValueRef::Null => (TAG_NULL, None),
-            ValueRef::Bool(b) => {
-                let part = bytes.get_mut(len..len + 2)?;
-                part.copy_from_slice(&[TAG_BOOL, u8::from(b)]);
-                len += 2;
-                continue;
-            }
-            ValueRef::Text(_) | ValueRef::Bytes(_) => return None,
-        };
-        *bytes.get_mut(len)? = tag;
-        len += 1;
-        if let Some(body) = body {
-            bytes.get_mut(len..len + 8)?.copy_from_slice(&body);
-            len += 8;
-        }
+    let mut key = InlineKey::new();
+    for value in values {
+        key.value(value)?;
     }
-    bytes.get_mut(len..len + suffix.len())?.copy_from_slice(suffix);
-    len += suffix.len();
-    Some(Key(Repr::Inline { len: len as u8, bytes }))
+    key.raw(suffix)?;
+    Some(key.finish())
 }
 
 /// Encodes values into `out` (which is cleared first), enforcing the size limit.
@@ -814,6 +847,16 @@ mod tests {
                 assert!(bytes[n..].iter().all(|&x| x == 0), "length {n}: padded with zeros");
             }
         }
+    }
+
+    /// A row's key columns are all written or the key is left to the general encoder (which
+    /// names what is missing): a key of fewer integers than its parts is not padded out.
+    #[test]
+    fn an_int_key_short_of_its_parts_is_left_to_the_general_encoder() {
+        let values = [Value::Int(7), Value::Int(-3)];
+        assert!(encode_int_key_refs(values.iter().map(Value::view), 3).is_none());
+        let whole = encode_int_key_refs(values.iter().map(Value::view), 2).expect("two ints fit inline");
+        assert_eq!(whole, encode_key(&values).expect("ints encode"));
     }
 
     proptest::proptest! {
