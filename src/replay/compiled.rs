@@ -28,8 +28,6 @@ pub struct Plan {
     table: TableId,
     text: String,
     procedure: CompiledProcedure,
-    /// One per parameter, in parameter order.
-    sources: Vec<Source>,
     /// Per column of the table, the parameter (frame slot) its value binds to, if any.
     slot_of_column: Vec<Option<usize>>,
     /// Per part of the primary key, the parameter its value binds to, if any.
@@ -69,10 +67,13 @@ impl Plan {
         let mut slot_of_column = vec![None; schema.columns.len()];
         let mut slot_of_key_part = vec![None; schema.primary_key.len()];
         for (slot, source) in sources.iter().enumerate() {
-            match *source {
-                Source::Column(p) => slot_of_column[p] = Some(slot),
-                Source::KeyPart(i) => slot_of_key_part[i] = Some(slot),
-            }
+            // A value binds one parameter at most (`plan_text` names each column and key part
+            // once), so a slot per column and per part says where every value goes.
+            let previous = match *source {
+                Source::Column(p) => slot_of_column[p].replace(slot),
+                Source::KeyPart(i) => slot_of_key_part[i].replace(slot),
+            };
+            assert!(previous.is_none(), "a value bound to two parameters of {text}");
         }
         let columns_are_params = slot_of_column.iter().enumerate().all(|(p, slot)| *slot == Some(p));
         let admitted = schema.columns.iter().map(|c| AdmittedTags::of(c.ty, c.nullable)).collect();
@@ -81,7 +82,6 @@ impl Plan {
             table: table.id,
             text,
             procedure,
-            sources,
             slot_of_column,
             slot_of_key_part,
             columns_are_params,
@@ -105,14 +105,21 @@ impl Plan {
         self.procedure.new_frame()
     }
 
-    /// Binds the parameters, moving values out of `row` or `key_parts`.
-    fn bind(&self, frame: &mut Frame, row: &mut [Value], key_parts: &mut [Value]) {
-        for (slot, source) in frame.vals.iter_mut().zip(&self.sources) {
-            let value = match *source {
-                Source::Column(p) => std::mem::take(&mut row[p]),
-                Source::KeyPart(i) => std::mem::take(&mut key_parts[i]),
-            };
-            set_slot(slot, value);
+    /// Binds the parameters from `row`'s values (a delete has none), each decoded from the row's
+    /// bytes straight into the slot that binds it in one pass over the row, and from `key_parts`
+    /// (moved). Decoding the row into a vector first and moving from it was a fifth of compiled
+    /// replay's samples on a Taurus TPC-C log (`docs/PERFORMANCE.md`, "Compiled replay",
+    /// "Session 47").
+    fn bind(&self, frame: &mut Frame, row: Option<&Row>, key_parts: &mut [Value]) {
+        for (value, slot) in row.into_iter().flat_map(Row::iter).zip(&self.slot_of_column) {
+            if let Some(slot) = slot.and_then(|slot| frame.vals.get_mut(slot)) {
+                set_slot(slot, value.to_value());
+            }
+        }
+        for (part, slot) in key_parts.iter_mut().zip(&self.slot_of_key_part) {
+            if let Some(slot) = slot.and_then(|slot| frame.vals.get_mut(slot)) {
+                set_slot(slot, std::mem::take(part));
+            }
         }
     }
 }
@@ -222,8 +229,8 @@ pub fn apply(
 
 /// [`apply`]; with `found` (`Some(record or None)`), the key's record as the caller's lookup found
 /// it, which the install reuses instead of looking the key up again. The after-image's values are
-/// moved into the plan's frame when the record holds the only reference of its row (a decoded
-/// stream record handed over by replay), else cloned.
+/// decoded from the row's bytes into the plan's frame (a row holds its values as bytes, so
+/// there is nothing to move).
 pub fn apply_found(
     cache: &mut PlanCache,
     catalog: &Catalog,
@@ -246,10 +253,7 @@ pub fn apply_found(
         return Err(SchemaError::Arity { table: schema.name.clone(), expected: schema.columns.len(), got }.into());
     }
     let cached = cache.whole_row_plan(catalog, table, op, || choose(schema, put, key_seen).1)?;
-    match record.row {
-        Some(row) => cached.plan.bind(&mut cached.frame, &mut row.to_vec(), &mut key_parts),
-        None => cached.plan.bind(&mut cached.frame, &mut [], &mut key_parts),
-    }
+    cached.plan.bind(&mut cached.frame, record.row.as_ref(), &mut key_parts);
     let storage = ReplayStorage::new(catalog, table, record.key, record.tid);
     run(
         table,
