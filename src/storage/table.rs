@@ -238,24 +238,24 @@ impl Table {
     /// row (and its own entries) before the restore inserted the entries of the image's values,
     /// leaving an entry under a value the row no longer has. Locked, such a write waits.
     pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        self.restore_rows(std::iter::once((key.clone(), row, tid))) == 1
+        self.restore_records(std::iter::once(Arc::new(Record::present_locked(key.clone(), row, tid)))) == 1
     }
 
-    /// [`Table::restore_row`] for rows in strictly increasing key order (the restore walk's
-    /// batches); returns how many it linked. Each record is linked locked in the point index,
-    /// then the linked ones go into the ordered index as one run (one descent per leaf,
-    /// [`OrderedIndex::insert_run_if_absent`]), then into the secondary indexes, and only then
-    /// are they unlocked: until then a write of one of these keys waits, as in
-    /// [`Table::restore_row`].
-    pub fn restore_rows(&self, rows: impl Iterator<Item = (Key, Row, Tid)>) -> usize {
-        // A run of unknown length is a walk's batch, a few dozen rows.
-        let (lower, upper) = rows.size_hint();
+    /// [`Table::restore_row`] for records in strictly increasing key order (the restore walk's
+    /// batches), each made by [`Record::present_locked`]; returns how many it linked. Each record
+    /// is linked locked in the point index, then the linked ones go into the ordered index as one
+    /// run (one descent per leaf, [`OrderedIndex::insert_run_if_absent`]), then into the
+    /// secondary indexes, and only then are they unlocked: until then a write of one of these
+    /// keys waits, as in [`Table::restore_row`]. A record not linked (its key has one) is dropped.
+    pub fn restore_records(&self, records: impl Iterator<Item = Arc<Record>>) -> usize {
+        // A run of unknown length is a walk's batch, a few dozen records.
+        let (lower, upper) = records.size_hint();
         let mut linked: Vec<Entry> = Vec::with_capacity(upper.unwrap_or(lower.max(32)));
         let guard = crossbeam_epoch::pin();
-        for (key, row, tid) in rows {
-            let record = Arc::new(Record::present_locked(key.clone(), row, tid));
+        for record in records {
+            assert!(record.word().is_locked(), "a restored record is linked locked");
             if self.point.insert_if_absent_pinned(Arc::clone(&record), &guard).is_ok() {
-                linked.push((key, record));
+                linked.push((record.key().clone(), record));
             }
         }
         if !self.ordered_deferred.load(Ordering::Relaxed) {

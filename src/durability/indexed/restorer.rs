@@ -61,10 +61,10 @@
 //! the sequential log and the checkpoint.
 
 use super::governor::{Governor, ShareSchedule, ThreadClock, process_cpu_ns};
-use super::store::{self, ImageBatch, ImageReader, IndexStore};
+use super::store::{self, ImageReader, IndexStore};
 use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
-use crate::storage::{Catalog, Key, Row, TableId};
+use crate::storage::{Catalog, Key, Record, Row, TableId};
 use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -530,13 +530,12 @@ impl Restorer {
     /// One walker: takes shards in key order until none is left (or the walk is stopped).
     fn walk(&self, catalog: &ArcSwap<Catalog>) {
         let mut reader = None;
-        let mut batch = ImageBatch::default();
         let mut clock = ThreadClock::start();
         let mut spent = ThreadClock::start();
         loop {
             let i = self.next_shard.fetch_add(1, Ordering::Relaxed);
             let Some(shard) = self.shards.get(i) else { break };
-            if !self.walk_shard(shard, catalog, &mut reader, &mut batch, &mut clock) {
+            if !self.walk_shard(shard, catalog, &mut reader, &mut clock) {
                 break;
             }
             self.walked.notify_all();
@@ -544,24 +543,19 @@ impl Restorer {
         self.walk_cpu_ns.fetch_add(spent.lap(), Ordering::Relaxed);
     }
 
-    /// Walks one shard to its end; false if the walk was stopped.
-    #[allow(clippy::type_complexity)]
+    /// Walks one shard to its end; false if the walk was stopped. One cursor walks on from batch
+    /// to batch; it is opened again where requests restored the keys ahead of it (skipped), and
+    /// when the kept reader is renewed.
     fn walk_shard(
         &self,
         shard: &Shard,
         catalog: &ArcSwap<Catalog>,
         reader: &mut Option<(ImageReader, Instant)>,
-        batch: &mut ImageBatch,
         clock: &mut ThreadClock,
     ) -> bool {
         let mut position = shard.lo.clone();
-        loop {
-            if !self.wait_unpaused() {
-                return false;
-            }
-            if let Some(governor) = &self.governor {
-                governor.charge(clock.lap(), self.restored_fraction());
-            }
+        let mut last_key = Vec::new();
+        'seek: loop {
             // Skip what requests restored ahead of the walk.
             if let Some(end) = shard.restored.lock().end_of(&position) {
                 match end {
@@ -572,45 +566,59 @@ impl Restorer {
             if !shard.hi.above(&position) {
                 break;
             }
-            let read = self.kept_reader(reader).range(&position, shard.hi.as_key(), WALK_BATCH_KEYS, batch);
-            if let Err(e) = read {
-                fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}"));
-            }
-            let end = match batch.last_key() {
-                Some(last) if batch.len() == WALK_BATCH_KEYS => Upper::Key(successor(last)),
-                _ => shard.hi.clone(),
+            let (mut cursor, born) = {
+                let (kept, born) = self.kept_reader(reader);
+                let cursor = kept.cursor(&position, shard.hi.as_key());
+                (cursor.unwrap_or_else(|e| self.fatal_read(&e)), *born)
             };
-            // Decoded outside the lock, which is then held only for the links: a request that
-            // needs this shard waits for as little as possible (and a walker preempted while
-            // holding it, on a machine full of connection threads, holds it for less).
-            let catalog = catalog.load();
-            // One pin for the batch: the indexes' own pins (the decode's prefetches, the links)
-            // then nest, without the fence (and the attempt to advance the epoch) an outermost
-            // pin pays, three times a key.
-            let pinned = crossbeam_epoch::pin();
-            let decoded: Vec<Option<Decoded>> = batch
-                .iter()
-                .map(|(full, image)| {
-                    decode(&catalog, full, image, &pinned).unwrap_or_else(|m| fatal_with(&self.store, &m))
-                })
-                .collect();
-            let mut restored = shard.restored.lock();
-            // Keys of the batch that requests restored while it was read are left alone; most
-            // batches have none, and then no key is looked up.
-            let fetched_inside = restored.overlaps(&position, &end);
-            let unrestored = batch
-                .iter()
-                .zip(decoded)
-                .filter_map(|((full, _), d)| d.filter(|_| !fetched_inside || !restored.contains(full)));
-            let mut linked = 0u64;
-            link_runs(unrestored.inspect(|_| linked += 1));
-            restored.add(std::mem::take(&mut position), end.clone());
-            drop(restored);
-            self.walked_keys.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            self.images_restored.fetch_add(linked, Ordering::Relaxed);
-            match end {
-                Upper::Key(next) => position = next,
-                Upper::End => break,
+            loop {
+                if !self.wait_unpaused() {
+                    return false;
+                }
+                if let Some(governor) = &self.governor {
+                    governor.charge(clock.lap(), self.restored_fraction());
+                }
+                let catalog = catalog.load();
+                // One pin for the batch: the indexes' own pins (the decode's prefetches, the
+                // links) then nest, without the fence (and the attempt to advance the epoch) an
+                // outermost pin pays, three times a key.
+                let pinned = crossbeam_epoch::pin();
+                // Decoded outside the lock, which is then held only for the links: a request that
+                // needs this shard waits for as little as possible (and a walker preempted while
+                // holding it, on a machine full of connection threads, holds it for less).
+                let mut decoded = Vec::with_capacity(WALK_BATCH_KEYS);
+                let read = cursor.next_images(WALK_BATCH_KEYS, |full, image| {
+                    last_key.clear();
+                    last_key.extend_from_slice(full);
+                    decoded.extend(decode(&catalog, full, image, &pinned)?);
+                    Ok::<(), WalkError>(())
+                });
+                let read = read.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
+                let ended = read < WALK_BATCH_KEYS;
+                let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&last_key)) };
+                let mut restored = shard.restored.lock();
+                // Keys of the batch that requests restored while it was read are left alone; most
+                // batches have none, and then no key is looked up.
+                if restored.overlaps(&position, &end) {
+                    decoded.retain(|d| !restored.contains(&store::full_key(d.table.id, d.record.key().as_bytes())));
+                }
+                let linked = decoded.len() as u64;
+                link_runs(decoded);
+                restored.add(std::mem::take(&mut position), end.clone());
+                // Requests may have restored the keys right after the batch: the next start.
+                let next = match &end {
+                    Upper::Key(key) if !ended => restored.end_of(key).cloned().unwrap_or_else(|| end.clone()),
+                    _ => Upper::End,
+                };
+                drop(restored);
+                self.walked_keys.fetch_add(read as u64, Ordering::Relaxed);
+                self.images_restored.fetch_add(linked, Ordering::Relaxed);
+                let skipped = next != end;
+                let Upper::Key(next) = next else { break 'seek };
+                position = next;
+                if skipped || born.elapsed() > Duration::from_millis(READER_RENEW_MS) {
+                    continue 'seek;
+                }
             }
         }
         let mut restored = shard.restored.lock();
@@ -618,6 +626,10 @@ impl Restorer {
         restored.intervals = BTreeMap::new();
         shard.done.store(true, Ordering::SeqCst);
         true
+    }
+
+    fn fatal_read(&self, e: &crate::durability::DurabilityError) -> ! {
+        fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}"))
     }
 
     /// Waits while the walk is paused; false once it is stopped.
@@ -646,12 +658,13 @@ impl Restorer {
         self.paused_now.store(holds.any(), Ordering::SeqCst);
     }
 
-    /// The reader in `slot`, renewed if it is missing or older than [`READER_RENEW_MS`].
-    fn kept_reader<'a>(&self, slot: &'a mut Option<(ImageReader, Instant)>) -> &'a ImageReader {
+    /// The reader in `slot` and when it was opened, renewed if it is missing or older than
+    /// [`READER_RENEW_MS`].
+    fn kept_reader<'a>(&self, slot: &'a mut Option<(ImageReader, Instant)>) -> &'a (ImageReader, Instant) {
         if slot.as_ref().is_some_and(|(_, born)| born.elapsed() > Duration::from_millis(READER_RENEW_MS)) {
             *slot = None;
         }
-        &slot.get_or_insert_with(|| (self.open_reader(), Instant::now())).0
+        slot.get_or_insert_with(|| (self.open_reader(), Instant::now()))
     }
 
     fn open_reader(&self) -> ImageReader {
@@ -667,7 +680,7 @@ impl Restorer {
         thread_local!(static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed));
         let slot = SLOT.with(|s| *s) % READER_SLOTS;
         if let Some(mut kept) = self.readers[slot].try_lock() {
-            let out = read(self.kept_reader(&mut kept));
+            let out = read(&self.kept_reader(&mut kept).0);
             if self.done.load(Ordering::SeqCst) {
                 *kept = None;
             }
@@ -752,12 +765,20 @@ fn interpolate(first: &[u8], last: &[u8], parts: usize) -> Vec<Vec<u8>> {
 }
 
 /// An image ready to be linked into its table (borrowed from the catalog the batch loaded: a
-/// clone of the table's `Arc` per image made every walker write the same count).
+/// clone of the table's `Arc` per image made every walker write the same count), as the locked
+/// record the link takes: made outside the shard's lock, and moved as one pointer.
 struct Decoded<'c> {
     table: &'c Table,
-    key: Key,
-    tid: Tid,
-    row: Row,
+    record: Arc<Record>,
+}
+
+/// Why the walk cannot go on (either way the process stops: [`fatal_with`]).
+#[derive(Debug, thiserror::Error)]
+enum WalkError {
+    #[error("the restore walk cannot read the indexed log: {0}")]
+    Read(#[from] crate::durability::DurabilityError),
+    #[error("{0}")]
+    Image(String),
 }
 
 /// Decodes one image (B-tree key and value) of the walk; `None` if its table was created after
@@ -767,29 +788,34 @@ fn decode<'c>(
     full: &[u8],
     image: &[u8],
     guard: &crossbeam_epoch::Guard,
-) -> Result<Option<Decoded<'c>>, String> {
+) -> Result<Option<Decoded<'c>>, WalkError> {
     let Some((table_id, key)) = store::split_key(full) else {
-        return Err(format!("the indexed log holds a key of {} bytes, shorter than a table id", full.len()));
+        return Err(WalkError::Image(format!(
+            "the indexed log holds a key of {} bytes, shorter than a table id",
+            full.len()
+        )));
     };
     let Some(table) = catalog.table(table_id) else {
-        return Err(format!("the indexed log holds a key of table {table_id}, which the catalog lacks"));
+        return Err(WalkError::Image(format!(
+            "the indexed log holds a key of table {table_id}, which the catalog lacks"
+        )));
     };
     if !table.is_restoring() {
         return Ok(None);
     }
-    let (tid, row) = decode_image(image)?;
+    let (tid, row) = decode_image(image).map_err(WalkError::Image)?;
     prefetch_link(table, key, guard);
-    Ok(Some(Decoded { table, key: Key::from(key), tid, row }))
+    Ok(Some(Decoded { table, record: Arc::new(Record::present_locked(Key::from(key), row, tid)) }))
 }
 
-/// Links decoded images, in key order, as runs of one table each ([`Table::restore_rows`]: one
-/// descent of the ordered index per leaf, not per key).
-fn link_runs<'c>(images: impl Iterator<Item = Decoded<'c>>) {
-    let mut images = images.peekable();
-    while let Some(first) = images.peek() {
+/// Links decoded images, in key order, as runs of one table each ([`Table::restore_records`]:
+/// one descent of the ordered index per leaf, not per key).
+fn link_runs(decoded: Vec<Decoded<'_>>) {
+    let mut decoded = decoded.into_iter().peekable();
+    while let Some(first) = decoded.peek() {
         let table = first.table;
-        let run = std::iter::from_fn(|| images.next_if(|d| std::ptr::eq(d.table, table)));
-        table.restore_rows(run.map(|d| (d.key, d.row, d.tid)));
+        let run = std::iter::from_fn(|| decoded.next_if(|d| std::ptr::eq(d.table, table)));
+        table.restore_records(run.map(|d| d.record));
     }
 }
 

@@ -419,63 +419,31 @@ impl IndexStore {
     }
 }
 
-/// Images read from the B-tree in one go, keys and images back to back in one buffer: a batch
-/// costs no allocation per image once its buffers have grown (the walk reads millions of images;
-/// a pair of `Vec`s each was two allocations and two frees a key).
-#[derive(Debug, Default)]
-pub struct ImageBatch {
-    bytes: Vec<u8>,
-    /// Per image: where its key ends and where its image ends in `bytes`.
-    ends: Vec<(usize, usize)>,
+/// The restore walk's cursor ([`ImageReader::cursor`]): it keeps its place in the B-tree from
+/// one batch to the next, so a batch costs no descent from the root and no copy of its images
+/// (until session 48 each batch of 32 opened a range and copied its images out of redb's pages).
+pub struct ImageCursor {
+    range: redb::Range<'static, &'static [u8], &'static [u8]>,
+    path: PathBuf,
 }
 
-impl ImageBatch {
-    /// Empties the batch, keeping its buffers.
-    pub fn clear(&mut self) {
-        self.bytes.clear();
-        self.ends.clear();
-    }
-
-    fn push(&mut self, key: &[u8], image: &[u8]) {
-        self.bytes.extend_from_slice(key);
-        let key_end = self.bytes.len();
-        self.bytes.extend_from_slice(image);
-        self.ends.push((key_end, self.bytes.len()));
-    }
-
-    /// Number of images.
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// Whether it holds no image.
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// Image `i` as (full key, image).
-    pub fn get(&self, i: usize) -> (&[u8], &[u8]) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-        let (key_end, image_end) = self.ends[i];
-        (&self.bytes[start..key_end], &self.bytes[key_end..image_end])
-    }
-
-    /// The last image's full key.
-    pub fn last_key(&self) -> Option<&[u8]> {
-        self.len().checked_sub(1).map(|last| self.get(last).0)
-    }
-
-    /// The images in key order, as (full key, image).
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        (0..self.len()).map(|i| self.get(i))
-    }
-
-    /// Keeps the first `len` images.
-    pub fn truncate(&mut self, len: usize) {
-        if len < self.ends.len() {
-            self.bytes.truncate(if len == 0 { 0 } else { self.ends[len - 1].1 });
-            self.ends.truncate(len);
+impl ImageCursor {
+    /// Calls `each` with the next images, as (full key, image) borrowed from redb's pages, at
+    /// most `limit` of them; returns how many it passed (fewer than `limit`: the range has
+    /// ended). Stops at the first error of `each` or of the read.
+    pub fn next_images<E: From<DurabilityError>>(
+        &mut self,
+        limit: usize,
+        mut each: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let mut passed = 0;
+        while passed < limit {
+            let Some(item) = self.range.next() else { break };
+            let (key, image) = item.map_err(|e| corrupt(&self.path, e))?;
+            each(key.value(), image.value())?;
+            passed += 1;
         }
+        Ok(passed)
     }
 }
 
@@ -491,23 +459,12 @@ impl ImageReader {
         corrupt(&self.path, e)
     }
 
-    /// Replaces `out` with up to `limit` images (key, value) with keys in `from..to` (`to` =
-    /// `None`: to the end), in key order.
-    pub fn range(
-        &self,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
-        out: &mut ImageBatch,
-    ) -> Result<(), DurabilityError> {
-        out.clear();
+    /// A cursor over the images with keys in `from..to` (`to` = `None`: to the end), in key
+    /// order. It holds this reader's snapshot (redb's transaction guard) for as long as it lives.
+    pub fn cursor(&self, from: &[u8], to: Option<&[u8]>) -> Result<ImageCursor, DurabilityError> {
         let end = to.map_or(Bound::Unbounded, Bound::Excluded);
         let range = self.images.range::<&[u8]>((Bound::Included(from), end)).map_err(|e| self.err(e.into()))?;
-        for item in range.take(limit) {
-            let (k, v) = item.map_err(|e| self.err(e.into()))?;
-            out.push(k.value(), v.value());
-        }
-        Ok(())
+        Ok(ImageCursor { range, path: self.path.clone() })
     }
 
     /// The image (value) of `key`, if the B-tree holds one: a point lookup, one descent and no
@@ -608,21 +565,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_image_batch_gives_back_each_key_and_image() {
-        let mut batch = ImageBatch::default();
-        let images: [(&[u8], &[u8]); 3] = [(b"k1", b"one"), (b"", b"empty key"), (b"key3", b"")];
-        for (key, image) in images {
-            batch.push(key, image);
-        }
-        assert_eq!(batch.len(), 3);
-        assert_eq!(batch.last_key(), Some(&b"key3"[..]));
-        assert_eq!(batch.iter().collect::<Vec<_>>(), images);
-        batch.truncate(1);
-        assert_eq!(batch.iter().collect::<Vec<_>>(), &images[..1]);
-        batch.push(b"k4", b"four");
-        assert_eq!(batch.get(1), (&b"k4"[..], &b"four"[..]));
-        batch.clear();
-        assert!(batch.is_empty() && batch.last_key().is_none());
+    fn a_cursor_gives_the_range_in_batches_and_stops_at_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
+        let store = IndexStore::create(Arc::clone(&fs), &dir.path().join(INDEX_FILE), |_| Ok(())).unwrap();
+        let progress = Progress { indexed_epoch: 1, positions: vec![] };
+        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(v.to_vec()) };
+        let keys: Vec<Vec<u8>> = [&b"a"[..], b"b", b"c", b"d", b"e"].iter().map(|k| full_key(2, k)).collect();
+        let batch: Batch = keys.iter().map(|k| (k.clone(), put(&k[4..]))).collect();
+        store.apply(&batch, &progress, None).unwrap();
+        let reader = store.reader().unwrap();
+        // From "b" up to "e", excluded, in batches of two: b c, then d, then nothing.
+        let mut cursor = reader.cursor(&keys[1], Some(&keys[4])).unwrap();
+        let mut seen = Vec::new();
+        let mut batch_of_two = |seen: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+            cursor
+                .next_images(2, |k, v| {
+                    seen.push((k.to_vec(), v[8..].to_vec()));
+                    Ok::<(), DurabilityError>(())
+                })
+                .unwrap()
+        };
+        assert_eq!(batch_of_two(&mut seen), 2);
+        assert_eq!(batch_of_two(&mut seen), 1);
+        assert_eq!(batch_of_two(&mut seen), 0);
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = keys[1..4].iter().map(|k| (k.clone(), k[4..].to_vec())).collect();
+        assert_eq!(seen, expected);
+        // An error of the callee stops the batch at that image.
+        let mut cursor = reader.cursor(&keys[0], None).unwrap();
+        let mut passed = 0;
+        let failed = cursor.next_images(5, |k, _| {
+            if k == keys[2].as_slice() {
+                return Err(DurabilityError::Failed("stop".into()));
+            }
+            passed += 1;
+            Ok(())
+        });
+        assert!(matches!(failed, Err(DurabilityError::Failed(m)) if m == "stop"));
+        assert_eq!(passed, 2);
     }
 
     #[test]
