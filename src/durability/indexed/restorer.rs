@@ -14,7 +14,8 @@
 //!
 //! Several walker threads ([`Restorer::walkers`]) take shards in key order from one counter (a
 //! fast walker takes more) and walk each in batches of [`WALK_BATCH_KEYS`] with a read
-//! transaction they keep (renewed every [`READER_RENEW_MS`]). Each shard has its own lock and
+//! transaction they keep (renewed every [`READER_RENEW_MS`]) and one cursor on the shard, which
+//! goes on from batch to batch. Each shard has its own lock and
 //! its own set of *restored intervals*: half-open key ranges `[start, end)` every key of which is
 //! restored, whether or not the B-tree held it (a key the walk passed without finding never
 //! existed). A batch covers `[position, successor of its last key)` (or up to the shard's end
@@ -578,7 +579,7 @@ impl Restorer {
             let (mut cursor, born) = {
                 let (kept, born) = self.kept_reader(reader);
                 let cursor = kept.cursor(&position, shard.hi.as_key());
-                (cursor.unwrap_or_else(|e| self.fatal_read(&e)), *born)
+                (cursor.unwrap_or_else(|e| fatal_with(&self.store, &WalkError::from(e).to_string())), *born)
             };
             loop {
                 if !self.wait_unpaused() {
@@ -635,10 +636,6 @@ impl Restorer {
         restored.intervals = Vec::new();
         shard.done.store(true, Ordering::SeqCst);
         true
-    }
-
-    fn fatal_read(&self, e: &crate::durability::DurabilityError) -> ! {
-        fatal_with(&self.store, &format!("the restore walk cannot read the indexed log: {e}"))
     }
 
     /// Waits while the walk is paused; false once it is stopped.
