@@ -564,16 +564,23 @@ pub fn decode_progress(bytes: &[u8]) -> Result<Progress, DecodeError> {
 mod tests {
     use super::*;
 
+    /// A new indexed log in `dir` holding `images` (full key, row bytes), each at TID 1.1,
+    /// indexed up to epoch 1.
+    fn store_holding(dir: &Path, images: &[(&[u8], &[u8])]) -> IndexStore {
+        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
+        let store = IndexStore::create(fs, &dir.join(INDEX_FILE), |_| Ok(())).unwrap();
+        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(v.to_vec()) };
+        let batch: Batch = images.iter().map(|(k, v)| (k.to_vec(), put(v))).collect();
+        store.apply(&batch, &Progress { indexed_epoch: 1, positions: vec![] }, None).unwrap();
+        store
+    }
+
     #[test]
     fn a_cursor_gives_the_range_in_batches_and_stops_at_its_end() {
         let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
-        let store = IndexStore::create(Arc::clone(&fs), &dir.path().join(INDEX_FILE), |_| Ok(())).unwrap();
-        let progress = Progress { indexed_epoch: 1, positions: vec![] };
-        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(v.to_vec()) };
         let keys: Vec<Vec<u8>> = [&b"a"[..], b"b", b"c", b"d", b"e"].iter().map(|k| full_key(2, k)).collect();
-        let batch: Batch = keys.iter().map(|k| (k.clone(), put(&k[4..]))).collect();
-        store.apply(&batch, &progress, None).unwrap();
+        let images: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &k[4..])).collect();
+        let store = store_holding(dir.path(), &images);
         let reader = store.reader().unwrap();
         // From "b" up to "e", excluded, in batches of two: b c, then d, then nothing.
         let mut cursor = reader.cursor(&keys[1], Some(&keys[4])).unwrap();
@@ -608,12 +615,8 @@ mod tests {
     #[test]
     fn a_readers_point_lookup_finds_exactly_the_key() {
         let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
-        let store = IndexStore::create(Arc::clone(&fs), &dir.path().join(INDEX_FILE), |_| Ok(())).unwrap();
-        let progress = Progress { indexed_epoch: 1, positions: vec![] };
-        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(v.to_vec()) };
         let (a, c) = (full_key(2, b"a"), full_key(2, b"c"));
-        store.apply(&Batch::from([(a.clone(), put(b"one")), (c.clone(), put(b"three"))]), &progress, None).unwrap();
+        let store = store_holding(dir.path(), &[(&a, b"one"), (&c, b"three")]);
         let reader = store.reader().unwrap();
         assert_eq!(reader.get(&a).unwrap(), store.fetch(&a).unwrap());
         assert_eq!(&reader.get(&c).unwrap().unwrap()[8..], b"three");
