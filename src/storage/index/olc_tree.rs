@@ -739,17 +739,18 @@ impl OlcTree {
         (next, full)
     }
 
-    /// A walk's append past a full leaf: when the run's entry at `from` sorts after the leaf's
-    /// last key, the entries from it on (a leaf's worth at most, all below the leaf's high fence)
-    /// go into a new leaf of their own, linked into the parent just after this one. Splitting the
-    /// full leaf instead moves its last key into a new leaf (a sequential split), which then takes
-    /// the entries one at a time, each insert checking the prefix, and its first two recomputing
-    /// the slices (a restore's walk, `scripts/restore-callgrind.sh`: its runs' inserts 563 → 293
-    /// instructions a key, the walk's 2,500 → 2,215). The caller holds
-    /// `leaf` locked, and its unlock tells a descent that took the leaf for these keys that its
-    /// range shrank; the parent is locked here, only if unchanged since `path` was read and not
-    /// full. Returns where the run goes on, or `None` where this does not apply (a root leaf, a
-    /// full or changed parent, an entry inside the leaf's range): the caller's slow path.
+    /// A run's append past a full leaf (a restore's walk, a commit's inserts): when the run's
+    /// entry at `from` sorts after the leaf's last key, the entries from it on (a leaf's worth at
+    /// most, all below the leaf's high fence) go into a new leaf of their own, linked into the
+    /// parent just after this one. Splitting the full leaf instead moves its last key into a new
+    /// leaf (a sequential split), which then takes the entries one at a time, each insert checking
+    /// the prefix and its first two recomputing the slices (a restore's walk,
+    /// `scripts/restore-callgrind.sh`: its run inserts 563 → 293 instructions a key, the walk
+    /// 2,500 → 2,215). The caller holds `leaf` locked, and its unlock tells a descent that took
+    /// the leaf for these keys that its range shrank; the parent is locked here, only if it is
+    /// still as `path` read it (not full then). Returns where the run goes on, or `None` where
+    /// this does not apply (a root leaf, a full or changed parent, an entry inside the leaf's
+    /// range): the caller's slow path.
     fn append_leaf(&self, path: &Path, leaf: &Node, run: &[Loaded], from: usize, guard: &Guard) -> Option<usize> {
         let (key, _) = run.get(from)?;
         let count = leaf.count();
@@ -758,17 +759,18 @@ impl OlcTree {
             return None;
         }
         let step = path.steps[path.depth - 1];
-        let parent = node(step.node, guard);
-        if !parent.upgrade(step.version) {
-            return None;
-        }
-        // SAFETY: a separator read during the descent, under a parent still at the version read
-        // then; freed only through the collector, and this operation is pinned.
+        // SAFETY: a separator read during the descent, freed only through the collector, and this
+        // operation is pinned. It bounds the leaf if the parent is still at the version read
+        // then, which the upgrade below checks before anything is linked.
         let high = (!path.high.is_null()).then(|| unsafe { (*path.high).as_bytes() });
         let below_high = |(k, _): &&Loaded| high.is_none_or(|high| k.as_bytes() < high);
         let taken = run[from..].iter().take(FANOUT).take_while(below_high).count();
-        if parent.count() == FANOUT || taken == 0 {
-            parent.unlock();
+        // The count read at the descent is the parent's count if the upgrade succeeds.
+        if step.count == FANOUT || taken == 0 {
+            return None;
+        }
+        let parent = node(step.node, guard);
+        if !parent.upgrade(step.version) {
             return None;
         }
         let chunk = &run[from..from + taken];
@@ -1323,8 +1325,9 @@ impl OrderedIndex for OlcTree {
     /// the first one leads to (below its high fence, read on the way down) go in under one lock
     /// of it, until it is full; entries past a full leaf's last key start a leaf of their own
     /// ([`OlcTree::append_leaf`]), and any other entry a full leaf refuses takes the single
-    /// insert's path, which splits it. A leaf's range can only grow while it is not itself changed (a sibling
-    /// emptied and unlinked), so a fence read on the way down still bounds it when locked.
+    /// insert's path, which splits it. A leaf's range can only grow while it is not itself
+    /// changed (a sibling emptied and unlinked), so a fence read on the way down still bounds it
+    /// when locked.
     fn insert_run_if_absent(&self, run: &[Loaded]) -> Vec<(usize, Arc<Record>)> {
         // Checked in every build: a key below the first would be put in its leaf below the fence
         // that leaf's parent holds, out of every search's reach.
