@@ -78,6 +78,28 @@ const RESERVE_MAX: usize = 1 << 28;
 const CACHED_SLOTS_MAX: usize = 1 << 18;
 /// The slots [`PointIndex::prefetch`] looks through for the record of a key's tag.
 const PREFETCH_PROBE_SLOTS: usize = 8;
+
+/// How large a rebuilt array is for the entries it must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Growth {
+    /// Half full after the rebuild, so that the next rebuild is as many inserts away: an index
+    /// growing by inserts.
+    Doubling,
+    /// At most three quarters full (the most a shard holds before it is rebuilt): an index
+    /// reserved for a count its caller knows ([`PointIndex::reserve_exact`]).
+    Exact,
+}
+
+impl Growth {
+    /// Slots of an array rebuilt to hold `entries`: a power of two (the probe wraps by a mask).
+    fn slots_for(self, entries: usize) -> usize {
+        let wanted = match self {
+            Growth::Doubling => 2 * entries,
+            Growth::Exact => (entries * 4).div_ceil(3),
+        };
+        wanted.next_power_of_two().max(SLOTS_MIN)
+    }
+}
 /// How many records a rebuild prefetches before it reads the first one's key: enough misses in
 /// flight to cover one's latency, a handful of the core's line fill buffers.
 const REBUILD_AHEAD: usize = 8;
@@ -406,7 +428,7 @@ impl PointIndex {
         let hash = self.hash(record.key().as_bytes());
         let shard = self.shard(hash);
         let mut counts = shard.writer.lock();
-        let slots = self.room_for(shard, &mut counts, 1, guard);
+        let slots = self.room_for(shard, &mut counts, 1, Growth::Doubling, guard);
         match slots.position(hash, record.key().as_bytes()) {
             Ok(at) => {
                 let existing = pointer_of(slots.slots[at].load(Ordering::Relaxed));
@@ -458,7 +480,14 @@ impl PointIndex {
 
     /// The shard's array with room for `more` entries beyond those it holds, rebuilt (grown, or
     /// cleared of tombstones) first if it has not. The caller holds the shard's mutex.
-    fn room_for<'g>(&self, shard: &Shard, counts: &mut Counts, more: usize, guard: &'g Guard) -> &'g Slots {
+    fn room_for<'g>(
+        &self,
+        shard: &Shard,
+        counts: &mut Counts,
+        more: usize,
+        growth: Growth,
+        guard: &'g Guard,
+    ) -> &'g Slots {
         // SAFETY (both dereferences): arrays are replaced only under the mutex, which the caller
         // holds, and retired through the collector; the caller is pinned.
         let current = shard.slots.load(Ordering::Acquire, guard);
@@ -467,8 +496,7 @@ impl PointIndex {
         {
             return slots;
         }
-        // Half full after the rebuild, so that the next one is as many inserts away.
-        let len = (2 * (counts.live + more)).next_power_of_two().max(SLOTS_MIN);
+        let len = growth.slots_for(counts.live + more);
         let rebuilt = Owned::new(self.rebuilt(current, len)).into_shared(guard);
         let old = shard.slots.swap(rebuilt, Ordering::AcqRel, guard);
         counts.tombstones = 0;
@@ -555,6 +583,20 @@ impl PointIndex {
     /// so that loading them does not rebuild arrays on the way (recovery sizes the index before
     /// loading a checkpoint).
     pub fn reserve(&self, additional: usize) {
+        self.reserve_growing(additional, Growth::Doubling);
+    }
+
+    /// [`PointIndex::reserve`] for a caller that knows how many entries the index will hold (the
+    /// instant restore's walk): each shard's array is sized for its share and no more, so that
+    /// it is at most three quarters full once they are in, where `reserve` leaves room for as
+    /// many again. Those are slots nothing fills, on pages that must still be faulted in (8 bytes
+    /// a slot: 13 bytes a key at 5 M keys). An index that grows past its reservation is rebuilt
+    /// as any other (twice the size).
+    pub fn reserve_exact(&self, additional: usize) {
+        self.reserve_growing(additional, Growth::Exact);
+    }
+
+    fn reserve_growing(&self, additional: usize, growth: Growth) {
         // A hint from a file's count: capped, so that a wrong count cannot take all memory.
         let per_shard = additional.min(RESERVE_MAX).div_ceil(SHARDS);
         // A shard gets about `per_shard` of them; the slack covers the spread of a random split.
@@ -562,7 +604,7 @@ impl PointIndex {
         let guard = crossbeam_epoch::pin();
         for shard in self.shards.iter() {
             let mut counts = shard.writer.lock();
-            self.room_for(shard, &mut counts, more, &guard);
+            self.room_for(shard, &mut counts, more, growth, &guard);
         }
     }
 
@@ -809,25 +851,45 @@ mod tests {
         assert_eq!(index.len(), stable.len());
     }
 
+    /// Each shard's array length.
+    fn slot_lens(index: &PointIndex) -> Vec<usize> {
+        let guard = crossbeam_epoch::pin();
+        index
+            .shards
+            .iter()
+            .map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() }.map_or(0, |x| x.slots.len()))
+            .collect()
+    }
+
+    /// Inserts keys `0..n` and checks that no shard's array was rebuilt on the way.
+    fn load_without_rebuilds(index: &PointIndex, n: u32) {
+        let before = slot_lens(index);
+        for k in 0..n {
+            index.insert_if_absent(rec(&k.to_be_bytes())).unwrap();
+        }
+        assert_eq!(before, slot_lens(index), "a reserved index rebuilt an array while loading");
+        assert_eq!(index.len(), n as usize);
+    }
+
     #[test]
     fn reserve_grows_every_shard_at_once() {
         let index = PointIndex::default();
         index.reserve(100_000);
-        let guard = crossbeam_epoch::pin();
-        let before: Vec<usize> = index
-            .shards
-            .iter()
-            .map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() }.map_or(0, |x| x.slots.len()))
-            .collect();
-        for n in 0..100_000u32 {
-            index.insert_if_absent(rec(&n.to_be_bytes())).unwrap();
+        load_without_rebuilds(&index, 100_000);
+    }
+
+    #[test]
+    fn reserve_exact_leaves_no_room_for_doubling() {
+        // 1,000 keys a shard: room for 1,141 with the slack, which 2,048 slots hold three
+        // quarters full at most; `reserve` makes room for twice that, 4,096.
+        let (exact, doubling) = (PointIndex::default(), PointIndex::default());
+        exact.reserve_exact(64_000);
+        doubling.reserve(64_000);
+        assert_eq!(slot_lens(&exact), vec![2_048; SHARDS]);
+        assert_eq!(slot_lens(&doubling), vec![4_096; SHARDS]);
+        load_without_rebuilds(&exact, 64_000);
+        for k in 0..64_000u32 {
+            assert!(exact.get(&k.to_be_bytes()).is_some(), "key {k} lost");
         }
-        let after: Vec<usize> = index
-            .shards
-            .iter()
-            .map(|s| unsafe { s.slots.load(Ordering::Acquire, &guard).as_ref() }.map_or(0, |x| x.slots.len()))
-            .collect();
-        assert_eq!(before, after, "a reserved index rebuilt an array while loading");
-        assert_eq!(index.len(), 100_000);
     }
 }

@@ -533,7 +533,7 @@ impl Restorer {
         if let [only] = self.image_tables.as_slice()
             && let Some(table) = catalog.table(*only)
         {
-            table.point.reserve(usize::try_from(self.total_keys).unwrap_or(usize::MAX));
+            table.point.reserve_exact(usize::try_from(self.total_keys).unwrap_or(usize::MAX));
         }
     }
 
