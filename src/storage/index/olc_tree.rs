@@ -98,7 +98,12 @@ struct Entry {
     record: Arc<Record>,
 }
 
-/// A leaf or an inner node. One layout for both; a leaf leaves `children` unused.
+/// A leaf, or the first part of an inner node ([`Inner`]): what both kinds have.
+///
+/// A leaf is a `Node` alone: 824 bytes, mimalloc's 896-byte class. With the children in it (one
+/// layout for both kinds, until session 50) a leaf took 1,088 bytes, a 1,280-byte block, and
+/// a restored key ≈ 40 bytes of leaf instead of ≈ 28.
+#[repr(C)]
 struct Node {
     version: AtomicU64,
     leaf: bool,
@@ -116,7 +121,40 @@ struct Node {
     slices: [[AtomicU64; 2]; FANOUT],
     /// Leaf: `*mut Entry`. Inner: `*mut Key`, the separators.
     slots: [AtomicPtr<()>; FANOUT],
-    children: [AtomicPtr<Node>; FANOUT + 1],
+}
+
+/// A leaf's size bound: the mimalloc size class it is allocated from (see [`Node`]).
+const LEAF_BYTES_MAX: usize = 896;
+const _: () = assert!(std::mem::size_of::<Node>() <= LEAF_BYTES_MAX, "a leaf outgrew its size class");
+
+/// An inner node's children: child `j` holds the keys between separators `j - 1` and `j`.
+type Children = [AtomicPtr<Node>; FANOUT + 1];
+
+/// An inner node: a [`Node`] (its separators) followed by its children.
+///
+/// The tree holds every node as a `*const Node`. An inner node's pointer came from
+/// `Box::into_raw` of its `Inner` ([`Inner::into_node`]), so it is valid for the whole `Inner`,
+/// and [`children`] casts it back (the `Node` is at offset 0: `repr(C)`). A pointer made from a
+/// `&Node` would be valid for the `Node` alone: the children are reached only from the tree's
+/// own pointers.
+#[repr(C)]
+struct Inner {
+    node: Node,
+    children: Children,
+}
+
+impl Inner {
+    fn new(holds_records: bool) -> Box<Inner> {
+        Box::new(Inner {
+            node: Node::fresh(false, holds_records),
+            children: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        })
+    }
+
+    /// The node's pointer as the tree holds it; freed by [`free_node`].
+    fn into_node(self: Box<Inner>) -> *mut Node {
+        Box::into_raw(self).cast()
+    }
 }
 
 /// A B+tree with optimistic lock coupling; see the module docs.
@@ -176,6 +214,32 @@ fn node(ptr: *const Node, _guard: &Guard) -> &Node {
     unsafe { &*ptr }
 }
 
+/// The children of the inner node behind `ptr`, under the same rule as [`node`]; `ptr` is the
+/// tree's own pointer to the node, valid for the whole [`Inner`].
+#[inline]
+fn children(ptr: *const Node, guard: &Guard) -> &Children {
+    debug_assert!(!node(ptr, guard).leaf, "a leaf has no children");
+    // SAFETY: see the function docs and [`Inner`].
+    unsafe { &(*ptr.cast::<Inner>()).children }
+}
+
+/// Frees the node behind `ptr` as the kind it was allocated as (not what its slots point to).
+///
+/// # Safety
+///
+/// `ptr` came from `Box::into_raw` of a leaf or from [`Inner::into_node`], and nothing can reach
+/// it any more (or the call is deferred through the collector).
+unsafe fn free_node(ptr: *mut Node) {
+    // SAFETY: see the function docs.
+    unsafe {
+        if (*ptr).leaf {
+            drop(Box::from_raw(ptr));
+        } else {
+            drop(Box::from_raw(ptr.cast::<Inner>()));
+        }
+    }
+}
+
 /// The entry behind `ptr`, under the same rule as [`node`].
 #[inline]
 fn entry(ptr: *const (), _guard: &Guard) -> &Entry {
@@ -217,8 +281,12 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 }
 
 impl Node {
-    fn new(leaf: bool, holds_records: bool) -> Box<Node> {
-        Box::new(Node {
+    fn new_leaf(holds_records: bool) -> Box<Node> {
+        Box::new(Node::fresh(true, holds_records))
+    }
+
+    fn fresh(leaf: bool, holds_records: bool) -> Node {
+        Node {
             version: AtomicU64::new(0),
             leaf,
             holds_records,
@@ -228,8 +296,7 @@ impl Node {
             prefix: std::array::from_fn(|_| AtomicU64::new(0)),
             slices: std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0)]),
             slots: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
-            children: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
-        })
+        }
     }
 
     // ---- versions ----
@@ -440,9 +507,10 @@ impl Node {
         self.reprefix(first, common_prefix_len(first, last), guard);
     }
 
-    /// Puts `ptr` (an entry, or a separator whose right child is `right`) with key `key` at slot
-    /// `i`, shifting later slots right.
-    fn insert_slot(&self, i: usize, key: &[u8], ptr: *mut (), right: *mut Node, guard: &Guard) {
+    /// Puts `ptr` (an entry, or a separator) with key `key` at slot `i`, shifting later slots
+    /// right. An inner node passes its children and the separator's right child (`inner`).
+    fn insert_slot(&self, i: usize, key: &[u8], ptr: *mut (), inner: Option<(&Children, *mut Node)>, guard: &Guard) {
+        debug_assert_eq!(self.leaf, inner.is_none(), "children passed for a leaf, or none for an inner node");
         let count = self.count();
         assert!(count < FANOUT && i <= count, "insert into a full node or past its end");
         let skip = self.skip.load(Ordering::Relaxed) as usize;
@@ -453,23 +521,24 @@ impl Node {
         for j in (i..count).rev() {
             self.set_slice(j + 1, self.slice(j));
             self.slots[j + 1].store(self.slots[j].load(Ordering::Relaxed), Ordering::Release);
-            if !self.leaf {
-                self.children[j + 2].store(self.children[j + 1].load(Ordering::Relaxed), Ordering::Release);
+            if let Some((children, _)) = inner {
+                children[j + 2].store(children[j + 1].load(Ordering::Relaxed), Ordering::Release);
             }
         }
         let skip = self.skip.load(Ordering::Relaxed) as usize;
         self.set_slice(i, slice_of(key, skip));
         self.slots[i].store(ptr, Ordering::Release);
-        if !self.leaf {
-            self.children[i + 1].store(right, Ordering::Release);
+        if let Some((children, right)) = inner {
+            children[i + 1].store(right, Ordering::Release);
         }
         self.count.store(count as u32 + 1, Ordering::Relaxed);
         self.last_insert.store(i as u32, Ordering::Relaxed);
     }
 
-    /// Removes slot `i` (and, in an inner node, child `child`, which is `i` or `i + 1`), shifting
-    /// later slots left. Returns the slot's pointer.
-    fn remove_slot(&self, i: usize, child: usize) -> *mut () {
+    /// Removes slot `i` (and, in an inner node, `inner`: its children and the child to remove,
+    /// `i` or `i + 1`), shifting later slots left. Returns the slot's pointer.
+    fn remove_slot(&self, i: usize, inner: Option<(&Children, usize)>) -> *mut () {
+        debug_assert_eq!(self.leaf, inner.is_none(), "children passed for a leaf, or none for an inner node");
         let count = self.count();
         assert!(i < count, "remove past the node's end");
         let removed = self.slots[i].load(Ordering::Relaxed);
@@ -478,31 +547,38 @@ impl Node {
             self.slots[j].store(self.slots[j + 1].load(Ordering::Relaxed), Ordering::Release);
         }
         self.slots[count - 1].store(ptr::null_mut(), Ordering::Release);
-        if !self.leaf {
+        if let Some((children, child)) = inner {
             debug_assert!(child == i || child == i + 1);
             for j in child..count {
-                self.children[j].store(self.children[j + 1].load(Ordering::Relaxed), Ordering::Release);
+                children[j].store(children[j + 1].load(Ordering::Relaxed), Ordering::Release);
             }
-            self.children[count].store(ptr::null_mut(), Ordering::Release);
+            children[count].store(ptr::null_mut(), Ordering::Release);
         }
         self.count.store(count as u32 - 1, Ordering::Relaxed);
         removed
     }
 
-    /// Moves the upper part of this full node into a new node, to make room for an insert at
-    /// slot `position`. Returns the new node and the separator between them (a new key for
-    /// leaves; the separator at the split point, moved up, for inner nodes).
+    /// Moves the upper part of this full node (with `children`, if it is an inner node) into a
+    /// new node, to make room for an insert at slot `position`. Returns the new node (the tree's
+    /// pointer to it, owned by the caller) and the separator between them (a new key for leaves;
+    /// the separator at the split point, moved up, for inner nodes).
     ///
     /// A node splits in the middle, unless its inserts are sequential (this one lands just after
     /// the previous one): then it splits at the insert, so that the keys before it stay in a full
     /// node. Keys that grow in order (TPC-C's order ids, within each district) would otherwise
     /// leave every node half full and the tree a level deeper.
-    fn split(&self, position: usize, guard: &Guard) -> (Box<Node>, *mut Key) {
+    fn split(&self, children: Option<&Children>, position: usize, guard: &Guard) -> (*mut Node, *mut Key) {
+        debug_assert_eq!(self.leaf, children.is_none(), "children passed for a leaf, or none for an inner node");
         let count = self.count();
         assert_eq!(count, FANOUT, "only a full node splits");
         let sequential = self.last_insert.load(Ordering::Relaxed) as usize + 1 == position;
         let mid = if sequential { position.clamp(1, FANOUT - 1) } else { FANOUT / 2 };
-        let right = Node::new(self.leaf, self.holds_records);
+        let right_ptr = if self.leaf {
+            Box::into_raw(Node::new_leaf(self.holds_records))
+        } else {
+            Inner::new(self.holds_records).into_node()
+        };
+        let right = node(right_ptr, guard);
         let (separator, first_moved) = if self.leaf {
             let (first, _) = self.leaf_slot(self.slots[mid].load(Ordering::Relaxed), guard);
             (Box::into_raw(Box::new(first.clone())), mid)
@@ -512,22 +588,23 @@ impl Node {
         for (to, from) in (first_moved..count).enumerate() {
             right.slots[to].store(self.slots[from].load(Ordering::Relaxed), Ordering::Relaxed);
         }
-        if !self.leaf {
+        if let Some(children) = children {
+            let right_children = self::children(right_ptr, guard);
             for (to, from) in (first_moved..=count).enumerate() {
-                right.children[to].store(self.children[from].load(Ordering::Relaxed), Ordering::Relaxed);
+                right_children[to].store(children[from].load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
         right.count.store((count - first_moved) as u32, Ordering::Relaxed);
         right.tighten_prefix(guard);
         for i in mid..count {
             self.slots[i].store(ptr::null_mut(), Ordering::Release);
-            if !self.leaf {
-                self.children[i + 1].store(ptr::null_mut(), Ordering::Release);
+            if let Some(children) = children {
+                children[i + 1].store(ptr::null_mut(), Ordering::Release);
             }
         }
         self.count.store(mid as u32, Ordering::Relaxed);
         self.tighten_prefix(guard);
-        (right, separator)
+        (right_ptr, separator)
     }
 }
 
@@ -550,8 +627,9 @@ impl Path {
 /// read (so the child entered is the one the parent held then); `None` means restart. What the
 /// caller loaded from `parent` before calling is covered by the same checks.
 #[inline]
-fn step_down(parent: &Node, version: u64, child: usize, guard: &Guard) -> Option<(*const Node, u64)> {
-    let next = parent.children[child].load(Ordering::Acquire);
+fn step_down(parent: *const Node, version: u64, child: usize, guard: &Guard) -> Option<(*const Node, u64)> {
+    let next = children(parent, guard)[child].load(Ordering::Acquire);
+    let parent = node(parent, guard);
     if next.is_null() || !parent.validate(version) {
         return None;
     }
@@ -602,7 +680,7 @@ impl OlcTree {
 
     fn with_leaves_holding_records(holds_records: bool) -> OlcTree {
         OlcTree {
-            root: AtomicPtr::new(Box::into_raw(Node::new(true, holds_records))),
+            root: AtomicPtr::new(Box::into_raw(Node::new_leaf(holds_records))),
             len: AtomicUsize::new(0),
             holds_records,
         }
@@ -639,7 +717,7 @@ impl OlcTree {
                     return (n, version);
                 }
                 let Some(child) = n.route(Aim::Key(key), guard) else { continue 'restart };
-                let Some(next) = step_down(n, version, child, guard) else { continue 'restart };
+                let Some(next) = step_down(current, version, child, guard) else { continue 'restart };
                 (current, version) = next;
             }
             panic!("ordered index deeper than {HEIGHT_MAX} levels");
@@ -665,7 +743,7 @@ impl OlcTree {
                 // Read before `step_down`, whose checks of the node's version cover them.
                 let low = if child > 0 { n.slots[child - 1].load(Ordering::Acquire) } else { ptr::null_mut() };
                 let high = if child < count { n.slots[child].load(Ordering::Acquire) } else { ptr::null_mut() };
-                let Some(next) = step_down(n, version, child, guard) else { continue 'restart };
+                let Some(next) = step_down(current, version, child, guard) else { continue 'restart };
                 path.steps[path.depth] = Step { node: current, version, child, count, low: path.low, high: path.high };
                 if !low.is_null() {
                     path.low = low as *const Key;
@@ -723,13 +801,7 @@ impl OlcTree {
                     assert!(*key == *record.key(), "a tree keyed by records was given another key");
                     // The slot's slice is taken from `probe` now; the full key is read from the
                     // record from here on.
-                    leaf.insert_slot(
-                        i,
-                        probe,
-                        Arc::into_raw(Arc::clone(record)).cast_mut().cast(),
-                        ptr::null_mut(),
-                        guard,
-                    );
+                    leaf.insert_slot(i, probe, Arc::into_raw(Arc::clone(record)).cast_mut().cast(), None, guard);
                     inserted += 1;
                 }
             }
@@ -774,7 +846,8 @@ impl OlcTree {
             return None;
         }
         let chunk = &run[from..from + taken];
-        let fresh = Node::new(true, true);
+        let fresh_ptr = Box::into_raw(Node::new_leaf(true));
+        let fresh = node(fresh_ptr, guard);
         let (first, last) = (chunk[0].0.as_bytes(), chunk[taken - 1].0.as_bytes());
         let skip = fresh.set_prefix(first, common_prefix_len(first, last));
         for (j, (key, record)) in chunk.iter().enumerate() {
@@ -787,7 +860,7 @@ impl OlcTree {
         fresh.last_insert.store(taken as u32 - 1, Ordering::Relaxed);
         let separator = Box::into_raw(Box::new(chunk[0].0.clone()));
         // The new leaf is complete before the parent's release stores publish it.
-        parent.insert_slot(step.child, first, separator.cast(), Box::into_raw(fresh), guard);
+        parent.insert_slot(step.child, first, separator.cast(), Some((children(step.node, guard), fresh_ptr)), guard);
         parent.unlock();
         self.len.fetch_add(taken, Ordering::Relaxed);
         Some(from + taken)
@@ -803,7 +876,8 @@ impl OlcTree {
         } else {
             (path.steps[at].node, path.steps[at].version)
         };
-        let target = node(target, guard);
+        let (target_ptr, target) = (target, node(target, guard));
+        let target_children = (!target.leaf).then(|| children(target_ptr, guard));
         // The leaf's count was read before this descent (the caller saw it full), so it may have
         // been split since; an inner node's count was read with the version upgraded below.
         let full = |n: &Node| n.count() == FANOUT;
@@ -815,15 +889,16 @@ impl OlcTree {
                 target.unlock();
                 return false;
             }
-            let (right, separator) = target.split(position, guard);
-            let root = Node::new(false, target.holds_records);
+            let (right, separator) = target.split(target_children, position, guard);
+            let root_ptr = Inner::new(target.holds_records).into_node();
+            let (root, root_children) = (node(root_ptr, guard), children(root_ptr, guard));
             // SAFETY: `separator` is a live key the split just made or moved; the new root
             // owns it from here.
             let separator_bytes = unsafe { (*separator).as_bytes() };
-            root.children[0].store(ptr::from_ref(target).cast_mut(), Ordering::Relaxed);
-            root.insert_slot(0, separator_bytes, separator.cast(), Box::into_raw(right), guard);
+            root_children[0].store(target_ptr.cast_mut(), Ordering::Relaxed);
+            root.insert_slot(0, separator_bytes, separator.cast(), Some((root_children, right)), guard);
             root.tighten_prefix(guard);
-            self.root.store(Box::into_raw(root), Ordering::Release);
+            self.root.store(root_ptr, Ordering::Release);
             target.unlock();
             return true;
         }
@@ -841,10 +916,11 @@ impl OlcTree {
             parent.unlock();
             return false;
         }
-        let (right, separator) = target.split(position, guard);
+        let (right, separator) = target.split(target_children, position, guard);
         // SAFETY: as above; the parent owns the separator from here.
         let separator_bytes = unsafe { (*separator).as_bytes() };
-        parent.insert_slot(parent_step.child, separator_bytes, separator.cast(), Box::into_raw(right), guard);
+        let parent_children = children(parent_step.node, guard);
+        parent.insert_slot(parent_step.child, separator_bytes, separator.cast(), Some((parent_children, right)), guard);
         target.unlock();
         parent.unlock();
         true
@@ -871,28 +947,29 @@ impl OlcTree {
             if !anchor_node.upgrade(anchor_step.version) {
                 continue;
             }
-            let chain: Vec<(&Node, u64)> = (anchor + 1..path.depth)
-                .map(|d| (node(path.steps[d].node, guard), path.steps[d].version))
-                .chain(std::iter::once((leaf, path.leaf_version)))
+            // The tree's pointers, not the references': the nodes are freed through them.
+            let chain: Vec<(*const Node, u64)> = (anchor + 1..path.depth)
+                .map(|d| (path.steps[d].node, path.steps[d].version))
+                .chain(std::iter::once((path.leaf, path.leaf_version)))
                 .collect();
             for (locked, &(n, v)) in chain.iter().enumerate() {
-                if !n.upgrade(v) {
-                    chain[..locked].iter().for_each(|(n, _)| n.unlock());
+                if !node(n, guard).upgrade(v) {
+                    chain[..locked].iter().for_each(|&(n, _)| node(n, guard).unlock());
                     anchor_node.unlock();
                     continue 'attempt;
                 }
             }
             // Versions held, so the counts read on the way down still hold: the chain is empty.
-            debug_assert!(chain.iter().all(|(n, _)| n.count() == 0));
+            debug_assert!(chain.iter().all(|&(n, _)| node(n, guard).count() == 0));
             let child = anchor_step.child;
             let slot = if child > 0 { child - 1 } else { 0 };
-            let separator = anchor_node.remove_slot(slot, child);
+            let separator = anchor_node.remove_slot(slot, Some((children(anchor_step.node, guard), child)));
             anchor_node.unlock();
-            for (n, _) in &chain {
-                n.retire();
-                let dead = ptr::from_ref(*n).cast_mut();
+            for &(n, _) in &chain {
+                node(n, guard).retire();
+                let dead = n.cast_mut();
                 // SAFETY: unlinked above; readers that reached it are pinned and see it obsolete.
-                unsafe { guard.defer_unchecked(move || drop(Box::from_raw(dead))) };
+                unsafe { guard.defer_unchecked(move || free_node(dead)) };
             }
             let dead_separator = separator as *mut Key;
             // SAFETY: removed from its node above; pinned readers may still compare against it.
@@ -1016,7 +1093,7 @@ impl OlcTree {
         // Read before `step_down`, whose checks of the parent's version cover them.
         let low = if next > 0 { parent.slots[next - 1].load(Ordering::Acquire) as *const Key } else { step.low };
         let high = if next < step.count { parent.slots[next].load(Ordering::Acquire) as *const Key } else { step.high };
-        let (child, version) = step_down(parent, step.version, next, guard)?;
+        let (child, version) = step_down(step.node, step.version, next, guard)?;
         let leaf = node(child, guard);
         let mut sibling = Path { leaf: child, leaf_version: version, low, high, ..*path };
         sibling.steps[at].child = next;
@@ -1112,7 +1189,7 @@ impl OlcTree {
         old.retire();
         // SAFETY: unlinked above (the root pointer moved, and the node is obsolete), empty, and
         // freed only once every reader pinned now has let go.
-        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old_root))) };
+        unsafe { guard.defer_unchecked(move || free_node(old_root)) };
         Ok(())
     }
 
@@ -1138,7 +1215,7 @@ impl OlcTree {
                 super::check_increasing(&pair[0].0, &pair[1].0);
             }
             previous = Some(chunk[chunk.len() - 1].0.clone());
-            let leaf = Node::new(true, self.holds_records);
+            let leaf = Node::new_leaf(self.holds_records);
             let (first, last) = (chunk[0].0.as_bytes(), chunk[chunk.len() - 1].0.as_bytes());
             let skip = leaf.set_prefix(first, common_prefix_len(first, last));
             let separator =
@@ -1174,20 +1251,20 @@ fn build_inner_level(below: &[Built]) -> Vec<Built> {
     for i in 0..parents {
         let group = &below[i * children / parents..(i + 1) * children / parents];
         debug_assert!(group.len() >= 2, "an inner node built with fewer than two children");
-        let inner = Node::new(false, false);
+        let inner = Inner::new(false);
         // SAFETY: the separators were just allocated by this build and are owned by it.
         let key = |b: &Built| unsafe { (*b.separator).as_bytes() };
         let (first, last) = (key(&group[1]), key(&group[group.len() - 1]));
-        let skip = inner.set_prefix(first, common_prefix_len(first, last));
+        let skip = inner.node.set_prefix(first, common_prefix_len(first, last));
         inner.children[0].store(group[0].node, Ordering::Relaxed);
         for (j, child) in group[1..].iter().enumerate() {
-            inner.set_slice(j, slice_of(key(child), skip));
-            inner.slots[j].store(child.separator.cast(), Ordering::Relaxed);
+            inner.node.set_slice(j, slice_of(key(child), skip));
+            inner.node.slots[j].store(child.separator.cast(), Ordering::Relaxed);
             inner.children[j + 1].store(child.node, Ordering::Relaxed);
         }
-        inner.count.store(group.len() as u32 - 1, Ordering::Relaxed);
-        inner.last_insert.store(group.len() as u32 - 2, Ordering::Relaxed);
-        built.push(Built { separator: group[0].separator, node: Box::into_raw(inner) });
+        inner.node.count.store(group.len() as u32 - 1, Ordering::Relaxed);
+        inner.node.last_insert.store(group.len() as u32 - 2, Ordering::Relaxed);
+        built.push(Built { separator: group[0].separator, node: inner.into_node() });
     }
     built
 }
@@ -1251,7 +1328,7 @@ impl OrderedIndex for OlcTree {
             if !leaf.upgrade(version) {
                 continue;
             }
-            leaf.insert_slot(position, probe, pending, ptr::null_mut(), &guard);
+            leaf.insert_slot(position, probe, pending, None, &guard);
             leaf.unlock();
             self.len.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -1277,7 +1354,7 @@ impl OrderedIndex for OlcTree {
             if !leaf.upgrade(version) {
                 continue;
             }
-            let removed = leaf.remove_slot(position, 0);
+            let removed = leaf.remove_slot(position, None);
             let emptied = leaf.count() == 0;
             leaf.unlock();
             self.retire_leaf_slot(leaf, removed, &guard);
@@ -1380,9 +1457,9 @@ impl Drop for OlcTree {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no operation runs, and every node, entry and separator reachable
         // from the root is owned by the tree alone (unlinked ones went to the collector).
-        unsafe fn free(n: *mut Node) {
-            // SAFETY: the caller owns `n` and everything below it.
-            let n = unsafe { Box::from_raw(n) };
+        unsafe fn free(ptr: *mut Node) {
+            // SAFETY: the caller owns `ptr` and everything below it.
+            let n = unsafe { &*ptr };
             let count = n.count();
             for slot in &n.slots[..count] {
                 let p = slot.load(Ordering::Relaxed);
@@ -1396,11 +1473,15 @@ impl Drop for OlcTree {
                 }
             }
             if !n.leaf {
-                for child in &n.children[..=count] {
+                // SAFETY: the tree's pointer to an inner node (see [`Inner`]).
+                let children = unsafe { &(*ptr.cast::<Inner>()).children };
+                for child in &children[..=count] {
                     // SAFETY: as above.
                     unsafe { free(child.load(Ordering::Relaxed)) };
                 }
             }
+            // SAFETY: as above; nothing below it is left.
+            unsafe { free_node(ptr) };
         }
         // SAFETY: see above.
         unsafe { free(self.root.load(Ordering::Relaxed)) };
@@ -1414,13 +1495,14 @@ impl OlcTree {
     /// Returns (leaves, entries).
     fn check_invariants(&self) -> (usize, usize) {
         fn walk(
-            n: &Node,
+            ptr: *const Node,
             low: Option<&[u8]>,
             high: Option<&[u8]>,
             depth: usize,
             leaf_depth: &mut Option<usize>,
             guard: &Guard,
         ) -> (usize, usize) {
+            let n = node(ptr, guard);
             let count = n.count();
             assert_eq!(n.version.load(Ordering::Relaxed) & (LOCKED | OBSOLETE), 0, "node left locked or obsolete");
             let skip = n.skip.load(Ordering::Relaxed) as usize;
@@ -1442,17 +1524,17 @@ impl OlcTree {
             }
             let mut totals = (0, 0);
             for j in 0..=count {
-                let child = n.children[j].load(Ordering::Relaxed);
+                let child = children(ptr, guard)[j].load(Ordering::Relaxed);
                 assert!(!child.is_null(), "missing child");
                 let child_low = if j > 0 { Some(keys[j - 1]) } else { low };
                 let child_high = if j < count { Some(keys[j]) } else { high };
-                let (l, e) = walk(node(child, guard), child_low, child_high, depth + 1, leaf_depth, guard);
+                let (l, e) = walk(child, child_low, child_high, depth + 1, leaf_depth, guard);
                 totals = (totals.0 + l, totals.1 + e);
             }
             totals
         }
         let guard = crossbeam_epoch::pin();
-        let totals = walk(node(self.root.load(Ordering::Relaxed), &guard), None, None, 0, &mut None, &guard);
+        let totals = walk(self.root.load(Ordering::Relaxed), None, None, 0, &mut None, &guard);
         assert_eq!(totals.1, self.len(), "len counter differs from the entries");
         totals
     }
