@@ -57,7 +57,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// under load, and made an unloaded restore 1.6× slower (`docs/indexed.md`, "Memory"). The
 /// Indexer's writes touch the leaves of the keys of one round; a leaf not cached is read again
 /// from the OS page cache. 16 MiB holds the branch pages of a 5 M-key tree (under 6 MB);
-/// 64 MiB indexed a tail no faster and took 70 MB more of fresh memory in a restore.
+/// 64 MiB indexed a tail no faster and took 68 MiB more of fresh memory in a restore.
 pub const CACHE_SIZE_BYTES: usize = 16 << 20;
 
 const IMAGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("images");
