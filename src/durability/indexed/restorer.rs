@@ -10,7 +10,8 @@
 //! cut at [`SHARDS_PER_TABLE`] points interpolated between them (the 8 bytes after their common
 //! prefix read as a number), and every table's start is a cut too, so a shard holds the keys of
 //! at most one table. Cutting costs two B-tree probes per table and needs no pass over the keys;
-//! shards of skewed key sets are unequal, which matters little because there are many of them.
+//! shards of skewed key sets are unequal: the 5 M decimal keys `key:<n>` fill 79 of the 4,096,
+//! so each shard's restored intervals ([`Restored`]) must stay cheap with thousands in it.
 //!
 //! Several walker threads ([`Restorer::walkers`]) take shards in key order from one counter (a
 //! fast walker takes more) and walk each in batches of [`WALK_BATCH_KEYS`] with a read
@@ -69,7 +70,8 @@ use crate::storage::{Catalog, Key, Record, Row, TableId};
 use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -151,28 +153,32 @@ fn successor(key: &[u8]) -> Vec<u8> {
 
 /// The restored keys of one shard.
 ///
-/// A sorted vector, not a `BTreeMap`: a shard holds a few dozen intervals at most (the walk's
-/// own, which grows, and one per key fetched ahead of it: 150–200 K fetches over 4,096 shards in
-/// a 5 M-key restore under load), and each fetch asks it three times. Binary searches over one
-/// contiguous array took 876 of a fetch's 16,368 instructions off the map's range searches
-/// (−5.4 %, `scripts/miss-callgrind.sh`, `docs/PERFORMANCE.md`, "Instant recovery", "Session 48").
+/// An ordered map from each interval's start to its end. A shard can hold thousands of
+/// intervals (the walk's own, which grows, and one per key fetched ahead of it), because shards
+/// are as unequal as the keys' bytes: decimal keys (`key:<n>`) fill 79 of a 5 M-key restore's
+/// 4,096 shards, up to 667 K keys in one, so under load ≈ 1,300 fetched keys wait ahead of the
+/// walk in a shard. A sorted vector (sessions 48–49, when shards were thought to hold a few
+/// dozen) moved every interval after the one added: each walk batch moved all the fetched keys
+/// ahead of it, each fetch half of them, 5–7 % of the server's CPU under load in the moves and
+/// the binary searches over heap-held keys (session 50). Starts are [`Key`]s, whose bytes (up to
+/// 38) lie in the map's nodes, so a search reads no key behind a pointer.
 #[derive(Default)]
 struct Restored {
-    /// Disjoint, non-touching half-open intervals `(start, end)`, sorted by start.
-    intervals: Vec<(Vec<u8>, Upper)>,
+    /// Disjoint, non-touching half-open intervals `[start, end)`, by start.
+    intervals: BTreeMap<Key, Upper>,
     /// The walk has finished the shard: every key of it is restored.
     done: bool,
 }
 
 impl Restored {
-    /// How many intervals start at or below `key`.
-    fn starting_at_or_below(&self, key: &[u8]) -> usize {
-        self.intervals.partition_point(|(start, _)| start.as_slice() <= key)
+    /// The interval starting at or below `key`: the only one that can hold it.
+    fn at_or_below(&self, key: &[u8]) -> Option<(&Key, &Upper)> {
+        self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Included(key))).next_back()
     }
 
     /// The end of the interval holding `key`, if one does.
     fn end_of(&self, key: &[u8]) -> Option<&Upper> {
-        let (_, end) = &self.intervals[..self.starting_at_or_below(key)].last()?;
+        let (_, end) = self.at_or_below(key)?;
         end.above(key).then_some(end)
     }
 
@@ -188,35 +194,42 @@ impl Restored {
         // The last interval that starts below `end` is the only one that can reach into the range
         // (intervals are disjoint and sorted).
         let starting_below_end = match end.as_key() {
-            Some(end) => self.intervals.partition_point(|(s, _)| s.as_slice() < end),
-            None => self.intervals.len(),
+            Some(end) => self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end))).next_back(),
+            None => self.intervals.last_key_value(),
         };
-        self.intervals[..starting_below_end].last().is_some_and(|(_, interval_end)| interval_end.above(start))
+        starting_below_end.is_some_and(|(_, interval_end)| interval_end.above(start))
     }
 
     /// Adds `[start, end)`, merging it with the intervals it overlaps or touches.
-    fn add(&mut self, mut start: Vec<u8>, mut end: Upper) {
+    fn add(&mut self, start: Vec<u8>, mut end: Upper) {
         assert!(end.above(&start), "an empty restored interval");
-        let mut first = self.starting_at_or_below(&start);
-        if first > 0 && self.intervals[first - 1].1.reaches(&start) {
-            first -= 1;
-        }
-        // The intervals from `first` on that the new one overlaps or touches: only the last of
-        // them can reach past `end`, and not as far as the next (none touch each other).
-        let past = first + self.intervals[first..].partition_point(|(s, _)| end.reaches(s));
-        if past > first {
-            if self.intervals[first].0 < start {
-                start = std::mem::take(&mut self.intervals[first].0);
+        let mut start = Key::from(start.as_slice());
+        // The interval starting at or below `start` joins if it reaches it.
+        if let Some((before, before_end)) = self.at_or_below(start.as_bytes())
+            && before_end.reaches(start.as_bytes())
+        {
+            let before = before.clone();
+            if let Some(before_end) = self.intervals.remove(&before)
+                && before_end > end
+            {
+                end = before_end;
             }
-            if self.intervals[past - 1].1 > end {
-                end = self.intervals[past - 1].1.clone();
+            start = before;
+        }
+        // Then every interval from `start` on that `end` reaches: only the last of them can end
+        // past `end`, and not as far as the next (none touch each other).
+        while let Some((next, _)) =
+            self.intervals.range::<[u8], _>((Bound::Included(start.as_bytes()), Bound::Unbounded)).next()
+            && end.reaches(next.as_bytes())
+        {
+            let next = next.clone();
+            if let Some(next_end) = self.intervals.remove(&next)
+                && next_end > end
+            {
+                end = next_end;
             }
         }
-        self.intervals.splice(first..past, std::iter::once((start, end)));
-        debug_assert!(
-            self.intervals.windows(2).all(|w| !w[0].1.reaches(&w[1].0)),
-            "restored intervals overlap or touch"
-        );
+        self.intervals.insert(start, end);
     }
 }
 
@@ -636,7 +649,7 @@ impl Restorer {
         }
         let mut restored = shard.restored.lock();
         restored.done = true;
-        restored.intervals = Vec::new();
+        restored.intervals = BTreeMap::new();
         shard.done.store(true, Ordering::SeqCst);
         true
     }
@@ -971,7 +984,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Restored intervals, merged in a sorted vector, answer every question as the
+        /// Restored intervals, merged in an ordered map, answer every question as the
         /// intervals added, unmerged, do (keys of up to two bytes from a small alphabet, so that
         /// intervals overlap, touch and nest often).
         #[test]
@@ -1015,8 +1028,9 @@ mod tests {
                         proptest::prop_assert_eq!(r.overlaps(a, &range_end), any, "[{:?}, {:?})", a, range_end);
                     }
                 }
-                for w in r.intervals.windows(2) {
-                    proptest::prop_assert!(!w[0].1.reaches(&w[1].0), "{:?} touches {:?}", w[0], w[1]);
+                let intervals: Vec<(&Key, &Upper)> = r.intervals.iter().collect();
+                for w in intervals.windows(2) {
+                    proptest::prop_assert!(!w[0].1.reaches(w[1].0.as_bytes()), "{:?} touches {:?}", w[0], w[1]);
                 }
             }
         }
