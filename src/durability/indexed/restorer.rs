@@ -10,7 +10,7 @@
 //! cut at [`SHARDS_PER_TABLE`] points interpolated between them (the 8 bytes after their common
 //! prefix read as a number), and every table's start is a cut too, so a shard holds the keys of
 //! at most one table. Cutting costs two B-tree probes per table and needs no pass over the keys;
-//! shards of skewed key sets are unequal: the 5 M decimal keys `key:<n>` fill 79 of the 4,096,
+//! shards of skewed key sets are unequal: the 5 M decimal keys `key:<n>` fill 132 of the 4,096,
 //! so each shard's restored intervals ([`Restored`]) must stay cheap with thousands in it.
 //!
 //! Several walker threads ([`Restorer::walkers`]) take shards in key order from one counter (a
@@ -153,15 +153,17 @@ fn successor(key: &[u8]) -> Vec<u8> {
 
 /// The restored keys of one shard.
 ///
-/// An ordered map from each interval's start to its end. A shard can hold thousands of
+/// An ordered map from each interval's start to its end. A shard can hold hundreds of
 /// intervals (the walk's own, which grows, and one per key fetched ahead of it), because shards
-/// are as unequal as the keys' bytes: decimal keys (`key:<n>`) fill 79 of a 5 M-key restore's
-/// 4,096 shards, up to 667 K keys in one, so under load ≈ 1,300 fetched keys wait ahead of the
-/// walk in a shard. A sorted vector (sessions 48–49, when shards were thought to hold a few
-/// dozen) moved every interval after the one added: each walk batch moved all the fetched keys
-/// ahead of it, each fetch half of them, 5–7 % of the server's CPU under load in the moves and
-/// the binary searches over heap-held keys (session 50). Starts are [`Key`]s, whose bytes (up to
-/// 38) lie in the map's nodes, so a search reads no key behind a pointer.
+/// are as unequal as the keys' bytes: decimal keys (`key:<n>`) fill 132 of a 5 M-key restore's
+/// 4,096 shards, up to 111 K keys in one, and the 100–140 K keys fetched under load are ≈ 900 a
+/// shard. A sorted vector (sessions 48–49, when shards were thought to hold a few dozen) moved
+/// every interval after the one added: each walk batch moved all the fetched keys ahead of it,
+/// each fetch half of them; with the binary searches over heap-held keys, ≈ 7 % of the server's
+/// CPU while it restored under load (`perf`, session 50). Starts are [`Key`]s, whose bytes (up
+/// to 38) lie in the map's nodes, so a search reads no key behind a pointer. With few intervals
+/// the map costs more instructions than the vector did (a fetch 20,379 → 22,108 by
+/// `scripts/miss-callgrind.sh`, ≈ 127 fetched keys a shard), fewer than the moves it saves.
 #[derive(Default)]
 struct Restored {
     /// Disjoint, non-touching half-open intervals `[start, end)`, by start.
