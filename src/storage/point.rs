@@ -79,6 +79,10 @@ const CACHED_SLOTS_MAX: usize = 1 << 18;
 /// The slots [`PointIndex::prefetch`] looks through for the record of a key's tag.
 const PREFETCH_PROBE_SLOTS: usize = 8;
 
+/// How many records a rebuild prefetches before it reads the first one's key: enough misses in
+/// flight to cover one's latency, a handful of the core's line fill buffers.
+const REBUILD_AHEAD: usize = 8;
+
 /// How large a rebuilt array is for the entries it must hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Growth {
@@ -100,9 +104,6 @@ impl Growth {
         wanted.next_power_of_two().max(SLOTS_MIN)
     }
 }
-/// How many records a rebuild prefetches before it reads the first one's key: enough misses in
-/// flight to cover one's latency, a handful of the core's line fill buffers.
-const REBUILD_AHEAD: usize = 8;
 
 /// A key's hash in one point index ([`PointIndex::hash_of`]): hashes are seeded per index.
 #[derive(Clone, Copy, Debug)]

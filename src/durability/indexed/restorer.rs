@@ -11,7 +11,7 @@
 //! prefix read as a number), and every table's start is a cut too, so a shard holds the keys of
 //! at most one table. Cutting costs two B-tree probes per table and needs no pass over the keys;
 //! shards of skewed key sets are unequal: the 5 M decimal keys `key:<n>` fill 132 of the 4,096,
-//! so each shard's restored intervals ([`Restored`]) must stay cheap with thousands in it.
+//! so each shard's restored intervals ([`Restored`]) must stay cheap with hundreds in it.
 //!
 //! Several walker threads ([`Restorer::walkers`]) take shards in key order from one counter (a
 //! fast walker takes more) and walk each in batches of [`WALK_BATCH_KEYS`] with a read
@@ -163,7 +163,7 @@ fn successor(key: &[u8]) -> Vec<u8> {
 /// CPU while it restored under load (`perf`, session 50). Starts are [`Key`]s, whose bytes (up
 /// to 38) lie in the map's nodes, so a search reads no key behind a pointer. With few intervals
 /// the map costs more instructions than the vector did (a fetch 20,379 → 22,108 by
-/// `scripts/miss-callgrind.sh`, ≈ 127 fetched keys a shard), fewer than the moves it saves.
+/// `scripts/miss-callgrind.sh`, ≈ 76 fetched keys a shard), fewer than the moves it saves.
 #[derive(Default)]
 struct Restored {
     /// Disjoint, non-touching half-open intervals `[start, end)`, by start.
