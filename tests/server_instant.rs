@@ -28,6 +28,8 @@ struct InstantServer {
 
 impl InstantServer {
     fn start(dir: &Path, mode: IndexMode, restore_paused: bool) -> InstantServer {
+        // As `lazarus serve` does: the restart's timeline in INFO counts from before recovery.
+        let started = std::time::Instant::now();
         let mut options = IndexedOptions::new(vec![dir.to_path_buf()], mode);
         options.restore_paused = restore_paused;
         let scheme = Arc::new(IndexedLogging::new(options).unwrap());
@@ -40,7 +42,7 @@ impl InstantServer {
         // One event loop: every connection shares it, so a request that waited for the restore
         // on the loop would stall the others (checked below).
         let server_config =
-            ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, io_threads: 1, ..ServerConfig::default() };
+            ServerConfig { bind: "127.0.0.1:0".into(), workers: 4, io_threads: 1, started, ..ServerConfig::default() };
         let server = Server::bind(db.clone(), server_config, Arc::clone(&scheme) as _).unwrap();
         let (addr, handle) = (server.local_addr(), server.shutdown_handle());
         let thread = std::thread::spawn(move || server.run().unwrap());
@@ -92,6 +94,7 @@ fn requests_during_the_restore_get_correct_answers() {
     let info = recovery_info(&mut c);
     assert_eq!(info["recovery_state"], "restoring", "{info:?}");
     assert_eq!(info["recovery_percent"], "0.0", "the walk moved while paused: {info:?}");
+    assert_eq!(info["recovery_first_fetch_ms"], "-1", "no request has fetched a key yet: {info:?}");
     // Not yet restored (fetched on demand), deleted before the restart, and never existing.
     assert_eq!(redis::cmd("GET").arg("k00001").query::<Option<String>>(&mut c).unwrap().as_deref(), Some("v1"));
     assert_eq!(redis::cmd("GET").arg("k02999").query::<Option<String>>(&mut c).unwrap().as_deref(), Some("v2999"));
@@ -110,6 +113,10 @@ fn requests_during_the_restore_get_correct_answers() {
     let on_demand: u64 = info["recovery_keys_restored_on_demand"].parse().unwrap();
     assert!(on_demand >= 10, "{info:?}");
     assert_eq!(info["recovery_state"], "restoring");
+    // The restart's timeline: the server listened, then the first GET above fetched its key.
+    let (listening_ms, first_fetch_ms): (f64, f64) =
+        (info["recovery_listening_ms"].parse().unwrap(), info["recovery_first_fetch_ms"].parse().unwrap());
+    assert!(listening_ms > 0.0 && first_fetch_ms > listening_ms, "{info:?}");
     assert_eq!((info["recovery_walk_cpu_ms"].as_str(), info["recovery_process_cpu_ms"].as_str()), ("0.0", "0.0"));
     // Early in the restore the walk's share is front-loaded: above its mean, the default 0.35.
     let share: f64 = info["recovery_walk_share"].parse().unwrap();
@@ -244,7 +251,13 @@ fn instant_bench_writes_timelines(extra: &[&str], workloads: &str, first_port: u
     }
     let summary = std::fs::read_to_string(out.path().join("summary.csv")).unwrap();
     assert_eq!(summary.lines().count(), 1 + 2 * workloads.split(',').count(), "{summary}");
-    assert!(summary.lines().any(|l| l.starts_with("ailir,read-write,300,")), "{summary}");
+    let ailir = summary.lines().find(|l| l.starts_with("ailir,read-write,300,")).unwrap_or_else(|| panic!("{summary}"));
+    // The server's own startup timeline, from its last INFO: it listened a positive time after
+    // its start (the last column, the first fetch, is empty when no request missed).
+    let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+    let column = header.iter().position(|&c| c == "server_listening_ms").unwrap();
+    let listening_ms: f64 = ailir.split(',').nth(column).unwrap().parse().unwrap_or_else(|e| panic!("{e}: {summary}"));
+    assert!(listening_ms > 0.0, "{summary}");
 }
 
 #[test]

@@ -1417,6 +1417,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = lazarus::server::ServerConfig {
         bind: format!("{}:{}", args.bind, args.port),
         clients_max: args.max_clients,
+        started,
         ..lazarus::server::ServerConfig::default()
     };
     if let Some(threads) = args.threads {
@@ -1536,7 +1537,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
     };
     let results = instant_bench::run(&options)?;
     let mut summary = String::from(
-        "target,workload,keys,preload_s,first_reply_ms,recovered_ms,during_recovery_per_s,after_recovery_per_s,restored_on_demand,walk_cpu_ms,restoring_cpu_ms,fetch_cpu_ms\n",
+        "target,workload,keys,preload_s,first_reply_ms,recovered_ms,during_recovery_per_s,after_recovery_per_s,restored_on_demand,walk_cpu_ms,restoring_cpu_ms,fetch_cpu_ms,server_listening_ms,server_first_fetch_ms\n",
     );
     println!(
         "{:<16} {:<11} {:>12} {:>13} {:>16} {:>15}",
@@ -1548,7 +1549,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
             r.target, r.workload, r.first_reply_ms, r.recovered_ms, r.during_recovery_per_s, r.after_recovery_per_s
         );
         summary.push_str(&format!(
-            "{},{},{},{:.2},{:.1},{:.1},{:.0},{:.0},{},{},{},{}\n",
+            "{},{},{},{:.2},{:.1},{:.1},{:.0},{:.0},{},{},{},{},{},{}\n",
             r.target,
             r.workload,
             args.keys,
@@ -1560,7 +1561,9 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
             r.restored_on_demand.map(|n| n.to_string()).unwrap_or_default(),
             r.restore_cpu_ms.map(|(walk, _)| format!("{walk:.0}")).unwrap_or_default(),
             r.restore_cpu_ms.map(|(_, process)| format!("{process:.0}")).unwrap_or_default(),
-            r.fetch_cpu_ms.map(|fetch| format!("{fetch:.0}")).unwrap_or_default()
+            r.fetch_cpu_ms.map(|fetch| format!("{fetch:.0}")).unwrap_or_default(),
+            r.server_startup_ms.map(|(listening, _)| format!("{listening:.1}")).unwrap_or_default(),
+            r.server_startup_ms.and_then(|(_, fetch)| fetch).map(|f| format!("{f:.1}")).unwrap_or_default()
         ));
     }
     std::fs::write(args.out.join("summary.csv"), summary).context("cannot write summary.csv")?;

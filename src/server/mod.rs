@@ -71,6 +71,10 @@ pub struct ServerConfig {
     pub clients_max: usize,
     /// Request limits.
     pub limits: ProtoLimits,
+    /// When starting the server began, recovery included: INFO's uptime and its restart
+    /// timeline (`recovery_listening_ms`, `recovery_first_fetch_ms`) count from it. Default:
+    /// when the configuration was made.
+    pub started: Instant,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +86,7 @@ impl Default for ServerConfig {
             io_threads: cores,
             clients_max: 1024,
             limits: ProtoLimits::default(),
+            started: Instant::now(),
         }
     }
 }
@@ -272,8 +277,13 @@ pub struct Shared {
     pub config: ServerConfig,
     /// The address the server listens on.
     pub addr: SocketAddr,
-    /// When the server started.
+    /// When starting the server began ([`ServerConfig::started`]).
     pub started: Instant,
+    /// Microseconds from `started` until the server listened.
+    pub listening_us: u64,
+    /// Microseconds from `started` until the first fetch from the indexed log on demand ended
+    /// ([`restore_pool`]), `u64::MAX` before: where a restart's first replies waited, for INFO.
+    pub first_fetch_us: AtomicU64,
     /// INFO's recovery section.
     pub recovery: Arc<dyn RecoveryStatus>,
     /// SCAN cursors.
@@ -293,7 +303,21 @@ pub struct Shared {
     shutdown: AtomicBool,
 }
 
+/// Microseconds since `since`, saturated.
+fn micros_since(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX - 1)
+}
+
 impl Shared {
+    /// Notes that a fetch on demand ended: the first one's time is kept for INFO.
+    pub fn note_fetch_ended(&self) {
+        // A load, not a read-modify-write, once the first is noted: fetching threads do not
+        // contend for the line.
+        if self.first_fetch_us.load(Ordering::Relaxed) == u64::MAX {
+            self.first_fetch_us.fetch_min(micros_since(self.started), Ordering::Relaxed);
+        }
+    }
+
     /// Asks the accept loop to stop (SHUTDOWN); it closes every connection.
     pub fn request_shutdown(&self) {
         if self.shutdown.swap(true, Ordering::SeqCst) {
@@ -353,13 +377,16 @@ impl Server {
         let listener = TcpListener::bind(addr)?;
         let keyspace = Keyspace::open(&db)?;
         let pool = WorkerPool::new(&db, config.workers)?;
+        let started = config.started;
         let shared = Shared {
             addr: listener.local_addr()?,
             db,
             keyspace,
             pool,
             config,
-            started: Instant::now(),
+            started,
+            listening_us: micros_since(started),
+            first_fetch_us: AtomicU64::new(u64::MAX),
             recovery,
             cursors: Mutex::new(CursorTable::default()),
             settable: Mutex::new(Settable::default()),

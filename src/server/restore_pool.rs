@@ -142,7 +142,10 @@ impl RestorePool {
         let mut clock = ThreadClock::start();
         while let Some(request) = self.next(&mut clock, shared) {
             match &request.need {
-                RestoreNeed::Keys(keys) => shared.keyspace.restore_ahead(&shared.db, keys.iter().map(Vec::as_slice)),
+                RestoreNeed::Keys(keys) => {
+                    shared.keyspace.restore_ahead(&shared.db, keys.iter().map(Vec::as_slice));
+                    shared.note_fetch_ended();
+                }
                 RestoreNeed::Table => {
                     // Possibly the rest of the restore: not a runner meanwhile, so that the
                     // requests queued behind it wake another thread.

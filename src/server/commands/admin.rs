@@ -183,7 +183,7 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 "recovery_state:{}\r\nrecovery_percent:{:.1}\r\nrecovery_keys_restored:{}\r\n\
                  recovery_keys_restored_on_demand:{}\r\nrecovery_elapsed_ms:{:.1}\r\n\
                  recovery_walk_cpu_ms:{:.1}\r\nrecovery_process_cpu_ms:{:.1}\r\nrecovery_fetch_cpu_ms:{:.1}\r\n\
-                 recovery_walk_share:{:.3}\r\n",
+                 recovery_walk_share:{:.3}\r\nrecovery_listening_ms:{:.1}\r\nrecovery_first_fetch_ms:{}\r\n",
                 recovery.state,
                 recovery.percent,
                 recovery.keys_restored,
@@ -192,7 +192,12 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 recovery.walk_cpu_ms,
                 recovery.process_cpu_ms,
                 shared.restore_fetch_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
-                recovery.walk_share
+                recovery.walk_share,
+                shared.listening_us as f64 / 1e3,
+                match shared.first_fetch_us.load(Ordering::Relaxed) {
+                    u64::MAX => "-1".to_string(),
+                    us => format!("{:.1}", us as f64 / 1e3),
+                }
             ),
         ),
         ("Keyspace", format!("db0:keys={},expires=0,avg_ttl=0\r\n", shared.stored_rows())),

@@ -173,6 +173,10 @@ pub struct RunResult {
     /// CPU milliseconds of the server's threads that fetched keys on demand (part of the
     /// server's above), from the same `INFO`; `None` as above.
     pub fetch_cpu_ms: Option<f64>,
+    /// Milliseconds from the server's own start (its `main`, so without the spawn) until it
+    /// listened, and until its first fetch on demand ended (`None`: no fetch), from the same
+    /// `INFO`: which of the two a late first reply waited for; `None` as above.
+    pub server_startup_ms: Option<(f64, Option<f64>)>,
     /// Seconds the preload took, and its rate.
     pub preload_s: f64,
     /// The timeline file written.
@@ -242,7 +246,7 @@ fn crash(options: &InstantBenchOptions, target: &Target, dir: &Path, port: &mut 
 /// Prints one run's line and hands it back.
 fn report(result: RunResult) -> RunResult {
     eprintln!(
-        "instant-bench: {} {}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after{}",
+        "instant-bench: {} {}: first reply {:.1} ms, recovered {:.1} ms, {:.0}/s during, {:.0}/s after{}{}",
         result.target,
         result.workload,
         result.first_reply_ms,
@@ -257,6 +261,13 @@ fn report(result: RunResult) -> RunResult {
                 result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default()
             ),
             _ => String::new(),
+        },
+        match result.server_startup_ms {
+            Some((listening, first_fetch)) => format!(
+                "; the server listened {listening:.1} ms after its start{}",
+                first_fetch.map(|f| format!(", its first fetch ended at {f:.1} ms")).unwrap_or_default()
+            ),
+            None => String::new(),
         }
     );
     result
@@ -489,6 +500,9 @@ fn restart_under_load(
         restore_cpu_ms: info_field(&final_info, "recovery_walk_cpu_ms")
             .zip(info_field(&final_info, "recovery_process_cpu_ms")),
         fetch_cpu_ms: info_field(&final_info, "recovery_fetch_cpu_ms"),
+        server_startup_ms: info_field(&final_info, "recovery_listening_ms").map(|listening| {
+            (listening, info_field(&final_info, "recovery_first_fetch_ms").filter(|&ms: &f64| ms >= 0.0))
+        }),
         after_recovery_per_s: after,
         preload_s: 0.0,
         csv,
