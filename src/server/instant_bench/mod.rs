@@ -174,8 +174,9 @@ pub struct RunResult {
     /// server's above), from the same `INFO`; `None` as above.
     pub fetch_cpu_ms: Option<f64>,
     /// Milliseconds from the server's own start (its `main`, so without the spawn) until it
-    /// listened, and until its first fetch on demand ended (`None`: no fetch), from the same
-    /// `INFO`: which of the two a late first reply waited for; `None` as above.
+    /// listened, and until its first fetch on demand ended (`None`: no fetch), from its last
+    /// `INFO` (recovery finished or not): which of the two a late first reply waited for; `None`
+    /// for Redis.
     pub server_startup_ms: Option<(f64, Option<f64>)>,
     /// Seconds the preload took, and its rate.
     pub preload_s: f64,
@@ -462,6 +463,7 @@ fn restart_under_load(
     let first_reply_us = AtomicU64::new(u64::MAX);
     let recovered_us = AtomicU64::new(u64::MAX);
     let final_info = parking_lot::Mutex::new(None);
+    let latest_info = parking_lot::Mutex::new(None);
     let stop = AtomicBool::new(false);
     let restart = Instant::now();
     let mut server = start(options, target, dir, port)?;
@@ -477,8 +479,8 @@ fn restart_under_load(
         windows: windows_count,
     };
     let counts = std::thread::scope(|s| {
-        let (recovered, stop, first) = ((&recovered_us, &final_info), &stop, &first_reply_us);
-        s.spawn(move || watch_recovery(addr, target, restart, end, recovered, stop));
+        let (recovered, latest, stop, first) = ((&recovered_us, &final_info), &latest_info, &stop, &first_reply_us);
+        s.spawn(move || watch_recovery(addr, target, restart, end, recovered, latest, stop));
         s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
         let counts = load::run(&load, options.driver_threads, options.clients, first, stop);
         stop.store(true, Ordering::SeqCst);
@@ -500,8 +502,8 @@ fn restart_under_load(
         restore_cpu_ms: info_field(&final_info, "recovery_walk_cpu_ms")
             .zip(info_field(&final_info, "recovery_process_cpu_ms")),
         fetch_cpu_ms: info_field(&final_info, "recovery_fetch_cpu_ms"),
-        server_startup_ms: info_field(&final_info, "recovery_listening_ms").map(|listening| {
-            (listening, info_field(&final_info, "recovery_first_fetch_ms").filter(|&ms: &f64| ms >= 0.0))
+        server_startup_ms: info_field(&latest_info, "recovery_listening_ms").map(|listening| {
+            (listening, info_field(&latest_info, "recovery_first_fetch_ms").filter(|&ms: &f64| ms >= 0.0))
         }),
         after_recovery_per_s: after,
         preload_s: 0.0,
@@ -556,13 +558,15 @@ fn info_field<T: std::str::FromStr>(info: &parking_lot::Mutex<Option<String>>, n
 }
 
 /// Polls INFO until the server reports recovery finished; then `recovered.0` gets the time and
-/// `recovered.1` that last INFO reply.
+/// `recovered.1` that last INFO reply. `latest` keeps each reply, finished or not (the server's
+/// startup timeline is known from the first replies on).
 fn watch_recovery(
     addr: SocketAddr,
     target: &Target,
     restart: Instant,
     end: Instant,
     recovered: (&AtomicU64, &parking_lot::Mutex<Option<String>>),
+    latest: &parking_lot::Mutex<Option<String>>,
     stop: &AtomicBool,
 ) {
     let section: &[u8] = match target {
@@ -599,6 +603,7 @@ fn watch_recovery(
                 break;
             }
             let body = String::from_utf8_lossy(&body);
+            *latest.lock() = Some(body.clone().into_owned());
             if body.lines().any(|l| l.trim_end() == done_line) {
                 recovered.0.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
                 *recovered.1.lock() = Some(body.into_owned());
