@@ -375,6 +375,8 @@ impl Server {
             .next()
             .ok_or_else(|| ServerError::Config(format!("cannot resolve {}", config.bind)))?;
         let listener = TcpListener::bind(addr)?;
+        // Connections queue from here on, answered once `run` starts the loops.
+        let listening_us = micros_since(config.started);
         let keyspace = Keyspace::open(&db)?;
         let pool = WorkerPool::new(&db, config.workers)?;
         let started = config.started;
@@ -385,7 +387,7 @@ impl Server {
             pool,
             config,
             started,
-            listening_us: micros_since(started),
+            listening_us,
             first_fetch_us: AtomicU64::new(u64::MAX),
             recovery,
             cursors: Mutex::new(CursorTable::default()),
