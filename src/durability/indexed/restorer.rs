@@ -211,11 +211,7 @@ impl Restored {
             && before_end.reaches(start.as_bytes())
         {
             let before = before.clone();
-            if let Some(before_end) = self.intervals.remove(&before)
-                && before_end > end
-            {
-                end = before_end;
-            }
+            self.absorb(&before, &mut end);
             start = before;
         }
         // Then every interval from `start` on that `end` reaches: only the last of them can end
@@ -225,13 +221,18 @@ impl Restored {
             && end.reaches(next.as_bytes())
         {
             let next = next.clone();
-            if let Some(next_end) = self.intervals.remove(&next)
-                && next_end > end
-            {
-                end = next_end;
-            }
+            self.absorb(&next, &mut end);
         }
         self.intervals.insert(start, end);
+    }
+
+    /// Removes the interval starting at `start`, widening `end` to its end if that lies further.
+    fn absorb(&mut self, start: &Key, end: &mut Upper) {
+        if let Some(removed_end) = self.intervals.remove(start)
+            && removed_end > *end
+        {
+            *end = removed_end;
+        }
     }
 }
 
