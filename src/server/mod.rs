@@ -277,11 +277,9 @@ pub struct Shared {
     pub config: ServerConfig,
     /// The address the server listens on.
     pub addr: SocketAddr,
-    /// When starting the server began ([`ServerConfig::started`]).
-    pub started: Instant,
-    /// Microseconds from `started` until the server listened.
+    /// Microseconds from [`ServerConfig::started`] until the server listened.
     pub listening_us: u64,
-    /// Microseconds from `started` until the first fetch from the indexed log on demand ended
+    /// Microseconds from [`ServerConfig::started`] until the first fetch from the indexed log on demand ended
     /// ([`restore_pool`]), `u64::MAX` before: where a restart's first replies waited, for INFO.
     pub first_fetch_us: AtomicU64,
     /// INFO's recovery section.
@@ -314,7 +312,7 @@ impl Shared {
         // A load, not a read-modify-write, once the first is noted: fetching threads do not
         // contend for the line.
         if self.first_fetch_us.load(Ordering::Relaxed) == u64::MAX {
-            self.first_fetch_us.fetch_min(micros_since(self.started), Ordering::Relaxed);
+            self.first_fetch_us.fetch_min(micros_since(self.config.started), Ordering::Relaxed);
         }
     }
 
@@ -379,14 +377,12 @@ impl Server {
         let listening_us = micros_since(config.started);
         let keyspace = Keyspace::open(&db)?;
         let pool = WorkerPool::new(&db, config.workers)?;
-        let started = config.started;
         let shared = Shared {
             addr: listener.local_addr()?,
             db,
             keyspace,
             pool,
             config,
-            started,
             listening_us,
             first_fetch_us: AtomicU64::new(u64::MAX),
             recovery,

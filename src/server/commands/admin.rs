@@ -135,7 +135,7 @@ pub fn info(conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
 
 fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
     let shared = &conn.shared;
-    let uptime_s = shared.started.elapsed().as_secs();
+    let uptime_s = shared.config.started.elapsed().as_secs();
     let durability = shared.db.scheme().name();
     let aof = u8::from(durability != "none");
     let recovery = shared.recovery.status();

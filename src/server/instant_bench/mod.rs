@@ -462,7 +462,6 @@ fn restart_under_load(
         ((options.duration_s * 1000.0) as u64 / options.window_ms).clamp(1, WINDOWS_MAX as u64) as usize;
     let first_reply_us = AtomicU64::new(u64::MAX);
     let recovered_us = AtomicU64::new(u64::MAX);
-    let final_info = parking_lot::Mutex::new(None);
     let latest_info = parking_lot::Mutex::new(None);
     let stop = AtomicBool::new(false);
     let restart = Instant::now();
@@ -479,7 +478,7 @@ fn restart_under_load(
         windows: windows_count,
     };
     let counts = std::thread::scope(|s| {
-        let (recovered, latest, stop, first) = ((&recovered_us, &final_info), &latest_info, &stop, &first_reply_us);
+        let (recovered, latest, stop, first) = (&recovered_us, &latest_info, &stop, &first_reply_us);
         s.spawn(move || watch_recovery(addr, target, restart, end, recovered, latest, stop));
         s.spawn(move || probe_first_reply(addr, restart, end, first, stop));
         let counts = load::run(&load, options.driver_threads, options.clients, first, stop);
@@ -489,6 +488,10 @@ fn restart_under_load(
     kill_and_report(&mut server);
     let first_ms = us_to_ms(first_reply_us.load(Ordering::SeqCst));
     let recovered_ms = us_to_ms(recovered_us.load(Ordering::SeqCst));
+    // The watcher stops at the reply that reported recovery finished: then its last is that one.
+    let latest_info = latest_info.into_inner();
+    let final_info = latest_info.as_deref().filter(|_| recovered_ms.is_finite());
+    let latest_info = latest_info.as_deref();
     let label = target.label();
     let csv = options.out_dir.join(format!("{workload}-{label}.csv"));
     let (during, after) = write_timeline(&csv, &counts, options.window_ms, first_ms, recovered_ms)?;
@@ -498,12 +501,12 @@ fn restart_under_load(
         first_reply_ms: first_ms,
         recovered_ms,
         during_recovery_per_s: during,
-        restored_on_demand: info_field(&final_info, "recovery_keys_restored_on_demand"),
-        restore_cpu_ms: info_field(&final_info, "recovery_walk_cpu_ms")
-            .zip(info_field(&final_info, "recovery_process_cpu_ms")),
-        fetch_cpu_ms: info_field(&final_info, "recovery_fetch_cpu_ms"),
-        server_startup_ms: info_field(&latest_info, "recovery_listening_ms").map(|listening| {
-            (listening, info_field(&latest_info, "recovery_first_fetch_ms").filter(|&ms: &f64| ms >= 0.0))
+        restored_on_demand: info_field(final_info, "recovery_keys_restored_on_demand"),
+        restore_cpu_ms: info_field(final_info, "recovery_walk_cpu_ms")
+            .zip(info_field(final_info, "recovery_process_cpu_ms")),
+        fetch_cpu_ms: info_field(final_info, "recovery_fetch_cpu_ms"),
+        server_startup_ms: info_field(latest_info, "recovery_listening_ms").map(|listening| {
+            (listening, info_field(latest_info, "recovery_first_fetch_ms").filter(|&ms: &f64| ms >= 0.0))
         }),
         after_recovery_per_s: after,
         preload_s: 0.0,
@@ -551,21 +554,20 @@ fn probe_first_reply(addr: SocketAddr, restart: Instant, end: Instant, first: &A
     }
 }
 
-/// Field `name` of the `INFO` reply kept by [`watch_recovery`], if there is one and it parses.
-fn info_field<T: std::str::FromStr>(info: &parking_lot::Mutex<Option<String>>, name: &str) -> Option<T> {
-    let info = info.lock();
-    info.as_deref()?.lines().find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':')?.parse().ok())
+/// Field `name` of an `INFO` reply kept by [`watch_recovery`], if there is one and it parses.
+fn info_field<T: std::str::FromStr>(info: Option<&str>, name: &str) -> Option<T> {
+    info?.lines().find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':')?.parse().ok())
 }
 
-/// Polls INFO until the server reports recovery finished; then `recovered.0` gets the time and
-/// `recovered.1` that last INFO reply. `latest` keeps each reply, finished or not (the server's
-/// startup timeline is known from the first replies on).
+/// Polls INFO until the server reports recovery finished, then stores the time in `recovered`.
+/// `latest` keeps each reply, so the last one is the reply that reported it finished, if one did
+/// (the server's startup timeline is known from the first replies on).
 fn watch_recovery(
     addr: SocketAddr,
     target: &Target,
     restart: Instant,
     end: Instant,
-    recovered: (&AtomicU64, &parking_lot::Mutex<Option<String>>),
+    recovered: &AtomicU64,
     latest: &parking_lot::Mutex<Option<String>>,
     stop: &AtomicBool,
 ) {
@@ -603,10 +605,10 @@ fn watch_recovery(
                 break;
             }
             let body = String::from_utf8_lossy(&body);
-            *latest.lock() = Some(body.clone().into_owned());
-            if body.lines().any(|l| l.trim_end() == done_line) {
-                recovered.0.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
-                *recovered.1.lock() = Some(body.into_owned());
+            let done = body.lines().any(|l| l.trim_end() == done_line);
+            *latest.lock() = Some(body.into_owned());
+            if done {
+                recovered.store(restart.elapsed().as_micros() as u64, Ordering::SeqCst);
                 return;
             }
             if stop.load(Ordering::Relaxed) {
