@@ -11,24 +11,23 @@
 //! prefix read as a number), and every table's start is a cut too, so a shard holds the keys of
 //! at most one table. Cutting costs two B-tree probes per table and needs no pass over the keys;
 //! shards of skewed key sets are unequal: the 5 M decimal keys `key:<n>` fill 132 of the 4,096,
-//! so each shard's restored intervals ([`Restored`]) must stay cheap with hundreds in it.
+//! so a shard's set of restored keys ([`Restored`]) must stay cheap with hundreds fetched in it.
 //!
 //! Several walker threads ([`Restorer::walkers`]) take shards in key order from one counter (a
 //! fast walker takes more) and walk each in batches of [`WALK_BATCH_KEYS`] with a read
 //! transaction they keep (renewed every [`READER_RENEW_MS`]) and one cursor on the shard, which
-//! goes on from batch to batch. Each shard has its own lock and
-//! its own set of *restored intervals*: half-open key ranges `[start, end)` every key of which is
-//! restored, whether or not the B-tree held it (a key the walk passed without finding never
-//! existed). A batch covers `[position, successor of its last key)` (or up to the shard's end
-//! when it came back short), and a request that misses looks its key up in the B-tree (a point
-//! lookup) and restores it, present or absent: `[key, successor of key)`. One key, as the paper's
-//! Scheduler restores the record a transaction needs: a walker installs keys in order, appending
-//! to the trees, while a request's land at random places in them (until session 29 a miss
-//! restored the 32 images from its key on, and under load the fetching threads took a quarter of
-//! the CPU installing neighbours no request waited for; `docs/PERFORMANCE.md`, "Instant
-//! recovery", "Session 29"). So the clients' misses restore the database too, and the walk skips
-//! what they restored. When its walker finishes a shard, the shard is *done* and its intervals
-//! are dropped.
+//! goes on from batch to batch. Each shard has its own lock and its own *restored keys*: every
+//! key below the walk's *frontier*, whether or not the B-tree held it (a key the walk passed
+//! without finding never existed), and the keys requests *fetched* ahead of it. A batch moves the
+//! frontier to the successor of its last key (or to the shard's end when it came back short); a
+//! request that misses looks its key up in the B-tree (a point lookup) and restores it, present
+//! or absent, alone. One key, as the paper's Scheduler restores the record a transaction needs:
+//! a walker installs keys in order, appending to the trees, while a request's land at random
+//! places in them (until session 29 a miss restored the 32 images from its key on, and under load
+//! the fetching threads took a quarter of the CPU installing neighbours no request waited for;
+//! `docs/PERFORMANCE.md`, "Instant recovery", "Session 29"). So the clients' misses restore the
+//! database too, and the walk leaves alone the fetched keys it reads. When its walker finishes a
+//! shard, the shard is *done* and its fetched keys are dropped.
 //!
 //! Before the walkers start, the point index of a one-table indexed log is sized for all its
 //! images ([`Restorer::run`]); while the database serves, the walkers can be held to a share of
@@ -40,9 +39,10 @@
 //! write made after the restart:
 //!
 //! - every point access of a gated table (read or write) first makes sure its key is restored;
-//! - an image is installed only under its shard's lock and only if its key is not yet in a
-//!   restored interval, and the interval is added under the same lock hold: a key is installed at
-//!   most once, before any transaction could touch it;
+//! - an image is installed only under its shard's lock and only if its key is not yet restored,
+//!   and the key is noted restored (the frontier moved past it, or the key added to the fetched
+//!   ones) under the same lock hold: a key is installed at most once, before any transaction
+//!   could touch it;
 //! - [`Table::restore_row`] links a row only where the key has no record.
 //!
 //! The B-tree read before taking the lock may be newer than the restart (the Indexer keeps
@@ -70,8 +70,7 @@ use crate::storage::{Catalog, Key, Record, Row, TableId};
 use crate::txn::Tid;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -127,14 +126,6 @@ impl Upper {
         }
     }
 
-    /// Whether this end is at or above `key` (a range ending here touches one starting at `key`).
-    fn reaches(&self, key: &[u8]) -> bool {
-        match self {
-            Upper::Key(end) => end.as_slice() >= key,
-            Upper::End => true,
-        }
-    }
-
     fn as_key(&self) -> Option<&[u8]> {
         match self {
             Upper::Key(end) => Some(end),
@@ -151,88 +142,48 @@ fn successor(key: &[u8]) -> Vec<u8> {
     next
 }
 
-/// The restored keys of one shard.
+/// The restored keys of one shard: every key below the walk's frontier, and the keys requests
+/// fetched ahead of it.
 ///
-/// An ordered map from each interval's start to its end. A shard can hold hundreds of
-/// intervals (the walk's own, which grows, and one per key fetched ahead of it), because shards
-/// are as unequal as the keys' bytes: decimal keys (`key:<n>`) fill 132 of a 5 M-key restore's
-/// 4,096 shards, up to 111 K keys in one, and the 100–140 K keys fetched under load are ≈ 900 a
-/// shard. A sorted vector (sessions 48–49, when shards were thought to hold a few dozen) moved
-/// every interval after the one added: each walk batch moved all the fetched keys ahead of it,
-/// each fetch half of them; with the binary searches over heap-held keys, ≈ 7 % of the server's
-/// CPU while it restored under load (`perf`, session 50). Starts are [`Key`]s, whose bytes (up
-/// to 38) lie in the map's nodes, so a search reads no key behind a pointer. With few intervals
-/// the map costs more instructions than the vector did (a fetch 20,379 → 22,108 by
-/// `scripts/miss-callgrind.sh`, ≈ 76 fetched keys a shard), fewer than the moves it saves.
+/// A walker takes a shard whole and walks it in key order without skipping, so what it has
+/// restored is one range from the shard's start, and a fetch restores one key. Membership, which
+/// every miss asks on its event loop and again on its fetching thread, is then a comparison and
+/// a hash probe. Until session 52 the shard kept merged half-open intervals in an ordered map
+/// (after a sorted vector, sessions 48–49), and under load its searches over hundreds of fetched
+/// keys were ≈ 0.85 µs of each miss's event-loop time and a sixth of a fetch's instructions
+/// (`docs/PERFORMANCE.md`, "Instant recovery", "Session 52").
 #[derive(Default)]
 struct Restored {
-    /// Disjoint, non-touching half-open intervals `[start, end)`, by start.
-    intervals: BTreeMap<Key, Upper>,
+    /// Every key of the shard below this is restored by the walk (whose next batch starts here);
+    /// `None` before its first batch.
+    walked_to: Option<Upper>,
+    /// Full keys fetched on demand, present in the B-tree or not, that the walk had not passed
+    /// when they were fetched; the walk takes out those it then reads.
+    fetched: HashSet<Key, foldhash::fast::RandomState>,
     /// The walk has finished the shard: every key of it is restored.
     done: bool,
 }
 
 impl Restored {
-    /// The interval starting at or below `key`: the only one that can hold it.
-    fn at_or_below(&self, key: &[u8]) -> Option<(&Key, &Upper)> {
-        self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Included(key))).next_back()
-    }
-
-    /// The end of the interval holding `key`, if one does.
-    fn end_of(&self, key: &[u8]) -> Option<&Upper> {
-        let (_, end) = self.at_or_below(key)?;
-        end.above(key).then_some(end)
-    }
-
     fn contains(&self, key: &[u8]) -> bool {
-        self.done || self.end_of(key).is_some()
+        self.done || self.walked_to.as_ref().is_some_and(|end| end.above(key)) || self.fetched.contains(key)
     }
 
-    /// Whether any restored key lies in `[start, end)`.
-    fn overlaps(&self, start: &[u8], end: &Upper) -> bool {
-        if self.done {
-            return true;
-        }
-        // The last interval that starts below `end` is the only one that can reach into the range
-        // (intervals are disjoint and sorted).
-        let starting_below_end = match end.as_key() {
-            Some(end) => self.intervals.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end))).next_back(),
-            None => self.intervals.last_key_value(),
-        };
-        starting_below_end.is_some_and(|(_, interval_end)| interval_end.above(start))
+    /// Notes `key` restored by a fetch.
+    fn add_fetched(&mut self, key: &[u8]) {
+        assert!(!self.contains(key), "a key fetched twice");
+        self.fetched.insert(Key::from(key));
     }
 
-    /// Adds `[start, end)`, merging it with the intervals it overlaps or touches.
-    fn add(&mut self, start: Vec<u8>, mut end: Upper) {
-        assert!(end.above(&start), "an empty restored interval");
-        let mut start = Key::from(start.as_slice());
-        // The interval starting at or below `start` joins if it reaches it.
-        if let Some((before, before_end)) = self.at_or_below(start.as_bytes())
-            && before_end.reaches(start.as_bytes())
-        {
-            let before = before.clone();
-            self.absorb(&before, &mut end);
-            start = before;
-        }
-        // Then every interval from `start` on that `end` reaches: only the last of them can end
-        // past `end`, and not as far as the next (none touch each other).
-        while let Some((next, _)) =
-            self.intervals.range::<[u8], _>((Bound::Included(start.as_bytes()), Bound::Unbounded)).next()
-            && end.reaches(next.as_bytes())
-        {
-            let next = next.clone();
-            self.absorb(&next, &mut end);
-        }
-        self.intervals.insert(start, end);
+    /// Takes `key` out of the fetched keys as the walk reaches it: true if it was fetched.
+    fn take_fetched(&mut self, key: &[u8]) -> bool {
+        !self.fetched.is_empty() && self.fetched.remove(key)
     }
 
-    /// Removes the interval starting at `start`, widening `end` to its end if that lies further.
-    fn absorb(&mut self, start: &Key, end: &mut Upper) {
-        if let Some(removed_end) = self.intervals.remove(start)
-            && removed_end > *end
-        {
-            *end = removed_end;
-        }
+    /// Notes every key below `end` restored by the walk.
+    fn add_walked(&mut self, end: Upper) {
+        assert!(self.walked_to.as_ref().is_none_or(|at| *at <= end), "the walk went back: {end:?}");
+        self.walked_to = Some(end);
     }
 }
 
@@ -362,6 +313,9 @@ impl Holds {
 pub struct Restorer {
     store: Arc<IndexStore>,
     shards: Vec<Shard>,
+    /// Each shard's first key, side by side: the search for a key's shard, which every request
+    /// that misses makes on its event loop, reads these and not the shards.
+    shard_lows: Vec<Key>,
     next_shard: AtomicUsize,
     walkers: usize,
     /// The tables the indexed log holds images of, in id order (at most [`TABLES_MAX`]).
@@ -399,9 +353,11 @@ impl Restorer {
         let total_keys = store.image_count()?;
         let (shards, image_tables) = layout(&store.reader()?)?;
         assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
+        let shard_lows = shards.iter().map(|s| Key::from(s.lo.as_slice())).collect();
         Ok(Restorer {
             store,
             shards,
+            shard_lows,
             next_shard: AtomicUsize::new(0),
             walkers: settings.walkers,
             image_tables,
@@ -570,8 +526,7 @@ impl Restorer {
     }
 
     /// Walks one shard to its end; false if the walk was stopped. One cursor walks on from batch
-    /// to batch; it is opened again where requests restored the keys ahead of it (skipped), and
-    /// when the kept reader is renewed.
+    /// to batch, opened again only when the kept reader is renewed.
     fn walk_shard(
         &self,
         shard: &Shard,
@@ -580,18 +535,9 @@ impl Restorer {
         clock: &mut ThreadClock,
     ) -> bool {
         let mut position = shard.lo.clone();
-        let mut last_key = Vec::new();
-        'seek: loop {
-            // Skip what requests restored ahead of the walk.
-            if let Some(end) = shard.restored.lock().end_of(&position) {
-                match end {
-                    Upper::Key(key) => position = key.clone(),
-                    Upper::End => break,
-                }
-            }
-            if !shard.hi.above(&position) {
-                break;
-            }
+        // The batch's full keys, end to end (`Decoded::full` ranges into it).
+        let mut batch_keys = Vec::new();
+        'seek: while shard.hi.above(&position) {
             let (mut cursor, born) = {
                 let (kept, born) = self.kept_reader(reader);
                 let cursor = kept.cursor(&position, shard.hi.as_key());
@@ -613,46 +559,42 @@ impl Restorer {
                 // needs this shard waits for as little as possible (and a walker preempted while
                 // holding it, on a machine full of connection threads, holds it for less).
                 let mut decoded = Vec::with_capacity(WALK_BATCH_KEYS);
+                batch_keys.clear();
                 let read = cursor.next_images(WALK_BATCH_KEYS, |full, image| {
-                    last_key.clear();
-                    last_key.extend_from_slice(full);
-                    decoded.extend(decode(&catalog, full, image, &pinned)?);
+                    if let Some(image) = decode(&catalog, full, image, &pinned)? {
+                        let start = batch_keys.len();
+                        batch_keys.extend_from_slice(full);
+                        decoded.push(Decoded { full: start..batch_keys.len(), ..image });
+                    }
+                    position.clear();
+                    position.extend_from_slice(full);
                     Ok::<(), WalkError>(())
                 });
                 let read = read.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
                 let ended = read < WALK_BATCH_KEYS;
-                let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&last_key)) };
+                let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&position)) };
                 let mut restored = shard.restored.lock();
-                // Keys of the batch that requests restored while it was read are left alone; most
-                // batches have none, and then no key is looked up.
-                if restored.overlaps(&position, &end) {
-                    decoded.retain(|d| !restored.contains(&store::full_key(d.table.id, d.record.key().as_bytes())));
-                }
+                // Keys that requests restored ahead of the walk are left alone.
+                decoded.retain(|d| !restored.take_fetched(&batch_keys[d.full.clone()]));
                 let linked = decoded.len() as u64;
                 link_runs(decoded);
-                restored.add(std::mem::take(&mut position), end.clone());
-                // Requests may have restored the keys right after the batch: the walk skips them.
-                let ahead = match &end {
-                    Upper::Key(key) if !ended => restored.end_of(key).cloned(),
-                    _ => None,
-                };
+                restored.add_walked(end.clone());
                 drop(restored);
                 self.walked_keys.fetch_add(read as u64, Ordering::Relaxed);
                 self.images_restored.fetch_add(linked, Ordering::Relaxed);
+                let Upper::Key(next) = end else { break 'seek };
                 if ended {
                     break 'seek;
                 }
-                let skipped = ahead.is_some();
-                let Upper::Key(next) = ahead.unwrap_or(end) else { break 'seek };
                 position = next;
-                if skipped || born.elapsed() > Duration::from_millis(READER_RENEW_MS) {
+                if born.elapsed() > Duration::from_millis(READER_RENEW_MS) {
                     continue 'seek;
                 }
             }
         }
         let mut restored = shard.restored.lock();
         restored.done = true;
-        restored.intervals = BTreeMap::new();
+        restored.fetched = HashSet::default();
         shard.done.store(true, Ordering::SeqCst);
         true
     }
@@ -717,9 +659,55 @@ impl Restorer {
     /// The shard holding `full`.
     fn shard_of(&self, full: &[u8]) -> &Shard {
         // shards[0] starts at the empty key, so the point is at least 1.
-        let i = self.shards.partition_point(|s| s.lo.as_slice() <= full);
+        let i = self.shard_lows.partition_point(|lo| lo.as_bytes() <= full);
         &self.shards[i.saturating_sub(1)]
     }
+
+    /// Restores `key` of `table` (full key `full`) on demand: looks it up in the B-tree and, unless
+    /// the walk or another request restored it meanwhile, installs its image if it has one and
+    /// notes it restored either way.
+    fn fetch(&self, table: &Table, key: &[u8], full: &[u8]) {
+        let shard = self.shard_of(full);
+        if shard.done.load(Ordering::Acquire) || shard.restored.lock().contains(full) {
+            return;
+        }
+        // The B-tree is read outside the shard's lock, so fetches overlap each other and the walk.
+        let image = match self.with_reader(|reader| reader.get(full)) {
+            Ok(image) => image,
+            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
+        };
+        let decoded = image.map(|image| {
+            let (tid, row) = decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m));
+            prefetch_link(table, key, &crossbeam_epoch::pin());
+            (tid, row)
+        });
+        let mut restored = shard.restored.lock();
+        // The walk, or another request, may have restored it meanwhile: it may have been written
+        // since, so it is left alone.
+        if restored.contains(full) {
+            return;
+        }
+        let installed = decoded.is_some_and(|(tid, row)| table.restore_row(&Key::from(key), row, tid));
+        restored.add_fetched(full);
+        drop(restored);
+        self.on_demand_keys.fetch_add(1, Ordering::Relaxed);
+        self.images_restored.fetch_add(u64::from(installed), Ordering::Relaxed);
+    }
+}
+
+/// Runs `f` with the full key (table id ++ primary key) of `key` in `table`, built on the stack
+/// when short: every request that misses during a restore asks for one on its event loop.
+fn with_full_key<T>(table: TableId, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> T {
+    const STACK_BYTES: usize = 64;
+    let id = table.to_be_bytes();
+    let len = id.len() + key.len();
+    if len > STACK_BYTES {
+        return f(&store::full_key(table, key));
+    }
+    let mut buffer = [0u8; STACK_BYTES];
+    buffer[..id.len()].copy_from_slice(&id);
+    buffer[id.len()..len].copy_from_slice(key);
+    f(&buffer[..len])
 }
 
 /// Cuts the key space into shards (module docs): starts are the empty key, every table's first
@@ -795,6 +783,8 @@ fn interpolate(first: &[u8], last: &[u8], parts: usize) -> Vec<Vec<u8>> {
 struct Decoded<'c> {
     table: &'c Table,
     record: Arc<Record>,
+    /// Where the image's full key lies in the batch's buffer of keys.
+    full: std::ops::Range<usize>,
 }
 
 /// Why the walk cannot go on (either way the process stops: [`fatal_with`]).
@@ -830,7 +820,7 @@ fn decode<'c>(
     }
     let (tid, row) = decode_image(image).map_err(WalkError::Image)?;
     prefetch_link(table, key, guard);
-    Ok(Some(Decoded { table, record: Arc::new(Record::present_locked(Key::from(key), row, tid)) }))
+    Ok(Some(Decoded { table, record: Arc::new(Record::present_locked(Key::from(key), row, tid)), full: 0..0 }))
 }
 
 /// Links decoded images, in key order, as runs of one table each ([`Table::restore_records`]:
@@ -864,53 +854,23 @@ fn fatal_with(store: &IndexStore, message: &str) -> ! {
 
 impl RestoreGate for Restorer {
     fn is_restored(&self, table: &Table, key: &[u8]) -> bool {
-        let full = store::full_key(table.id, key);
-        let shard = self.shard_of(&full);
-        // Never waits: an event loop asks this for every request during the restore, and a
-        // walker holds the shard's lock while it links a batch (and may be preempted doing so).
-        // A busy lock answers "not restored", which only sends the request the slow way.
-        shard.done.load(Ordering::Acquire) || shard.restored.try_lock().is_some_and(|restored| restored.contains(&full))
+        with_full_key(table.id, key, |full| {
+            let shard = self.shard_of(full);
+            // Never waits: an event loop asks this for every request during the restore, and a
+            // walker holds the shard's lock while it links a batch (and may be preempted doing
+            // so). A busy lock answers "not restored", which only sends the request the slow way.
+            shard.done.load(Ordering::Acquire)
+                || shard.restored.try_lock().is_some_and(|restored| restored.contains(full))
+        })
     }
 
     fn restore_key(&self, table: &Table, key: &[u8]) {
-        let full = store::full_key(table.id, key);
-        let shard = self.shard_of(&full);
-        if shard.done.load(Ordering::Acquire) || shard.restored.lock().contains(&full) {
-            return;
-        }
-        // The B-tree is read outside the shard's lock, so fetches overlap each other and the walk.
-        let image = match self.with_reader(|reader| reader.get(&full)) {
-            Ok(image) => image,
-            Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
-        };
-        let decoded = image.map(|image| {
-            let (tid, row) = decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m));
-            prefetch_link(table, key, &crossbeam_epoch::pin());
-            (tid, row)
-        });
-        let found = decoded.is_some();
-        // The smallest key above `key`: the interval holds it alone, whether the B-tree had it or not.
-        let end = Upper::Key(successor(&full));
-        let mut restored = shard.restored.lock();
-        // The walk, or another request, may have restored it meanwhile: it may have been written
-        // since, so it is left alone.
-        let mut installed = false;
-        if let Some((tid, row)) = decoded
-            && !restored.contains(&full)
-        {
-            table.restore_row(&Key::from(key), row, tid);
-            installed = true;
-        }
-        if !restored.done {
-            restored.add(full, end);
-        }
-        drop(restored);
-        self.on_demand_keys.fetch_add(u64::from(installed || !found), Ordering::Relaxed);
-        self.images_restored.fetch_add(u64::from(installed), Ordering::Relaxed);
+        with_full_key(table.id, key, |full| self.fetch(table, key, full));
     }
 
     fn wait_table(&self, table: &Table) {
-        let first = self.shards.partition_point(|s| s.lo.as_slice() <= &table.id.to_be_bytes()[..]).saturating_sub(1);
+        let first =
+            self.shard_lows.partition_point(|lo| lo.as_bytes() <= &table.id.to_be_bytes()[..]).saturating_sub(1);
         let next = table.id.checked_add(1).map(|t| t.to_be_bytes());
         let mut guard = self.walked_lock.lock();
         loop {
@@ -935,66 +895,52 @@ mod tests {
     }
 
     #[test]
-    fn restored_intervals_merge_and_answer_membership() {
+    fn restored_keys_are_those_below_the_walk_and_those_fetched() {
         let mut r = Restored::default();
-        r.add(key("c"), Upper::Key(key("e")));
-        r.add(key("g"), Upper::Key(key("h")));
-        assert!(r.contains(b"c") && r.contains(b"d") && r.contains(b"dzz"));
-        assert!(!r.contains(b"e") && !r.contains(b"b") && !r.contains(b"f") && !r.contains(b"h"));
-        assert_eq!(r.end_of(b"d"), Some(&Upper::Key(key("e"))));
-        // Touching [e, g) joins all three.
-        r.add(key("e"), Upper::Key(key("g")));
-        assert_eq!(r.intervals.len(), 1, "{:?}", r.intervals);
-        assert!(r.contains(b"f") && r.contains(b"gz") && !r.contains(b"h"));
-        // An interval covering others swallows them; one reaching the end of the key space too.
-        r.add(key("m"), Upper::Key(key("p")));
-        r.add(key("a"), Upper::Key(key("n")));
-        assert_eq!(r.intervals.len(), 1, "{:?}", r.intervals);
-        assert_eq!(r.end_of(b"a"), Some(&Upper::Key(key("p"))));
-        r.add(key("x"), Upper::End);
-        assert!(r.contains(b"zzzz") && !r.contains(b"q"));
-        assert_eq!(r.intervals.len(), 2);
+        assert!(!r.contains(b"") && !r.contains(b"c"), "nothing restored yet");
+        r.add_fetched(b"m");
+        r.add_fetched(b"x");
+        assert!(r.contains(b"m") && r.contains(b"x"));
+        assert!(!r.contains(b"m\0") && !r.contains(b"l") && !r.contains(b"n"), "a fetch restores its key alone");
+        r.add_walked(Upper::Key(key("e")));
+        assert!(r.contains(b"a") && r.contains(b"dzz") && !r.contains(b"e"));
+        // The walk reads "m": the fetch restored it, so the walk leaves it alone, and it stays restored.
+        assert!(r.take_fetched(b"m"));
+        assert!(!r.take_fetched(b"m") && !r.take_fetched(b"n"));
+        r.add_walked(Upper::Key(key("m\0")));
+        assert!(r.contains(b"m") && r.contains(b"f") && !r.contains(b"n") && r.contains(b"x"));
+        r.add_walked(Upper::End);
+        assert!(r.contains(b"zzzz"));
+        r.done = true;
+        assert!(r.contains(b"anything"), "a finished shard holds every key");
     }
 
     #[test]
-    fn restored_intervals_tell_whether_a_range_holds_a_restored_key() {
+    #[should_panic(expected = "the walk went back")]
+    fn the_walk_never_goes_back() {
         let mut r = Restored::default();
-        let k = |s: &str| Upper::Key(key(s));
-        assert!(!r.overlaps(b"a", &Upper::End), "nothing restored yet");
-        r.add(key("c"), k("e"));
-        r.add(key("g"), k("h"));
-        // Ranges around, between, touching and inside the intervals [c, e) and [g, h).
-        let cases = [
-            ("a", k("c"), false),
-            ("a", k("ca"), true),
-            ("e", k("g"), false),
-            ("dz", k("f"), true),
-            ("d", k("d0"), true),
-            ("f", k("z"), true),
-            ("h", Upper::End, false),
-            ("a", Upper::End, true),
-            ("gz", k("i"), true),
-        ];
-        for (start, end, want) in cases {
-            assert_eq!(r.overlaps(start.as_bytes(), &end), want, "[{start}, {end:?})");
-            // The same answer as asking every key between (of those the cases use).
-            let keys = ["a", "c", "ca", "d", "d0", "dz", "e", "f", "g", "gz", "h", "i", "z"];
-            let any = keys.iter().any(|x| start <= *x && end.above(x.as_bytes()) && r.contains(x.as_bytes()));
-            assert_eq!(any, want, "[{start}, {end:?}) by key");
-        }
-        r.done = true;
-        assert!(r.overlaps(b"x", &k("y")), "a finished shard holds every key");
+        r.add_walked(Upper::Key(key("m")));
+        r.add_walked(Upper::Key(key("c")));
+    }
+
+    #[test]
+    #[should_panic(expected = "a key fetched twice")]
+    fn a_restored_key_is_not_fetched_again() {
+        let mut r = Restored::default();
+        r.add_walked(Upper::Key(key("m")));
+        r.add_fetched(b"c");
     }
 
     proptest::proptest! {
-        /// Restored intervals, merged in an ordered map, answer every question as the
-        /// intervals added, unmerged, do (keys of up to two bytes from a small alphabet, so that
-        /// intervals overlap, touch and nest often).
+        /// A shard's restored keys, after any interleaving of walk batches (each up to a later
+        /// frontier, taking out the fetched keys it reads) and fetches (of keys not yet restored),
+        /// are the keys below the frontier and the keys fetched: asked of every key of up to two
+        /// bytes from a small alphabet, against a model that keeps every restored key in a set.
         #[test]
-        fn restored_intervals_answer_as_the_intervals_added(
-            added in proptest::collection::vec(
-                (proptest::collection::vec(0u8..4, 0..3), proptest::option::of(proptest::collection::vec(0u8..4, 0..3))),
-                0..24,
+        fn restored_keys_answer_as_a_set_of_every_key_restored(
+            steps in proptest::collection::vec(
+                (proptest::bool::ANY, proptest::collection::vec(0u8..4, 0..3)),
+                0..32,
             )
         ) {
             let probes: Vec<Vec<u8>> = std::iter::once(Vec::new())
@@ -1002,40 +948,40 @@ mod tests {
                 .chain((0u8..5).flat_map(|a| (0u8..5).map(move |b| vec![a, b])))
                 .collect();
             let mut r = Restored::default();
-            let mut model: Vec<(Vec<u8>, Upper)> = Vec::new();
-            for (start, end) in added {
-                let end = end.map_or(Upper::End, Upper::Key);
-                if !end.above(&start) {
-                    continue;
-                }
-                r.add(start.clone(), end.clone());
-                model.push((start, end));
-                let held = |k: &[u8]| model.iter().any(|(s, e)| s.as_slice() <= k && e.above(k));
-                for k in &probes {
-                    proptest::prop_assert_eq!(r.contains(k), held(k), "key {:?}", k);
-                    if let Some(end) = r.end_of(k) {
-                        // Every probe from `k` up to the end is held, and the end itself is not.
-                        for p in probes.iter().filter(|p| p.as_slice() >= k.as_slice() && end.above(p)) {
-                            proptest::prop_assert!(held(p), "{:?} below the end {:?} of {:?}", p, end, k);
-                        }
-                        if let Upper::Key(e) = end {
-                            proptest::prop_assert!(!held(e), "the end {:?} of {:?} is held", e, k);
-                        }
+            let mut model: BTreeSet<Vec<u8>> = BTreeSet::new();
+            let mut frontier: Vec<u8> = Vec::new();
+            for (walk, k) in steps {
+                if walk {
+                    if k < frontier {
+                        continue;
                     }
-                }
-                // Non-empty ranges, as the walk asks (a batch's keys).
-                for a in &probes {
-                    let ends = probes.iter().filter(|b| a < *b).map(|b| Upper::Key(b.clone()));
-                    for range_end in ends.chain(std::iter::once(Upper::End)) {
-                        let any = model.iter().any(|(s, e)| range_end.above(s) && e.above(a));
-                        proptest::prop_assert_eq!(r.overlaps(a, &range_end), any, "[{:?}, {:?})", a, range_end);
+                    // A batch [frontier, k): the walk reads each key of it that the B-tree holds
+                    // (here: the probes) and takes it out of the fetched keys if a request got there first.
+                    for p in probes.iter().filter(|p| **p >= frontier && **p < k) {
+                        let fetched = r.take_fetched(p);
+                        proptest::prop_assert_eq!(fetched, model.contains(p), "{:?}", p);
+                        model.insert(p.clone());
                     }
+                    r.add_walked(Upper::Key(k.clone()));
+                    frontier = k;
+                } else if !r.contains(&k) {
+                    r.add_fetched(&k);
+                    model.insert(k);
                 }
-                let intervals: Vec<(&Key, &Upper)> = r.intervals.iter().collect();
-                for w in intervals.windows(2) {
-                    proptest::prop_assert!(!w[0].1.reaches(w[1].0.as_bytes()), "{:?} touches {:?}", w[0], w[1]);
+                for p in &probes {
+                    let held = model.contains(p) || *p < frontier;
+                    proptest::prop_assert_eq!(r.contains(p), held, "key {:?}", p);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn full_keys_built_on_the_stack_are_the_stores() {
+        for len in [0, 1, 59, 60, 61, 200] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let want = store::full_key(7, &key);
+            with_full_key(7, &key, |full| assert_eq!(full, want.as_slice(), "a key of {len} bytes"));
         }
     }
 
