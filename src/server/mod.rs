@@ -415,12 +415,9 @@ impl Server {
         let sweeper = std::thread::Builder::new().name("resp-expiry".into()).spawn(move || sweep(&sweeper_shared))?;
         // Fetching threads only if this start restores in the background (instant recovery).
         let restoring = self.shared.db.catalog().table(self.shared.keyspace.table()).is_some_and(|t| t.is_restoring());
-        let (restore, restorers) = match restoring {
-            true => {
-                let (pool, threads) = restore_pool::RestorePool::start(&self.shared)?;
-                (Some(pool), threads)
-            }
-            false => (None, Vec::new()),
+        let restore = match restoring {
+            true => Some(restore_pool::RestorePool::start(&self.shared)?),
+            false => None,
         };
         let mut loops = Vec::with_capacity(self.shared.config.io_threads);
         for index in 0..self.shared.config.io_threads {
@@ -429,13 +426,16 @@ impl Server {
                 Err(e) => {
                     self.shared.shutdown.store(true, Ordering::SeqCst);
                     stop_loops(loops);
-                    stop_restorers(restore, restorers);
+                    stop_restorers(restore);
                     let _ = sweeper.join();
                     return Err(e.into());
                 }
             }
         }
         self.shared.recovery.serving();
+        if let Some(pool) = &restore {
+            pool.start_the_rest(&self.shared);
+        }
         let mut next_loop = 0usize;
         for stream in self.listener.incoming() {
             if self.shared.shutdown.load(Ordering::SeqCst) {
@@ -452,7 +452,7 @@ impl Server {
         }
         drop(self.listener);
         stop_loops(loops);
-        stop_restorers(restore, restorers);
+        stop_restorers(restore);
         let _ = sweeper.join();
         Ok(())
     }
@@ -472,12 +472,9 @@ impl Server {
 }
 
 /// Lets the fetching threads end and waits for them.
-fn stop_restorers(pool: Option<Arc<restore_pool::RestorePool>>, threads: Vec<std::thread::JoinHandle<()>>) {
+fn stop_restorers(pool: Option<Arc<restore_pool::RestorePool>>) {
     if let Some(pool) = pool {
-        pool.stop();
-    }
-    for thread in threads {
-        let _ = thread.join();
+        pool.stop_and_join();
     }
 }
 

@@ -77,31 +77,76 @@ pub struct RestorePool {
     ready: Condvar,
     /// Latched once the restore has ended, so requests stop asking (see [`RestorePool::active`]).
     over: AtomicBool,
+    /// The threads started so far.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl RestorePool {
-    /// Starts the threads.
-    pub fn start(shared: &Arc<Shared>) -> std::io::Result<(Arc<RestorePool>, Vec<JoinHandle<()>>)> {
+    /// Makes the pool and starts its first thread; [`RestorePool::start_the_rest`] starts the
+    /// others. A thread takes a few hundred microseconds to start here, and several milliseconds
+    /// when the VM is slow to hand over memory (`docs/PERFORMANCE.md`, "Instant recovery",
+    /// "Session 52"): the event loops, which the first replies wait for, start in between.
+    pub fn start(shared: &Arc<Shared>) -> std::io::Result<Arc<RestorePool>> {
         let pool = Arc::new(RestorePool {
-            queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false, runners: RESTORE_THREADS, woken: 0 }),
+            queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false, runners: 0, woken: 0 }),
             ready: Condvar::new(),
             over: AtomicBool::new(false),
+            threads: Mutex::new(Vec::with_capacity(RESTORE_THREADS)),
         });
-        let mut threads = Vec::with_capacity(RESTORE_THREADS);
-        for index in 0..RESTORE_THREADS {
-            let (worker_pool, shared) = (Arc::clone(&pool), Arc::clone(shared));
-            let spawned = std::thread::Builder::new()
-                .name(format!("resp-restore-{index}"))
-                .spawn(move || worker_pool.serve(&shared));
-            match spawned {
-                Ok(thread) => threads.push(thread),
-                Err(e) => {
-                    pool.stop();
-                    return Err(e);
+        if let Err(e) = pool.spawn(shared, 0) {
+            pool.stop();
+            return Err(e);
+        }
+        Ok(pool)
+    }
+
+    /// Starts the pool's other threads, from a thread of its own (the caller goes on at once).
+    /// A thread that cannot be started leaves the pool smaller: the ones running take every
+    /// request, since a thread takes requests until the queue is empty.
+    pub fn start_the_rest(self: &Arc<Self>, shared: &Arc<Shared>) {
+        let (pool, shared) = (Arc::clone(self), Arc::clone(shared));
+        let starter = std::thread::Builder::new().name("resp-restore-start".into()).spawn(move || {
+            for index in 1..RESTORE_THREADS {
+                if let Err(e) = pool.spawn(&shared, index) {
+                    eprintln!("lazarus serve: fetching thread {index} of {RESTORE_THREADS} could not start ({e}); going on with {index}");
+                    return;
                 }
             }
+        });
+        match starter {
+            Ok(starter) => self.threads.lock().push(starter),
+            Err(e) => {
+                eprintln!("lazarus serve: the fetching threads past the first could not start ({e}); going on with one")
+            }
         }
-        Ok((pool, threads))
+    }
+
+    fn spawn(self: &Arc<Self>, shared: &Arc<Shared>, index: usize) -> std::io::Result<()> {
+        let (pool, shared) = (Arc::clone(self), Arc::clone(shared));
+        // Counted as running before it runs, so that submits meanwhile do not wake it twice.
+        self.queue.lock().runners += 1;
+        let spawned =
+            std::thread::Builder::new().name(format!("resp-restore-{index}")).spawn(move || pool.serve(&shared));
+        match spawned {
+            Ok(thread) => {
+                self.threads.lock().push(thread);
+                Ok(())
+            }
+            Err(e) => {
+                self.queue.lock().runners -= 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Lets the threads end once the queue is empty, and waits for them.
+    pub fn stop_and_join(&self) {
+        self.stop();
+        // The starter may still be adding threads: join until none is left.
+        loop {
+            let Some(thread) = self.threads.lock().pop() else { break };
+            let _ = thread.join();
+        }
     }
 
     /// Whether the restore still runs, so a loop should ask what each request needs restored.
