@@ -83,9 +83,9 @@ pub struct RestorePool {
 
 impl RestorePool {
     /// Makes the pool and starts its first thread; [`RestorePool::start_the_rest`] starts the
-    /// others. A thread takes a few hundred microseconds to start here, and several milliseconds
-    /// when the VM is slow to hand over memory (`docs/PERFORMANCE.md`, "Instant recovery",
-    /// "Session 52"): the event loops, which the first replies wait for, start in between.
+    /// others. A thread takes ≈ 60 µs to start here, and up to about a millisecond when the VM
+    /// is slow to hand over memory (`docs/PERFORMANCE.md`, "Instant recovery", "Session 52"):
+    /// the event loops, which the first replies wait for, start in between.
     pub fn start(shared: &Arc<Shared>) -> std::io::Result<Arc<RestorePool>> {
         let pool = Arc::new(RestorePool {
             queue: Mutex::new(Queue { requests: VecDeque::new(), stopping: false, runners: 0, woken: 0 }),
