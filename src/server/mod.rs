@@ -279,8 +279,9 @@ pub struct Shared {
     pub addr: SocketAddr,
     /// Microseconds from [`ServerConfig::started`] until the server listened.
     pub listening_us: u64,
-    /// Microseconds from [`ServerConfig::started`] until the first fetch from the indexed log on demand ended
-    /// ([`restore_pool`]), `u64::MAX` before: where a restart's first replies waited, for INFO.
+    /// Microseconds from [`ServerConfig::started`] until the first fetch from the indexed log on
+    /// demand ended ([`restore_pool`]), `u64::MAX` before: where a restart's first replies
+    /// waited, for INFO.
     pub first_fetch_us: AtomicU64,
     /// INFO's recovery section.
     pub recovery: Arc<dyn RecoveryStatus>,

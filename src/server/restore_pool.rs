@@ -176,7 +176,7 @@ impl RestorePool {
     }
 
     /// Lets the threads end once the queue is empty.
-    pub fn stop(&self) {
+    fn stop(&self) {
         self.queue.lock().stopping = true;
         self.ready.notify_all();
     }

@@ -561,11 +561,7 @@ impl Restorer {
                 let mut decoded = Vec::with_capacity(WALK_BATCH_KEYS);
                 batch_keys.clear();
                 let read = cursor.next_images(WALK_BATCH_KEYS, |full, image| {
-                    if let Some(image) = decode(&catalog, full, image, &pinned)? {
-                        let start = batch_keys.len();
-                        batch_keys.extend_from_slice(full);
-                        decoded.push(Decoded { full: start..batch_keys.len(), ..image });
-                    }
+                    decoded.extend(decode(&catalog, full, image, &pinned, &mut batch_keys)?);
                     position.clear();
                     position.extend_from_slice(full);
                     Ok::<(), WalkError>(())
@@ -582,10 +578,11 @@ impl Restorer {
                 drop(restored);
                 self.walked_keys.fetch_add(read as u64, Ordering::Relaxed);
                 self.images_restored.fetch_add(linked, Ordering::Relaxed);
-                let Upper::Key(next) = end else { break 'seek };
                 if ended {
                     break 'seek;
                 }
+                // Not ended: the end is the successor of the batch's last key.
+                let Upper::Key(next) = end else { break 'seek };
                 position = next;
                 if born.elapsed() > Duration::from_millis(READER_RENEW_MS) {
                     continue 'seek;
@@ -656,11 +653,15 @@ impl Restorer {
         read(&self.open_reader())
     }
 
+    /// The index of the shard holding `full`.
+    fn shard_index(&self, full: &[u8]) -> usize {
+        // shards[0] starts at the empty key, so the point is at least 1.
+        self.shard_lows.partition_point(|lo| lo.as_bytes() <= full).saturating_sub(1)
+    }
+
     /// The shard holding `full`.
     fn shard_of(&self, full: &[u8]) -> &Shard {
-        // shards[0] starts at the empty key, so the point is at least 1.
-        let i = self.shard_lows.partition_point(|lo| lo.as_bytes() <= full);
-        &self.shards[i.saturating_sub(1)]
+        &self.shards[self.shard_index(full)]
     }
 
     /// Restores `key` of `table` (full key `full`) on demand: looks it up in the B-tree and, unless
@@ -796,13 +797,15 @@ enum WalkError {
     Image(String),
 }
 
-/// Decodes one image (B-tree key and value) of the walk; `None` if its table was created after
-/// the restart (it is not gated: its keys are written, never restored).
+/// Decodes one image (B-tree key and value) of the walk, its full key appended to `batch_keys`;
+/// `None` if its table was created after the restart (it is not gated: its keys are written,
+/// never restored).
 fn decode<'c>(
     catalog: &'c Catalog,
     full: &[u8],
     image: &[u8],
     guard: &crossbeam_epoch::Guard,
+    batch_keys: &mut Vec<u8>,
 ) -> Result<Option<Decoded<'c>>, WalkError> {
     let Some((table_id, key)) = store::split_key(full) else {
         return Err(WalkError::Image(format!(
@@ -820,7 +823,10 @@ fn decode<'c>(
     }
     let (tid, row) = decode_image(image).map_err(WalkError::Image)?;
     prefetch_link(table, key, guard);
-    Ok(Some(Decoded { table, record: Arc::new(Record::present_locked(Key::from(key), row, tid)), full: 0..0 }))
+    let start = batch_keys.len();
+    batch_keys.extend_from_slice(full);
+    let record = Arc::new(Record::present_locked(Key::from(key), row, tid));
+    Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
 }
 
 /// Links decoded images, in key order, as runs of one table each ([`Table::restore_records`]:
@@ -869,8 +875,7 @@ impl RestoreGate for Restorer {
     }
 
     fn wait_table(&self, table: &Table) {
-        let first =
-            self.shard_lows.partition_point(|lo| lo.as_bytes() <= &table.id.to_be_bytes()[..]).saturating_sub(1);
+        let first = self.shard_index(&table.id.to_be_bytes());
         let next = table.id.checked_add(1).map(|t| t.to_be_bytes());
         let mut guard = self.walked_lock.lock();
         loop {
