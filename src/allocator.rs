@@ -123,6 +123,11 @@ pub struct SmallPages(());
 static SMALL_PAGES: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
 
 impl SmallPages {
+    /// Whether a guard lives now (in this process: the setting is the process's).
+    pub fn held() -> bool {
+        SMALL_PAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 > 0
+    }
+
     /// Small pages from now until the guard (and every other one) drops.
     pub fn hold() -> SmallPages {
         let mut held = SMALL_PAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -8,7 +8,7 @@
 //! transaction acknowledged) and its Indexer idle: the copy is what a kill at that moment leaves,
 //! with a tail of the sequential log not yet indexed.
 
-use lazarus::durability::indexed::restorer::WALKERS_MAX;
+use lazarus::durability::indexed::restorer::{RESTORE_START_DELAY_MAX_MS, WALKERS_MAX};
 use lazarus::durability::indexed::store::INDEX_FILE;
 use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
 use lazarus::durability::{DurabilityTicket, LogScheme};
@@ -223,6 +223,45 @@ fn a_walk_held_for_the_server_begins_when_it_serves() {
     scheme.wait_restored();
     assert!(scheme.restore_progress().unwrap().done);
     assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+/// `lazarus serve`'s start: small pages until the walk begins, and the walk its delay after the
+/// server serves. One test, since the pages are the process's.
+#[test]
+fn a_server_starts_in_small_pages_and_walks_its_delay_after_it_serves() {
+    use lazarus::allocator::SmallPages;
+    use lazarus::server::RecoveryStatus;
+    use std::time::{Duration, Instant};
+    const DELAY_MS: u64 = 400;
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    assert!(!SmallPages::held(), "nothing holds small pages before the server starts");
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_awaits_serving = true;
+    o.restore_start_delay_ms = DELAY_MS;
+    o.small_pages_until_walk = true;
+    let (db, scheme) = open(o);
+    assert!(SmallPages::held(), "the restore's open gave up small pages before its walk");
+    let served = Instant::now();
+    scheme.serving();
+    // Long enough for a walk of these few keys, well inside the delay.
+    std::thread::sleep(Duration::from_millis(DELAY_MS / 4));
+    let progress = scheme.restore_progress().expect("a restore is running");
+    assert!(progress.walked_keys == 0 && !progress.done, "the walk began before its delay: {progress:?}");
+    assert!(SmallPages::held(), "small pages ended before the walk began");
+    scheme.wait_restored();
+    assert!(served.elapsed() >= Duration::from_millis(DELAY_MS), "the walk ended before its delay had passed");
+    assert!(!SmallPages::held(), "small pages outlived the walk's start");
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+    drop(db);
+    // With nothing to restore, the open ends them.
+    let mut o = options(&root.path().join("fresh"), IndexMode::Async);
+    o.small_pages_until_walk = true;
+    let (db, scheme) = open(o);
+    assert!(scheme.restore_progress().is_none(), "a fresh directory has nothing to restore");
+    assert!(!SmallPages::held(), "small pages outlived an open with nothing to restore");
     db.close().unwrap();
 }
 
@@ -555,6 +594,12 @@ fn restore_settings_out_of_range_are_refused() {
         let Err(e) = IndexedLogging::new(o) else { panic!("a front load of {front_load} was accepted") };
         assert!(e.to_string().contains(&format!("front load must be in [0, 0.9], not {front_load}")), "{e}");
     }
+    let mut o = options(root.path(), IndexMode::Async);
+    o.restore_start_delay_ms = RESTORE_START_DELAY_MAX_MS + 1;
+    let Err(e) = IndexedLogging::new(o) else { panic!("a start delay over the limit was accepted") };
+    let expected =
+        format!("start delay must be 0..={RESTORE_START_DELAY_MAX_MS} ms, not {}", RESTORE_START_DELAY_MAX_MS + 1);
+    assert!(e.to_string().contains(&expected), "{e}");
     for walkers in [0, WALKERS_MAX + 1] {
         let mut o = options(root.path(), IndexMode::Async);
         o.restore_walkers = Some(walkers);
@@ -566,6 +611,8 @@ fn restore_settings_out_of_range_are_refused() {
     assert!(stderr.contains("share of the CPU must be in (0, 1], not 0"), "{stderr}");
     let stderr = serve_refuses(&["--restore-front-load", "2", "--dir", dir.to_str().unwrap()]);
     assert!(stderr.contains("front load must be in [0, 0.9], not 2"), "{stderr}");
+    let stderr = serve_refuses(&["--restore-start-delay-ms", "10001", "--dir", dir.to_str().unwrap()]);
+    assert!(stderr.contains("start delay must be 0..=10000 ms, not 10001"), "{stderr}");
 }
 
 /// Runs `lazarus serve --durability indexed <args>`, asserts that it refused to start, and

@@ -1356,6 +1356,12 @@ struct ServeArgs {
     /// on") [default: 0.6; 0 holds the share constant].
     #[arg(long)]
     restore_front_load: Option<f64>,
+    /// `indexed`, `indexed-sync`: milliseconds between the server's start of serving and the
+    /// restore's walk, 0 to 10,000. Until the walk starts the process is in small (4 KiB) pages
+    /// and the first requests have the machine: their misses are fetched one by one
+    /// (docs/indexed.md, "The first replies") [default: 50].
+    #[arg(long)]
+    restore_start_delay_ms: Option<u64>,
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -1382,6 +1388,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             if let Some(front_load) = args.restore_front_load {
                 options.restore_front_load = front_load;
             }
+            if let Some(delay_ms) = args.restore_start_delay_ms {
+                options.restore_start_delay_ms = delay_ms;
+            }
+            // The server's threads start and its first requests are answered in small pages
+            // (`docs/indexed.md`, "The first replies").
+            options.small_pages_until_walk = true;
             let scheme = Arc::new(IndexedLogging::new(options)?);
             indexed = Some(Arc::clone(&scheme));
             scheme
@@ -1491,6 +1503,9 @@ struct InstantBenchArgs {
     /// `lazarus serve --restore-front-load` for the Lazarus targets [default: the server's].
     #[arg(long)]
     restore_front_load: Option<f64>,
+    /// `lazarus serve --restore-start-delay-ms` for the Lazarus targets [default: the server's].
+    #[arg(long)]
+    restore_start_delay_ms: Option<u64>,
     /// Restart each crashed server at once on its own directory, as after a real crash, instead
     /// of on a synced copy of one crash image per workload (each workload then preloads its own;
     /// docs/indexed.md, "The walk's share of the CPU").
@@ -1533,6 +1548,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         restore_walkers: args.restore_walkers,
         restore_cpu_share: args.restore_cpu_share,
         restore_front_load: args.restore_front_load,
+        restore_start_delay_ms: args.restore_start_delay_ms,
         in_place: args.in_place,
     };
     let results = instant_bench::run(&options)?;

@@ -104,6 +104,17 @@ pub struct IndexedOptions {
     /// the server's own start (`docs/indexed.md`, "The walk waits for the server"). Off by
     /// default (an embedded database restores from its open on); `lazarus serve` sets it.
     pub restore_awaits_serving: bool,
+    /// With `restore_awaits_serving`: how long after the server serves the walk starts, in
+    /// milliseconds (at most [`restorer::RESTORE_START_DELAY_MAX_MS`]), so that the first
+    /// requests have the machine (`docs/indexed.md`, "The first replies").
+    pub restore_start_delay_ms: u64,
+    /// Put the process in small (4 KiB) pages from [`IndexedLogging::new`] until the restore's
+    /// walk starts, or until the open ends when there is nothing to restore: the server's
+    /// threads start and its first requests are answered meanwhile, and on this project's VMs
+    /// the huge pages they would fault in are slow to get after a restart
+    /// ([`crate::allocator::SmallPages`]; `docs/indexed.md`, "The first replies"). Process-wide:
+    /// `lazarus serve` sets it; an embedding program that cares about its pages should not.
+    pub small_pages_until_walk: bool,
 }
 
 impl IndexedOptions {
@@ -120,6 +131,8 @@ impl IndexedOptions {
             restore_cpu_share: restorer::RESTORE_CPU_SHARE,
             restore_front_load: restorer::RESTORE_FRONT_LOAD,
             restore_awaits_serving: false,
+            restore_start_delay_ms: restorer::RESTORE_START_DELAY_MS,
+            small_pages_until_walk: false,
         }
     }
 }
@@ -290,6 +303,9 @@ pub struct IndexedLogging {
     /// What the last open did.
     pub report: Mutex<IndexedRecoveryReport>,
     shut_down: AtomicBool,
+    /// [`IndexedOptions::small_pages_until_walk`]: held from `new` until the open hands it to
+    /// the restore or ends.
+    small_pages: Mutex<Option<crate::allocator::SmallPages>>,
 }
 
 impl IndexedLogging {
@@ -317,6 +333,13 @@ impl IndexedLogging {
                 options.restore_front_load
             )));
         }
+        if options.restore_start_delay_ms > restorer::RESTORE_START_DELAY_MAX_MS {
+            return Err(DurabilityError::Failed(format!(
+                "the restore's start delay must be 0..={} ms, not {}",
+                restorer::RESTORE_START_DELAY_MAX_MS,
+                options.restore_start_delay_ms
+            )));
+        }
         if options.restore_walkers.is_some_and(|w| !(1..=restorer::WALKERS_MAX).contains(&w)) {
             return Err(DurabilityError::Failed(format!(
                 "restore walkers must be 1..={}, not {}",
@@ -330,6 +353,7 @@ impl IndexedLogging {
         value.checkpoint.interval_ms = 0;
         let inner = ValueLogging::new(value)?;
         let count = options.value.log_dirs.len();
+        let small_pages = options.small_pages_until_walk.then(crate::allocator::SmallPages::hold);
         let shared = Shared {
             inner,
             options,
@@ -353,6 +377,7 @@ impl IndexedLogging {
             next_checkpoint_id: AtomicU64::new(1),
             report: Mutex::new(IndexedRecoveryReport::default()),
             shut_down: AtomicBool::new(false),
+            small_pages: Mutex::new(small_pages),
         })
     }
 
@@ -525,6 +550,7 @@ impl IndexedLogging {
                 cpu_share: o.restore_cpu_share,
                 front_load: o.restore_front_load,
                 awaits_serving: o.restore_awaits_serving,
+                start_delay_ms: o.restore_start_delay_ms,
             };
             let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings)?);
             for table in db.catalog().tables() {
@@ -733,8 +759,15 @@ impl LogScheme for IndexedLogging {
 
     fn recover(&self, db: &crate::db::Database) -> Result<u64, DurabilityError> {
         let started = Instant::now();
-        let max_epoch =
-            self.shared.inner.recover_with(|options, modules| self.recover_instant(db, options, modules, started))?;
+        let recovered =
+            self.shared.inner.recover_with(|options, modules| self.recover_instant(db, options, modules, started));
+        // Small pages go on until the walk starts, or end here if there is none.
+        if let Some(pages) = self.small_pages.lock().take()
+            && let Some(restorer) = self.shared.restorer.lock().as_ref()
+        {
+            restorer.hold_small_pages_until_walk(pages);
+        }
+        let max_epoch = recovered?;
         self.report.lock().open_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(max_epoch)
     }

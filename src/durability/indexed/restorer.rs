@@ -64,6 +64,7 @@
 
 use super::governor::{Governor, ShareSchedule, ThreadClock, process_cpu_ns};
 use super::store::{self, ImageReader, IndexStore};
+use crate::allocator::SmallPages;
 use crate::storage::point::Prefetch;
 use crate::storage::table::{RestoreGate, Table};
 use crate::storage::{Catalog, Key, Record, Row, TableId};
@@ -107,6 +108,18 @@ pub const RESTORE_FRONT_LOAD: f64 = 0.6;
 /// The longest a walk held for the server ([`RestoreSettings::awaits_serving`]) waits for it:
 /// a server starts in 10–150 ms here (`docs/PERFORMANCE.md`, "Instant recovery", "Session 37").
 pub const AWAIT_SERVING_MAX_MS: u64 = 1_000;
+
+/// The default of [`RestoreSettings::start_delay_ms`]: a walk held for the server starts this
+/// long after the server serves. The first requests after a restart all miss; with the walk
+/// starting at once, its threads and the fresh memory it faults in (the hash index's arrays
+/// first) took the two cores from them, and in the VM's slow phases a restart answered its
+/// first request after 100–186 ms. 50 ms (with small pages until the walk starts,
+/// [`Restorer::hold_small_pages_until_walk`]) kept 30 of 30 first replies under 35 ms
+/// (`docs/indexed.md`, "The first replies").
+pub const RESTORE_START_DELAY_MS: u64 = 50;
+/// The largest [`RestoreSettings::start_delay_ms`]: the keys the walk has not restored are
+/// fetched one by one until it starts.
+pub const RESTORE_START_DELAY_MAX_MS: u64 = 10_000;
 
 /// The end of a half-open key range.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -268,6 +281,9 @@ pub struct RestoreSettings {
     pub front_load: f64,
     /// Hold the walk until [`Restorer::set_serving`], at most [`AWAIT_SERVING_MAX_MS`].
     pub awaits_serving: bool,
+    /// With `awaits_serving`: how long after the server serves the walk starts, in
+    /// milliseconds (at most [`RESTORE_START_DELAY_MAX_MS`]).
+    pub start_delay_ms: u64,
 }
 
 impl RestoreSettings {
@@ -281,6 +297,7 @@ impl RestoreSettings {
             cpu_share: RESTORE_CPU_SHARE,
             front_load: RESTORE_FRONT_LOAD,
             awaits_serving: false,
+            start_delay_ms: RESTORE_START_DELAY_MS,
         }
     }
 }
@@ -301,6 +318,8 @@ struct Holds {
     paused: bool,
     /// Waiting for the server to serve ([`RestoreSettings::awaits_serving`]).
     awaiting_serving: bool,
+    /// When the server said it serves (or the wait for it ended).
+    serving_since: Option<Instant>,
 }
 
 impl Holds {
@@ -340,6 +359,11 @@ pub struct Restorer {
     paused_now: AtomicBool,
     paused_cv: Condvar,
     stop: AtomicBool,
+    /// [`RestoreSettings::start_delay_ms`], when the walk awaits the server.
+    start_delay: Option<Duration>,
+    /// Small pages for the process until the walk starts ([`Restorer::hold_small_pages_until_walk`]),
+    /// and whether it has started (a guard handed over later is dropped at once).
+    small_pages: Mutex<(Option<SmallPages>, bool)>,
 }
 
 impl Restorer {
@@ -350,6 +374,10 @@ impl Restorer {
         settings: RestoreSettings,
     ) -> Result<Restorer, crate::durability::DurabilityError> {
         assert!((1..=WALKERS_MAX).contains(&settings.walkers), "walkers must be 1..={WALKERS_MAX}");
+        assert!(
+            settings.start_delay_ms <= RESTORE_START_DELAY_MAX_MS,
+            "start delay over {RESTORE_START_DELAY_MAX_MS} ms"
+        );
         let total_keys = store.image_count()?;
         let (shards, image_tables) = layout(&store.reader()?)?;
         assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
@@ -375,10 +403,16 @@ impl Restorer {
             process_cpu_ns: (AtomicU64::new(0), Mutex::new(None)),
             started,
             finished_ms: Mutex::new(None),
-            holds: Mutex::new(Holds { paused: settings.paused, awaiting_serving: settings.awaits_serving }),
+            holds: Mutex::new(Holds {
+                paused: settings.paused,
+                awaiting_serving: settings.awaits_serving,
+                serving_since: None,
+            }),
             paused_now: AtomicBool::new(settings.paused || settings.awaits_serving),
             paused_cv: Condvar::new(),
             stop: AtomicBool::new(false),
+            start_delay: settings.awaits_serving.then(|| Duration::from_millis(settings.start_delay_ms)),
+            small_pages: Mutex::new((None, false)),
         })
     }
 
@@ -427,6 +461,7 @@ impl Restorer {
     pub fn set_serving(&self) {
         let mut holds = self.holds.lock();
         holds.awaiting_serving = false;
+        holds.serving_since.get_or_insert_with(Instant::now);
         self.paused_now.store(holds.any(), Ordering::SeqCst);
         self.paused_cv.notify_all();
     }
@@ -457,6 +492,13 @@ impl Restorer {
         // Before any of the walk's work: sizing the hash index faults in its arrays, and the
         // walkers would take both cores from a server still starting.
         self.await_serving();
+        // The first requests are served in small pages; what the walk fills (the hash index's
+        // arrays first) is read at random for as long as the database lives, and wants huge ones.
+        {
+            let mut small_pages = self.small_pages.lock();
+            small_pages.1 = true;
+            drop(small_pages.0.take());
+        }
         if self.stop.load(Ordering::SeqCst) {
             return;
         }
@@ -609,9 +651,10 @@ impl Restorer {
 
     /// Waits until the server serves ([`Restorer::set_serving`]), for at most
     /// [`AWAIT_SERVING_MAX_MS`] (a server that never says so must not leave the tables gated
-    /// for good), or until the walk is stopped. A pause ([`Restorer::set_paused`]) is not
-    /// waited for here.
+    /// for good), and then [`RestoreSettings::start_delay_ms`] more, or until the walk is
+    /// stopped. A pause ([`Restorer::set_paused`]) is not waited for here.
     fn await_serving(&self) {
+        let Some(start_delay) = self.start_delay else { return };
         let deadline = Instant::now() + Duration::from_millis(AWAIT_SERVING_MAX_MS);
         let mut holds = self.holds.lock();
         while holds.awaiting_serving && !self.stop.load(Ordering::SeqCst) {
@@ -619,7 +662,24 @@ impl Restorer {
                 holds.awaiting_serving = false;
             }
         }
+        let start = *holds.serving_since.get_or_insert_with(Instant::now) + start_delay;
         self.paused_now.store(holds.any(), Ordering::SeqCst);
+        // `stop` wakes this wait (it notifies `paused_cv`); so may a pause's change.
+        while !self.stop.load(Ordering::SeqCst) && Instant::now() < start {
+            self.paused_cv.wait_until(&mut holds, start);
+        }
+    }
+
+    /// Keeps `pages` (the process in small pages) until the walk starts, after the server's first
+    /// replies ([`RestoreSettings::start_delay_ms`]). Each thread's first allocations and the
+    /// first misses' records, rows and index nodes then fault in 4 KiB pages, not 2 MiB ones,
+    /// which on this project's VMs the host backs slowly after a restart (each thread's first
+    /// touch took ~7 ms of a core in the slow phases; `docs/indexed.md`, "The first replies").
+    pub fn hold_small_pages_until_walk(&self, pages: SmallPages) {
+        let mut small_pages = self.small_pages.lock();
+        if !small_pages.1 {
+            small_pages.0 = Some(pages);
+        }
     }
 
     /// The reader in `slot` and when it was opened, renewed if it is missing or older than

@@ -141,6 +141,8 @@ pub struct InstantBenchOptions {
     pub restore_cpu_share: Option<f64>,
     /// `lazarus serve --restore-front-load` for the Lazarus targets (`None`: its default).
     pub restore_front_load: Option<f64>,
+    /// `lazarus serve --restore-start-delay-ms` for the Lazarus targets (`None`: its default).
+    pub restore_start_delay_ms: Option<u64>,
     /// Restart each crashed server at once on its own directory, as after a real crash, instead
     /// of on a copy of one crash image per workload (each workload then preloads its own). The
     /// copy and its sync take seconds, in which a VM host may take back the memory the killed
@@ -288,6 +290,9 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
             }
             if let Some(front_load) = options.restore_front_load {
                 c.args(["--restore-front-load", &front_load.to_string()]);
+            }
+            if let Some(delay_ms) = options.restore_start_delay_ms {
+                c.args(["--restore-start-delay-ms", &delay_ms.to_string()]);
             }
             c
         }
