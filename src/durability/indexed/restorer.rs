@@ -114,7 +114,7 @@ pub const AWAIT_SERVING_MAX_MS: u64 = 1_000;
 /// starting at once, its threads and the fresh memory it faults in (the hash index's arrays
 /// first) took the two cores from them, and in the VM's slow phases a restart answered its
 /// first request after 100–186 ms. 50 ms (with small pages until the walk starts,
-/// [`Restorer::hold_small_pages_until_walk`]) kept 30 of 30 first replies under 35 ms
+/// [`Restorer::hold_small_pages_until_walk`]) kept 48 of 48 first replies under 35 ms
 /// (`docs/indexed.md`, "The first replies").
 pub const RESTORE_START_DELAY_MS: u64 = 50;
 /// The largest [`RestoreSettings::start_delay_ms`]: the keys the walk has not restored are
