@@ -304,7 +304,7 @@ pub struct IndexedLogging {
     pub report: Mutex<IndexedRecoveryReport>,
     shut_down: AtomicBool,
     /// [`IndexedOptions::small_pages_until_walk`]: held from `new` until the open hands it to
-    /// the restore or ends.
+    /// the restore ([`Restorer::new`]) or ends.
     small_pages: Mutex<Option<crate::allocator::SmallPages>>,
 }
 
@@ -552,7 +552,9 @@ impl IndexedLogging {
                 awaits_serving: o.restore_awaits_serving,
                 start_delay_ms: o.restore_start_delay_ms,
             };
-            let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings)?);
+            // Small pages go on until the walk starts.
+            let small_pages = self.small_pages.lock().take();
+            let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings, small_pages)?);
             for table in db.catalog().tables() {
                 table.begin_restore(restorer.clone());
             }
@@ -761,12 +763,8 @@ impl LogScheme for IndexedLogging {
         let started = Instant::now();
         let recovered =
             self.shared.inner.recover_with(|options, modules| self.recover_instant(db, options, modules, started));
-        // Small pages go on until the walk starts, or end here if there is none.
-        if let Some(pages) = self.small_pages.lock().take()
-            && let Some(restorer) = self.shared.restorer.lock().as_ref()
-        {
-            restorer.hold_small_pages_until_walk(pages);
-        }
+        // A restore took the small pages to its walk; with none (or a failed open) they end here.
+        drop(self.small_pages.lock().take());
         let max_epoch = recovered?;
         self.report.lock().open_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(max_epoch)

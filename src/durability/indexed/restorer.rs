@@ -114,7 +114,7 @@ pub const AWAIT_SERVING_MAX_MS: u64 = 1_000;
 /// starting at once, its threads and the fresh memory it faults in (the hash index's arrays
 /// first) took the two cores from them, and in the VM's slow phases a restart answered its
 /// first request after 100–186 ms. 50 ms (with small pages until the walk starts,
-/// [`Restorer::hold_small_pages_until_walk`]) kept 48 of 48 first replies under 35 ms
+/// [`Restorer::new`]'s `small_pages`) kept 48 of 48 first replies under 35 ms
 /// (`docs/indexed.md`, "The first replies").
 pub const RESTORE_START_DELAY_MS: u64 = 50;
 /// The largest [`RestoreSettings::start_delay_ms`]: the keys the walk has not restored are
@@ -361,17 +361,24 @@ pub struct Restorer {
     stop: AtomicBool,
     /// [`RestoreSettings::start_delay_ms`], when the walk awaits the server.
     start_delay: Option<Duration>,
-    /// Small pages for the process until the walk starts ([`Restorer::hold_small_pages_until_walk`]),
-    /// and whether it has started (a guard handed over later is dropped at once).
-    small_pages: Mutex<(Option<SmallPages>, bool)>,
+    /// Small pages for the process until the walk starts ([`Restorer::new`]).
+    small_pages: Mutex<Option<SmallPages>>,
 }
 
 impl Restorer {
     /// A restore from `store`, begun (recovery included) at `started`, run as `settings` say.
+    ///
+    /// `small_pages`, if given, keeps the process in small pages until the walk starts, after the
+    /// server's first replies ([`RestoreSettings::start_delay_ms`]). Each thread's first
+    /// allocations and the first misses' records, rows and index nodes then fault in 4 KiB pages,
+    /// not 2 MiB ones, which on this project's VMs the host backs slowly after a restart (each
+    /// thread's first touch took ~7 ms of a core in the slow phases; `docs/indexed.md`, "The
+    /// first replies").
     pub fn new(
         store: Arc<IndexStore>,
         started: Instant,
         settings: RestoreSettings,
+        small_pages: Option<SmallPages>,
     ) -> Result<Restorer, crate::durability::DurabilityError> {
         assert!((1..=WALKERS_MAX).contains(&settings.walkers), "walkers must be 1..={WALKERS_MAX}");
         assert!(
@@ -412,7 +419,7 @@ impl Restorer {
             paused_cv: Condvar::new(),
             stop: AtomicBool::new(false),
             start_delay: settings.awaits_serving.then(|| Duration::from_millis(settings.start_delay_ms)),
-            small_pages: Mutex::new((None, false)),
+            small_pages: Mutex::new(small_pages),
         })
     }
 
@@ -494,11 +501,7 @@ impl Restorer {
         self.await_serving();
         // The first requests are served in small pages; what the walk fills (the hash index's
         // arrays first) is read at random for as long as the database lives, and wants huge ones.
-        {
-            let mut small_pages = self.small_pages.lock();
-            small_pages.1 = true;
-            drop(small_pages.0.take());
-        }
+        drop(self.small_pages.lock().take());
         if self.stop.load(Ordering::SeqCst) {
             return;
         }
@@ -667,18 +670,6 @@ impl Restorer {
         // `stop` wakes this wait (it notifies `paused_cv`); so may a pause's change.
         while !self.stop.load(Ordering::SeqCst) && Instant::now() < start {
             self.paused_cv.wait_until(&mut holds, start);
-        }
-    }
-
-    /// Keeps `pages` (the process in small pages) until the walk starts, after the server's first
-    /// replies ([`RestoreSettings::start_delay_ms`]). Each thread's first allocations and the
-    /// first misses' records, rows and index nodes then fault in 4 KiB pages, not 2 MiB ones,
-    /// which on this project's VMs the host backs slowly after a restart (each thread's first
-    /// touch took ~7 ms of a core in the slow phases; `docs/indexed.md`, "The first replies").
-    pub fn hold_small_pages_until_walk(&self, pages: SmallPages) {
-        let mut small_pages = self.small_pages.lock();
-        if !small_pages.1 {
-            small_pages.0 = Some(pages);
         }
     }
 
