@@ -49,8 +49,8 @@ fn key(w: i64, d: i64, id: i64) -> Key {
     encode_key(&[Value::Int(w), Value::Int(d), Value::Int(id)]).expect("three ints always encode")
 }
 
-fn record(v: i64) -> Arc<Record> {
-    Arc::new(Record::present(Key::from(&b"k"[..]), Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
+fn record(v: i64) -> Record {
+    Record::present(b"k", Row::new(vec![Value::Int(v)]), Tid::ZERO, 0)
 }
 
 /// A key that is not in the index, at a random position among the loaded keys.
@@ -63,7 +63,7 @@ fn random_key(rng: &mut StdRng) -> Key {
     key(rng.random_range(1..=WAREHOUSES), rng.random_range(1..=DISTRICTS), rng.random_range(1..=IDS))
 }
 
-fn loaded_entries() -> Vec<(Key, Arc<Record>)> {
+fn loaded_entries() -> Vec<(Key, Record)> {
     let mut entries = Vec::with_capacity((WAREHOUSES * DISTRICTS * IDS) as usize);
     for w in 1..=WAREHOUSES {
         for d in 1..=DISTRICTS {
@@ -76,9 +76,9 @@ fn loaded_entries() -> Vec<(Key, Arc<Record>)> {
     entries
 }
 
-fn load(index: &dyn OrderedIndex, entries: &[(Key, Arc<Record>)]) {
+fn load(index: &dyn OrderedIndex, entries: &[(Key, Record)]) {
     for (k, r) in entries {
-        if index.insert_if_absent(k.clone(), Arc::clone(r)).is_err() {
+        if index.insert_if_absent(k.clone(), r.clone()).is_err() {
             panic!("duplicate key while loading");
         }
     }
@@ -173,11 +173,10 @@ fn bench_all(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(backend), |b| {
             let mut rng = StdRng::seed_from_u64(3);
             b.iter_custom(|iters| {
-                let fresh: Vec<(Key, Arc<Record>)> =
-                    (0..iters).map(|i| (fresh_key(&mut rng), record(i as i64))).collect();
+                let fresh: Vec<(Key, Record)> = (0..iters).map(|i| (fresh_key(&mut rng), record(i as i64))).collect();
                 let t = Instant::now();
                 for (k, r) in &fresh {
-                    black_box(index.insert_if_absent(k.clone(), Arc::clone(r)).is_ok());
+                    black_box(index.insert_if_absent(k.clone(), r.clone()).is_ok());
                 }
                 let elapsed = t.elapsed();
                 for (k, r) in &fresh {
@@ -243,7 +242,7 @@ fn mixed(index: &Arc<dyn OrderedIndex>, probes: &[Key], iters: u64) -> Duration 
                 let start = &start;
                 s.spawn(move || {
                     let mut rng = StdRng::seed_from_u64(100 + t);
-                    let fresh: Vec<(Key, Arc<Record>)> =
+                    let fresh: Vec<(Key, Record)> =
                         (0..per_thread / 10 + 1).map(|i| (fresh_key(&mut rng), record(i as i64))).collect();
                     let mut next_fresh = 0usize;
                     start.wait();
@@ -253,7 +252,7 @@ fn mixed(index: &Arc<dyn OrderedIndex>, probes: &[Key], iters: u64) -> Duration 
                             8 => {
                                 let (k, r) = &fresh[next_fresh];
                                 next_fresh += 1;
-                                black_box(index.insert_if_absent(k.clone(), Arc::clone(r)).is_ok());
+                                black_box(index.insert_if_absent(k.clone(), r.clone()).is_ok());
                             }
                             9 => {
                                 black_box(count_scan(index.as_ref(), &from(probe.clone()), Direction::Forward));

@@ -132,7 +132,7 @@ fn state(db: &Database) -> State {
     let t = catalog.table_by_name("t").expect("table t");
     let mut rows = Vec::new();
     t.primary.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |k, r| {
-        rows.push((k.as_bytes().to_vec(), r.row_unchecked().to_vec(), r.word().tid().to_u64()));
+        rows.push((k.to_vec(), r.row_unchecked().to_vec(), r.word().tid().to_u64()));
         true
     });
     let indexes = t
@@ -141,7 +141,7 @@ fn state(db: &Database) -> State {
         .map(|index| {
             let mut entries = Vec::new();
             index.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |k, r| {
-                entries.push((k.as_bytes().to_vec(), r.row_unchecked().to_vec()));
+                entries.push((k.to_vec(), r.row_unchecked().to_vec()));
                 true
             });
             entries

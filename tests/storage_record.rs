@@ -5,7 +5,7 @@
 //! another's frees, and one test's collection freed another's retired rows while it counted
 //! their references.
 
-use lazarus::storage::{Key, Record, Row, Value};
+use lazarus::storage::{Record, Row, Value};
 use lazarus::txn::tid::{Tid, TidWord};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ fn replaced_rows_and_the_last_row_are_freed() {
     // The test keeps a reference of every row it installs: a row the record no longer holds,
     // and is freed, is back to that one reference.
     let rows: Vec<Row> = (1..100i64).map(|i| Row::new(vec![Value::Int(i)])).collect();
-    let record = Record::present(Key::from(&b"k"[..]), rows[0].clone(), Tid::new(1, 1), 0);
+    let record = Record::present(b"k", rows[0].clone(), Tid::new(1, 1), 0);
     for (i, row) in rows.iter().enumerate().skip(1) {
         let word = record.lock();
         record.install(row.clone(), TidWord::new(Tid::new(1, i as u64 + 1), word.is_latest(), false), 0);
@@ -54,14 +54,9 @@ fn replaced_rows_and_the_last_row_are_freed() {
 #[test]
 fn rows_read_while_writers_replace_them_stay_whole() {
     let _alone = one_at_a_time();
-    let record = Arc::new(Record::present(
-        Key::from(&b"k"[..]),
-        Row::new(vec![Value::Int(0), Value::Int(0)]),
-        Tid::new(1, 0),
-        0,
-    ));
+    let record = Record::present(b"k", Row::new(vec![Value::Int(0), Value::Int(0)]), Tid::new(1, 0), 0);
     let writer = {
-        let record = Arc::clone(&record);
+        let record = record.clone();
         std::thread::spawn(move || {
             for i in 1..20_000i64 {
                 let word = record.lock();
@@ -92,9 +87,9 @@ fn borrowed_reads_while_writers_replace_rows_see_whole_rows_and_take_no_count() 
     let payload: Arc<[u8]> = Arc::from(&b"payload"[..]);
     let row_of =
         |payload: &Arc<[u8]>, i: i64| Row::new(vec![Value::Int(i), Value::Bytes(Arc::clone(payload)), Value::Int(-i)]);
-    let record = Arc::new(Record::present(Key::from(&b"k"[..]), row_of(&payload, 0), Tid::new(1, 0), 0));
+    let record = Record::present(b"k", row_of(&payload, 0), Tid::new(1, 0), 0);
     let writer = {
-        let (record, payload) = (Arc::clone(&record), Arc::clone(&payload));
+        let (record, payload) = (record.clone(), Arc::clone(&payload));
         let row = move |i: i64| row_of(&payload, i);
         std::thread::spawn(move || {
             for i in 1..WRITES {
@@ -133,7 +128,7 @@ fn borrowed_reads_while_writers_replace_rows_see_whole_rows_and_take_no_count() 
 fn a_borrowed_read_that_a_write_overtakes_runs_again() {
     let _alone = one_at_a_time();
     let row = |i: i64| Row::new(vec![Value::Int(i)]);
-    let record = Record::present(Key::from(&b"k"[..]), row(1), Tid::new(1, 1), 0);
+    let record = Record::present(b"k", row(1), Tid::new(1, 1), 0);
     let guard = crossbeam_epoch::pin();
     let mut runs = 0;
     let (sequence, value) = record.stable_read_with(&guard, |word, values| {

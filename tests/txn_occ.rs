@@ -424,9 +424,9 @@ fn check_index_consistency(db: &Database, t: u32) {
         let (word, row) = record.stable_read();
         assert!(!word.is_absent() && word.is_latest(), "primary index holds a dead record for {key:?}");
         assert!(!word.is_locked());
-        assert_eq!(&table.schema.primary_key_of(&row).unwrap(), key);
+        assert_eq!(table.schema.primary_key_of(&row).unwrap().as_bytes(), key);
         let point = table.point.get(key).expect("point index lacks a key of the ordered index");
-        assert!(Arc::ptr_eq(&point, record), "point and ordered index disagree on {key:?}");
+        assert!(lazarus::storage::Record::ptr_eq(&point, record), "point and ordered index disagree on {key:?}");
         primary_rows.push(row);
         true
     });
@@ -435,8 +435,8 @@ fn check_index_consistency(db: &Database, t: u32) {
         let (word, row) = record.stable_read();
         assert!(!word.is_absent(), "secondary entry {key:?} points at an absent record");
         let expected = table.schema.secondary_key_of(0, &row, &table.schema.primary_key_of(&row).unwrap()).unwrap();
-        assert_eq!(&expected, key, "stale secondary entry");
-        entries.push(key.clone());
+        assert_eq!(expected.as_bytes(), key, "stale secondary entry");
+        entries.push(key.to_vec());
         true
     });
     assert_eq!(entries.len(), primary_rows.len(), "secondary index and primary differ in size");

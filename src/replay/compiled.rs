@@ -236,7 +236,7 @@ pub fn apply_found(
     catalog: &Catalog,
     table: &Table,
     record: RedoRecord<'_>,
-    found: Option<Option<Arc<Record>>>,
+    found: Option<Option<Record>>,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
     let (put, key_seen) = (record.row.is_some(), record.key_seen);
@@ -346,7 +346,7 @@ pub fn apply_patch(
     key: &Key,
     tid: Tid,
     patch: ColumnPatch,
-    found: Option<Arc<Record>>,
+    found: Option<Record>,
 ) -> Result<bool, ReplayError> {
     let schema = &table.schema;
     // Checked as bound, so the plan may edit the row in place ([`ReplayStorage`]'s
@@ -487,7 +487,7 @@ pub struct ReplayStorage<'a> {
     /// The plan's `update` sets every non-key column, so it does not read the old row.
     whole_images: bool,
     /// The key's record as the caller found it, when it looked (`Some(None)`: found absent).
-    found: Option<Option<Arc<Record>>>,
+    found: Option<Option<Record>>,
     /// The plan applies a column patch: the key must hold a row to apply the patch to.
     row_required: bool,
     /// Every parameter was checked against its column as it was bound
@@ -530,7 +530,7 @@ impl<'a> ReplayStorage<'a> {
 
     /// Declares what the caller's lookup of the key found, so the write skips its own lookup
     /// ([`Table::install_if_newer_at`]).
-    pub fn with_found(mut self, found: Option<Arc<Record>>) -> ReplayStorage<'a> {
+    pub fn with_found(mut self, found: Option<Record>) -> ReplayStorage<'a> {
         self.found = Some(found);
         self
     }
@@ -640,7 +640,7 @@ fn old_row(
     pk: &[Value],
     whole: bool,
     row_required: bool,
-    found: Option<&Arc<Record>>,
+    found: Option<&Record>,
 ) -> Option<Row> {
     let record = || found.cloned().or_else(|| table.get(key));
     if !whole && let Some(record) = record() {

@@ -3,7 +3,6 @@
 
 use super::{RedoRecord, ReplayError};
 use crate::storage::{Key, Record, Table};
-use std::sync::Arc;
 
 /// Applies one redo record; see [`super::Replayer::apply`].
 pub fn apply(table: &Table, record: RedoRecord<'_>) -> Result<bool, ReplayError> {
@@ -16,7 +15,7 @@ pub fn apply(table: &Table, record: RedoRecord<'_>) -> Result<bool, ReplayError>
 /// [`apply`] for a caller whose lookup of the key found `found` (value replay looks every key up
 /// to skip obsolete records): the install writes to that record, or links a new one, without
 /// looking the key up again ([`Table::install_if_newer_at`]), as compiled replay does.
-pub fn apply_at(table: &Table, found: Option<&Arc<Record>>, record: RedoRecord<'_>) -> Result<bool, ReplayError> {
+pub fn apply_at(table: &Table, found: Option<&Record>, record: RedoRecord<'_>) -> Result<bool, ReplayError> {
     if let Some(row) = &record.row {
         table.schema.check_row(row)?;
     }

@@ -84,7 +84,6 @@ use crate::durability::codec::{ColumnPatch, DecodeError, Reader};
 use crate::proc::limits::PARAMS_MAX;
 use crate::storage::{Catalog, EntryKeys, Key, Record, Row, SchemaError, Table, TableSchema};
 use crate::txn::{Tid, TxnError};
-use std::sync::Arc;
 
 /// How redo records are applied.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -183,7 +182,7 @@ pub struct EncodedRedo<'a> {
     pub tid: Tid,
     /// The key's record, as the caller's lookup found it (see [`RedoRecord::key_seen`]). Both modes
     /// write to it (or link a new one) without looking the key up again.
-    pub found: Option<Arc<Record>>,
+    pub found: Option<Record>,
 }
 
 /// Why a redo record could not be applied.
@@ -273,7 +272,7 @@ impl Replayer {
         catalog: &Catalog,
         table: &Table,
         record: RedoRecord<'_>,
-        found: Option<Arc<Record>>,
+        found: Option<Record>,
     ) -> Result<bool, ReplayError> {
         match self.mode {
             ReplayMode::Compiled if table.schema.columns.len() <= PARAMS_MAX => {
@@ -312,7 +311,7 @@ impl Replayer {
         key: &Key,
         tid: Tid,
         patch: ColumnPatch,
-        found: Option<Arc<Record>>,
+        found: Option<Record>,
     ) -> Result<bool, ReplayError> {
         let plannable = !patch.columns().is_empty()
             && patch.columns().iter().all(|&(p, _)| !table.schema.primary_key.contains(&usize::from(p)));

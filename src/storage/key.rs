@@ -150,6 +150,21 @@ impl std::borrow::Borrow<[u8]> for Key {
     }
 }
 
+/// A key equals the bytes it encodes: records hold their keys as bytes ([`super::Record::key`]).
+impl PartialEq<[u8]> for Key {
+    #[inline]
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_bytes() == other
+    }
+}
+
+impl PartialEq<Key> for [u8] {
+    #[inline]
+    fn eq(&self, other: &Key) -> bool {
+        self == other.as_bytes()
+    }
+}
+
 /// Inline keys are zero beyond their length (`From<&[u8]>` is the only constructor), so two inline
 /// keys compare as their fixed-size arrays and then their lengths: where the arrays first differ,
 /// either both keys have a byte there or the shorter key's padding (zero) meets a byte of the

@@ -48,12 +48,11 @@
 //! Lazarus runs on (x86-64 and AArch64 Linux); both are asserted where a pointer is packed.
 
 use super::key::Key;
-use super::record::Record;
+use super::record::{RawRecord, Record};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// log2 of [`SHARDS`].
@@ -210,15 +209,15 @@ fn tag_of(hash: u64) -> u64 {
 }
 
 #[inline]
-fn pack(hash: u64, record: *const Record) -> u64 {
+fn pack(hash: u64, record: RawRecord) -> u64 {
     let pointer = record as u64;
     assert!(pointer & !POINTER_MASK == 0 && pointer & 7 == 0, "a record pointer needs more than 48 bits");
     tag_of(hash) << POINTER_BITS | pointer
 }
 
 #[inline]
-fn pointer_of(slot: u64) -> *const Record {
-    (slot & POINTER_MASK) as *const Record
+fn pointer_of(slot: u64) -> RawRecord {
+    (slot & POINTER_MASK) as RawRecord
 }
 
 impl Slots {
@@ -258,7 +257,7 @@ impl Slots {
 
     /// The record under `key` (hash `hash`), if any. The caller is pinned.
     #[inline]
-    fn find(&self, hash: u64, key: &[u8]) -> Option<*const Record> {
+    fn find(&self, hash: u64, key: &[u8]) -> Option<RawRecord> {
         let (mask, tag) = (self.mask(), tag_of(hash));
         let mut at = hash as usize & mask;
         // Bounded by the array: at most three quarters of it is ever in use, so an empty slot
@@ -272,7 +271,7 @@ impl Slots {
                 let record = pointer_of(slot);
                 // SAFETY: the slot held a reference of the record when it was loaded; a remover
                 // drops that reference only through the epoch collector, and the caller is pinned.
-                if unsafe { (*record).key().as_bytes() } == key {
+                if unsafe { Record::key_of_raw(record) } == key {
                     return Some(record);
                 }
             }
@@ -286,7 +285,7 @@ impl Slots {
     /// `Ordering::Acquire` the record's fields may be read (under a pin): the slot's store
     /// published them.
     #[inline]
-    fn record_hint(&self, hash: u64, order: Ordering) -> Option<*const Record> {
+    fn record_hint(&self, hash: u64, order: Ordering) -> Option<RawRecord> {
         let (mask, tag) = (self.mask(), tag_of(hash));
         let start = hash as usize & mask;
         // A line's worth of slots: a longer probe sequence is rare at three quarters full.
@@ -319,7 +318,7 @@ impl Slots {
             } else if slot >> POINTER_BITS == tag {
                 // SAFETY: the slot holds a reference of the record, and only the mutex holder
                 // (the caller) can drop it.
-                if unsafe { (*pointer_of(slot)).key().as_bytes() } == key {
+                if unsafe { Record::key_of_raw(pointer_of(slot)) } == key {
                     return Ok(at);
                 }
             }
@@ -341,23 +340,20 @@ impl PointIndex {
     }
 
     /// The record under `key`.
-    pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+    pub fn get(&self, key: &[u8]) -> Option<Record> {
         self.get_hashed(self.hash_of(key), key)
     }
 
     /// The record under `key`, whose hash the caller took with [`PointIndex::hash_of`] (to
     /// [`PointIndex::prefetch`] it first).
     #[inline]
-    pub fn get_hashed(&self, hash: KeyHash, key: &[u8]) -> Option<Arc<Record>> {
+    pub fn get_hashed(&self, hash: KeyHash, key: &[u8]) -> Option<Record> {
         debug_assert_eq!(hash.0, self.hash(key), "a hash of another key or index");
         let guard = crossbeam_epoch::pin();
         let record = self.find_pinned(hash.0, key, &guard)?;
         // SAFETY: `record` is alive while we are pinned (see `Slots::find`); the count we add
         // is ours.
-        unsafe {
-            Arc::increment_strong_count(record);
-            Some(Arc::from_raw(record))
-        }
+        unsafe { Some(Record::clone_raw(record)) }
     }
 
     /// Whether `key` has a record (present or not), without taking a count of it.
@@ -368,7 +364,7 @@ impl PointIndex {
     /// The record under `key` (hash `hash`), alive while `guard` is held. Always inlined: as a
     /// call, `get` cost 28 more instructions per replayed record (callgrind, value replay).
     #[inline(always)]
-    fn find_pinned(&self, hash: u64, key: &[u8], guard: &crossbeam_epoch::Guard) -> Option<*const Record> {
+    fn find_pinned(&self, hash: u64, key: &[u8], guard: &crossbeam_epoch::Guard) -> Option<RawRecord> {
         // SAFETY: an array is retired through the collector only, and the caller is pinned.
         let slots = unsafe { self.shard(hash).slots.load(Ordering::Acquire, guard).as_ref() }?;
         slots.find(hash, key)
@@ -411,7 +407,7 @@ impl PointIndex {
                     // SAFETY: a record is freed through the collector only, and we are pinned;
                     // the acquire load saw it published. One of another key (a tag collision)
                     // is as alive, and harmless to prefetch.
-                    let record = unsafe { &*record };
+                    let record = unsafe { Record::borrow_raw(record) };
                     record.prefetch_row_columns((0..columns).step_by(VALUES_PER_LINE));
                 }
             }
@@ -419,33 +415,30 @@ impl PointIndex {
     }
 
     /// Links `record` under its key unless an entry exists; returns the existing record if so.
-    pub fn insert_if_absent(&self, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    pub fn insert_if_absent(&self, record: Record) -> Result<(), Record> {
         self.insert_if_absent_pinned(record, &crossbeam_epoch::pin())
     }
 
     /// [`PointIndex::insert_if_absent`] under the caller's pin: a caller that links many records
     /// at once (the instant restore's walk) pins once for all of them.
-    pub fn insert_if_absent_pinned(&self, record: Arc<Record>, guard: &Guard) -> Result<(), Arc<Record>> {
-        let hash = self.hash(record.key().as_bytes());
+    pub fn insert_if_absent_pinned(&self, record: Record, guard: &Guard) -> Result<(), Record> {
+        let hash = self.hash(record.key());
         let shard = self.shard(hash);
         let mut counts = shard.writer.lock();
         let slots = self.room_for(shard, &mut counts, 1, Growth::Doubling, guard);
-        match slots.position(hash, record.key().as_bytes()) {
+        match slots.position(hash, record.key()) {
             Ok(at) => {
                 let existing = pointer_of(slots.slots[at].load(Ordering::Relaxed));
                 // SAFETY: the slot holds a reference of `existing`, which only we (holding the
                 // mutex) could drop; the count we add is the caller's.
-                unsafe {
-                    Arc::increment_strong_count(existing);
-                    Err(Arc::from_raw(existing))
-                }
+                unsafe { Err(Record::clone_raw(existing)) }
             }
             Err(at) => {
                 if slots.slots[at].load(Ordering::Relaxed) == TOMBSTONE {
                     counts.tombstones -= 1;
                 }
                 // Release: a reader that loads the slot sees the record fully built.
-                slots.slots[at].store(pack(hash, Arc::into_raw(record)), Ordering::Release);
+                slots.slots[at].store(pack(hash, Record::into_raw(record)), Ordering::Release);
                 counts.live += 1;
                 shard.live.store(counts.live, Ordering::Relaxed);
                 Ok(())
@@ -454,7 +447,7 @@ impl PointIndex {
     }
 
     /// Removes the entry for `key` only if it is `record`.
-    pub fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
+    pub fn remove(&self, key: &[u8], record: &Record) -> bool {
         let hash = self.hash(key);
         let shard = self.shard(hash);
         let mut counts = shard.writer.lock();
@@ -465,7 +458,7 @@ impl PointIndex {
         };
         let Ok(at) = slots.position(hash, key) else { return false };
         let slot = slots.slots[at].load(Ordering::Relaxed);
-        if pointer_of(slot) != Arc::as_ptr(record) {
+        if pointer_of(slot) != Record::as_ptr(record) {
             return false;
         }
         slots.slots[at].store(TOMBSTONE, Ordering::Release);
@@ -474,7 +467,7 @@ impl PointIndex {
         shard.live.store(counts.live, Ordering::Relaxed);
         // SAFETY: the map's reference of the record, which the slot held until now. Readers
         // pinned before the store may still be about to take a count of the record.
-        let held = unsafe { Arc::from_raw(pointer_of(slot)) };
+        let held = unsafe { Record::from_raw(pointer_of(slot)) };
         guard.defer(move || drop(held));
         true
     }
@@ -529,7 +522,7 @@ impl PointIndex {
     /// ([`crate::storage::Table::finish_recovery`]). Each record is in one shard, so threads that
     /// take disjoint ranges visit disjoint records. Records linked or removed meanwhile may or may
     /// not be visited.
-    pub fn for_each_record_in(&self, shards: std::ops::Range<usize>, mut visit: impl FnMut(&Arc<Record>)) {
+    pub fn for_each_record_in(&self, shards: std::ops::Range<usize>, mut visit: impl FnMut(&Record)) {
         let guard = crossbeam_epoch::pin();
         for shard in &self.shards[shards] {
             // SAFETY: as in `get`.
@@ -538,7 +531,7 @@ impl PointIndex {
                 // SAFETY: the slot held a reference of the record (see `Slots::find`), which the
                 // collector drops no earlier than we unpin; `ManuallyDrop` keeps this copy from
                 // releasing a count it does not own.
-                let record = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(pointer_of(slot)) });
+                let record = unsafe { Record::borrow_raw(pointer_of(slot)) };
                 visit(&record);
             });
         }
@@ -550,7 +543,7 @@ impl PointIndex {
     fn place(&self, fresh: &Slots, slot: u64) {
         debug_assert!(slot != EMPTY && slot != TOMBSTONE);
         // SAFETY: the slot holds a reference of the record (see `Slots::position`).
-        let hash = self.hash(unsafe { (*pointer_of(slot)).key().as_bytes() });
+        let hash = self.hash(unsafe { Record::key_of_raw(pointer_of(slot)) });
         let mask = fresh.mask();
         let mut at = hash as usize & mask;
         while fresh.slots[at].load(Ordering::Relaxed) != EMPTY {
@@ -573,7 +566,7 @@ impl PointIndex {
                 }
                 if slot != EMPTY && slot != TOMBSTONE {
                     // SAFETY: as in `Slots::find`.
-                    keys.push(unsafe { (*pointer_of(slot)).key().clone() });
+                    keys.push(unsafe { Key::from(Record::key_of_raw(pointer_of(slot))) });
                 }
             }
         }
@@ -654,7 +647,7 @@ impl Drop for PointIndex {
                 let slots = current.into_owned();
                 for slot in slots.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
                     if slot != EMPTY && slot != TOMBSTONE {
-                        drop(Arc::from_raw(pointer_of(slot)));
+                        drop(Record::from_raw(pointer_of(slot)));
                     }
                 }
             }
@@ -667,6 +660,7 @@ mod tests {
     use super::*;
     use crate::storage::value::Value;
     use crate::txn::tid::Tid;
+    use std::sync::Arc;
 
     /// A fixed seed (`fix_hash_seed`, for measurements) hashes alike in every index made with it
     /// and unlike another seed; without one, each index draws its own.
@@ -702,17 +696,17 @@ mod tests {
         }
     }
 
-    fn rec(key: &[u8]) -> Arc<Record> {
-        Arc::new(Record::present(Key::from(key), crate::storage::Row::new(vec![Value::Int(1)]), Tid::ZERO, 0))
+    fn rec(key: &[u8]) -> Record {
+        Record::present(key, crate::storage::Row::new(vec![Value::Int(1)]), Tid::ZERO, 0)
     }
 
     #[test]
     fn insert_get_remove_by_identity() {
         let index = PointIndex::default();
         let (a, b) = (rec(b"k"), rec(b"k"));
-        index.insert_if_absent(Arc::clone(&a)).unwrap();
-        let existing = index.insert_if_absent(Arc::clone(&b)).unwrap_err();
-        assert!(Arc::ptr_eq(&existing, &a));
+        index.insert_if_absent(Record::clone(&a)).unwrap();
+        let existing = index.insert_if_absent(Record::clone(&b)).unwrap_err();
+        assert!(Record::ptr_eq(&existing, &a));
         assert!(!index.remove(b"k", &b), "remove must check identity");
         assert!(index.remove(b"k", &a));
         assert!(index.get(b"k").is_none());
@@ -733,18 +727,18 @@ mod tests {
 
     fn matches_a_map(index: PointIndex) {
         use rand::{Rng, SeedableRng};
-        let mut model: std::collections::HashMap<Vec<u8>, Arc<Record>> = Default::default();
+        let mut model: std::collections::HashMap<Vec<u8>, Record> = Default::default();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for step in 0..60_000u32 {
             let n: u32 = rng.random_range(0..5_000);
             let key = if n.is_multiple_of(7) { format!("{n:0>60}").into_bytes() } else { n.to_be_bytes().to_vec() };
             if rng.random_bool(0.6) {
                 let record = rec(&key);
-                match (index.insert_if_absent(Arc::clone(&record)), model.get(&key)) {
+                match (index.insert_if_absent(Record::clone(&record)), model.get(&key)) {
                     (Ok(()), None) => {
                         model.insert(key, record);
                     }
-                    (Err(existing), Some(expected)) => assert!(Arc::ptr_eq(&existing, expected), "step {step}"),
+                    (Err(existing), Some(expected)) => assert!(Record::ptr_eq(&existing, expected), "step {step}"),
                     (got, expected) => {
                         panic!("step {step}: insert {:?} with model {:?}", got.is_ok(), expected.is_some())
                     }
@@ -758,7 +752,7 @@ mod tests {
                 check_counts(&index);
                 assert_eq!(index.len(), model.len());
                 for (key, expected) in &model {
-                    assert!(index.get(key).is_some_and(|got| Arc::ptr_eq(&got, expected)), "step {step}");
+                    assert!(index.get(key).is_some_and(|got| Record::ptr_eq(&got, expected)), "step {step}");
                 }
             }
         }
@@ -785,27 +779,27 @@ mod tests {
             slots.and_then(|slots| slots.record_hint(hash.0, Ordering::Acquire))
         };
         assert_eq!(hint(b"absent"), None, "an empty index");
-        let records: Vec<Arc<Record>> = (0..5_000u32).map(|n| rec(&n.to_be_bytes())).collect();
+        let records: Vec<Record> = (0..5_000u32).map(|n| rec(&n.to_be_bytes())).collect();
         for record in &records {
-            index.insert_if_absent(Arc::clone(record)).unwrap();
+            index.insert_if_absent(Record::clone(record)).unwrap();
             // Every stage, on keys present and absent: a hint changes nothing.
             for stage in [Prefetch::Slot, Prefetch::Record, Prefetch::Row { columns: 3 }] {
-                index.prefetch(index.hash_of(record.key().as_bytes()), stage);
+                index.prefetch(index.hash_of(record.key()), stage);
                 index.prefetch(index.hash_of(b"absent"), stage);
             }
         }
         // A key further than a line of slots from where its probe starts (at three quarters
         // full, a few in a hundred), or behind an earlier key of the same 16-bit tag, gets no or
         // a wrong hint; the rest get their own record (97-98 % in runs).
-        let own = records.iter().filter(|r| hint(r.key().as_bytes()) == Some(Arc::as_ptr(r))).count();
+        let own = records.iter().filter(|r| hint(r.key()) == Some(Record::as_ptr(r))).count();
         assert!(own >= records.len() * 9 / 10, "{own} of {} hints were the key's record", records.len());
         for record in &records {
             assert!(index.remove(record.key(), record));
         }
-        let stale = records.iter().filter(|r| hint(r.key().as_bytes()).is_some()).count();
+        let stale = records.iter().filter(|r| hint(r.key()).is_some()).count();
         assert_eq!(stale, 0, "removed keys leave tombstones, which no hint follows");
         for record in &records {
-            assert!(index.get(record.key().as_bytes()).is_none());
+            assert!(index.get(record.key()).is_none());
         }
     }
 
@@ -814,9 +808,9 @@ mod tests {
     #[test]
     fn concurrent_readers_see_stable_keys_through_rebuilds() {
         let index = Arc::new(PointIndex::default());
-        let stable: Vec<Arc<Record>> = (0..2_000u32).map(|n| rec(&n.to_be_bytes())).collect();
+        let stable: Vec<Record> = (0..2_000u32).map(|n| rec(&n.to_be_bytes())).collect();
         for record in &stable {
-            index.insert_if_absent(Arc::clone(record)).unwrap();
+            index.insert_if_absent(Record::clone(record)).unwrap();
         }
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
@@ -827,7 +821,7 @@ mod tests {
                     while !stop.load(Ordering::Relaxed) || rounds == 0 {
                         for n in 0..2_000u32 {
                             let got = index.get(&n.to_be_bytes());
-                            assert!(got.is_some_and(|r| r.key().as_bytes() == n.to_be_bytes()), "key {n} lost");
+                            assert!(got.is_some_and(|r| r.key() == n.to_be_bytes()), "key {n} lost");
                         }
                         rounds += 1;
                     }
@@ -836,10 +830,10 @@ mod tests {
             })
             .collect();
         for round in 0..20u32 {
-            let churn: Vec<Arc<Record>> =
+            let churn: Vec<Record> =
                 (0..5_000u32).map(|n| rec(&(1_000_000 + round * 10_000 + n).to_be_bytes())).collect();
             for record in &churn {
-                index.insert_if_absent(Arc::clone(record)).unwrap();
+                index.insert_if_absent(Record::clone(record)).unwrap();
             }
             for record in &churn {
                 assert!(index.remove(record.key(), record));

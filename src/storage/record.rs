@@ -1,7 +1,8 @@
 //! Records: a row plus Silo's TID word and Taurus's `last_writer`.
 //!
 //! Silo keeps key data in the tree and values "in separately-allocated records" (SiloR §2). Here a
-//! record is an `Arc<Record>` that the primary index and every secondary index entry point to. The
+//! record is a counted pointer ([`Record`], one allocation with its primary key's bytes) that the
+//! primary index and every secondary index entry hold. The
 //! row (one allocation, see [`Row`]) is swapped whole through one atomic pointer, so readers never
 //! see a torn row and never block; the TID word tells them whether what they read is consistent
 //! (see [`Record::stable_read`]).
@@ -37,7 +38,7 @@
 //! still finds it. That spares each insert an allocation, a deferred function and a free
 //! (about 400 instructions; TPC-C's new-order inserts 12 rows).
 
-use crate::storage::key::Key;
+use crate::storage::key::{KEY_SIZE_MAX_BYTES, Key};
 use crate::storage::row::{InPlaceRow, ROW_BYTES_OFFSET};
 use crate::storage::value::Row;
 use crate::txn::tid::{LOCK_BIT, Tid, TidWord};
@@ -63,35 +64,49 @@ thread_local! {
     static EMPTY_ROW: Row = Row::empty();
 }
 
-/// A record of a table.
-pub struct Record {
+/// The fixed fields of a record. The primary key's bytes follow them in the same allocation
+/// (`ThinArc`'s trailing slice), so a record is one allocation of its count, its fields, its
+/// key's length and its key's bytes, sized to the key.
+pub struct Fields {
     word: AtomicU64,
     /// Taurus: the log position (logger id and LSN, as the scheme encodes it) of the transaction
     /// that last wrote this record; 0 when unknown. Written under the record's lock.
     last_writer: AtomicU64,
     /// The current row: `ThinArc::into_raw` of a row whose count this record holds. Never null.
     row: AtomicPtr<c_void>,
-    /// The primary key the record is linked under, fixed for its life: the point index compares
-    /// a probed key with it here, on the line the lookup reads anyway, instead of keeping a copy
-    /// of every key in its own entries ([`super::point`]).
-    key: Key,
 }
 
-impl std::fmt::Debug for Record {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Record")
-            .field("key", &self.key)
-            .field("word", &self.word())
-            .field("row", &self.row_unchecked())
-            .finish()
-    }
-}
-
-impl Drop for Record {
+impl Drop for Fields {
     fn drop(&mut self) {
         // SAFETY: the record's own count of its current row. No reader can be inside `load_row`
         // (it would hold the record), and rows swapped out earlier were retired by `store_row`.
         drop(unsafe { ThinArc::<(), u8>::from_raw(*self.row.get_mut()) });
+    }
+}
+
+/// A record of a table: a counted pointer, held by the primary index, every secondary index
+/// entry and the transactions that read or write it. Cloning takes a count; the record and its
+/// row are freed when the last holder lets go.
+///
+/// The primary key it is linked under is fixed for its life and stored after its fields, on
+/// the line a lookup reads anyway: the point index compares a probed key with it there, instead
+/// of keeping a copy of every key in its own entries ([`super::point`]). As a trailing slice
+/// rather than a [`Key`] (40 bytes whatever the key's length), a record is 40 bytes plus its
+/// key, rounded up to 8: 56 bytes for a server key such as `key:1234567` and 64 for a TPC-C
+/// stock row's, where a `std::sync::Arc` of the fields and a `Key` took 80 for any key.
+#[derive(Clone)]
+pub struct Record(ThinArc<Fields, u8>);
+
+/// The address of a record's allocation, as [`Record::into_raw`] gives it and indexes store it.
+pub type RawRecord = *const c_void;
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("key", &Key::from(self.key()))
+            .field("word", &self.word())
+            .field("row", &self.row_unchecked())
+            .finish()
     }
 }
 
@@ -101,46 +116,34 @@ fn row_pointer(row: Row) -> AtomicPtr<c_void> {
 }
 
 impl Record {
+    /// A record of primary key `key` (at most [`KEY_SIZE_MAX_BYTES`]) with these fields.
+    fn with_fields(key: &[u8], word: TidWord, last_writer: u64, row: Row) -> Record {
+        assert!(key.len() <= KEY_SIZE_MAX_BYTES, "a record's key of {} bytes is over the limit", key.len());
+        let fields =
+            Fields { word: AtomicU64::new(word.0), last_writer: AtomicU64::new(last_writer), row: row_pointer(row) };
+        Record(ThinArc::from_header_and_slice(fields, key))
+    }
+
     /// A present, unlocked, latest record of primary key `key` (used by loading and recovery).
-    pub fn present(key: Key, row: Row, tid: Tid, last_writer: u64) -> Record {
-        Record {
-            word: AtomicU64::new(TidWord::new(tid, true, false).0),
-            last_writer: AtomicU64::new(last_writer),
-            row: row_pointer(row),
-            key,
-        }
+    pub fn present(key: &[u8], row: Row, tid: Tid, last_writer: u64) -> Record {
+        Record::with_fields(key, TidWord::new(tid, true, false), last_writer, row)
     }
 
     /// A present, latest record that is already locked: a row an instant restore links, locked
     /// until every index holds it ([`super::table::Table::restore_row`]).
-    pub fn present_locked(key: Key, row: Row, tid: Tid) -> Record {
-        Record {
-            word: AtomicU64::new(TidWord::new(tid, true, false).locked().0),
-            last_writer: AtomicU64::new(0),
-            row: row_pointer(row),
-            key,
-        }
+    pub fn present_locked(key: &[u8], row: Row, tid: Tid) -> Record {
+        Record::with_fields(key, TidWord::new(tid, true, false).locked(), 0, row)
     }
 
     /// An absent, latest, unlocked record with a TID: a deletion replayed by recovery.
-    pub fn tombstone(key: Key, tid: Tid) -> Record {
-        Record {
-            word: AtomicU64::new(TidWord::new(tid, true, true).0),
-            last_writer: AtomicU64::new(0),
-            row: row_pointer(Row::empty()),
-            key,
-        }
+    pub fn tombstone(key: &[u8], tid: Tid) -> Record {
+        Record::with_fields(key, TidWord::new(tid, true, true), 0, Row::empty())
     }
 
     /// An absent, latest record that is already locked: the placeholder an insert links into the
     /// primary index during its lock phase.
-    pub fn locked_placeholder(key: Key) -> Record {
-        Record {
-            word: AtomicU64::new(TidWord::new(Tid::ZERO, true, true).locked().0),
-            last_writer: AtomicU64::new(0),
-            row: row_pointer(Record::empty_row()),
-            key,
-        }
+    pub fn locked_placeholder(key: &[u8]) -> Record {
+        Record::with_fields(key, TidWord::new(Tid::ZERO, true, true).locked(), 0, Record::empty_row())
     }
 
     /// An empty row (no values) for an absent record: this thread's shared one (a count taken,
@@ -149,20 +152,98 @@ impl Record {
         EMPTY_ROW.try_with(Row::clone).unwrap_or_else(|_| Row::empty())
     }
 
+    /// The record's fixed fields.
+    #[inline(always)]
+    fn fields(&self) -> &Fields {
+        &self.0.header.header
+    }
+
     /// The primary key the record is linked under.
     #[inline]
-    pub fn key(&self) -> &Key {
-        &self.key
+    pub fn key(&self) -> &[u8] {
+        &self.0.slice
+    }
+
+    /// Whether `a` and `b` are handles of the same record.
+    #[inline]
+    pub fn ptr_eq(a: &Record, b: &Record) -> bool {
+        a.as_ptr() == b.as_ptr()
+    }
+
+    /// The address of the record's allocation (no count taken).
+    #[inline]
+    pub fn as_ptr(&self) -> RawRecord {
+        self.0.as_ptr()
+    }
+
+    /// The address of the record's allocation, carrying this handle's count, for an index to
+    /// store; [`Record::from_raw`] takes the count back.
+    #[inline]
+    pub fn into_raw(self) -> RawRecord {
+        ThinArc::into_raw(self.0)
+    }
+
+    /// The handle whose count `raw` carries.
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from [`Record::into_raw`], and its count is taken back only once.
+    #[inline]
+    pub unsafe fn from_raw(raw: RawRecord) -> Record {
+        // SAFETY: the caller's contract.
+        Record(unsafe { ThinArc::from_raw(raw) })
+    }
+
+    /// The record at `raw`, lent without a count: dropping the result does nothing.
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from [`Record::into_raw`] or [`Record::as_ptr`], and a count of the record is
+    /// held (by the caller or by a structure it keeps from freeing it) while the result is used.
+    #[inline]
+    pub unsafe fn borrow_raw(raw: RawRecord) -> ManuallyDrop<Record> {
+        // SAFETY: the caller's contract; `ManuallyDrop` leaves the count untouched.
+        ManuallyDrop::new(unsafe { Record::from_raw(raw) })
+    }
+
+    /// A handle of the record at `raw` with a count of its own.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Record::borrow_raw`].
+    #[inline]
+    pub unsafe fn clone_raw(raw: RawRecord) -> Record {
+        // SAFETY: the caller's contract.
+        Record::clone(&*unsafe { Record::borrow_raw(raw) })
+    }
+
+    /// The key of the record at `raw`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Record::borrow_raw`], for as long as the result is used.
+    #[inline]
+    pub unsafe fn key_of_raw<'a>(raw: RawRecord) -> &'a [u8] {
+        // SAFETY: the caller's contract keeps the allocation, and so its key, alive.
+        let record = unsafe { Record::borrow_raw(raw) };
+        let key = record.key();
+        // SAFETY: the key's bytes lie in the record's allocation, not in the lent handle.
+        unsafe { std::slice::from_raw_parts(key.as_ptr(), key.len()) }
+    }
+
+    /// How many handles of the record there are (index entries included).
+    pub fn count(&self) -> usize {
+        ThinArc::strong_count(&self.0)
     }
 
     /// The current TID word.
     pub fn word(&self) -> TidWord {
-        TidWord(self.word.load(Ordering::Acquire))
+        TidWord(self.fields().word.load(Ordering::Acquire))
     }
 
     /// Taurus's last writer of the record.
     pub fn last_writer(&self) -> u64 {
-        self.last_writer.load(Ordering::Acquire)
+        self.fields().last_writer.load(Ordering::Acquire)
     }
 
     /// Reads the row consistently with its TID word, as Silo's readers do: wait while locked, read
@@ -207,7 +288,7 @@ impl Record {
                 continue;
             }
             // An acquire load, so the re-read of the word below cannot move above it.
-            let raw = self.row.load(Ordering::Acquire);
+            let raw = self.fields().row.load(Ordering::Acquire);
             // SAFETY: as in `load_row`: the row is freed only through the collector and the
             // caller is pinned; `ManuallyDrop` leaves the record's count untouched, and the lent
             // reference ends before `_pinned` does.
@@ -222,11 +303,12 @@ impl Record {
 
     /// Tries once to take the lock. Returns the word as it was (unlocked) on success.
     pub fn try_lock(&self) -> Option<TidWord> {
-        let current = self.word.load(Ordering::Relaxed);
+        let current = self.fields().word.load(Ordering::Relaxed);
         if current & LOCK_BIT != 0 {
             return None;
         }
-        self.word
+        self.fields()
+            .word
             .compare_exchange_weak(current, current | LOCK_BIT, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             .map(TidWord)
@@ -248,7 +330,7 @@ impl Record {
     /// either the old (word, row) pair or the new one. The caller must hold the lock.
     pub fn install(&self, row: Row, word: TidWord, last_writer: u64) {
         debug_assert!(self.word().is_locked(), "install without the lock");
-        self.last_writer.store(last_writer, Ordering::Release);
+        self.fields().last_writer.store(last_writer, Ordering::Release);
         self.store_row(row);
         self.unlock_with(word);
     }
@@ -262,8 +344,8 @@ impl Record {
     /// taking its count (recovery's writers install; they do not read the rows they replace).
     pub(crate) fn install_returning_old(&self, row: Row, word: TidWord) -> Row {
         debug_assert!(self.word().is_locked(), "install without the lock");
-        self.last_writer.store(0, Ordering::Release);
-        let old = self.row.swap(row_pointer(row).into_inner(), Ordering::AcqRel);
+        self.fields().last_writer.store(0, Ordering::Release);
+        let old = self.fields().row.swap(row_pointer(row).into_inner(), Ordering::AcqRel);
         self.unlock_with(word);
         // SAFETY: `old` is `ThinArc::into_raw` of the row the record held a count of until the
         // swap; that count is now ours, and nothing else will convert `old` back.
@@ -277,16 +359,16 @@ impl Record {
     pub(crate) fn install_unlatched(&self, row: Row, word: TidWord, last_writer: u64) {
         debug_assert!(!word.is_locked());
         debug_assert!(!self.word().is_locked(), "a replay piece writes a record someone has locked");
-        self.last_writer.store(last_writer, Ordering::Release);
+        self.fields().last_writer.store(last_writer, Ordering::Release);
         self.store_row(row);
-        self.word.store(word.0, Ordering::Release);
+        self.fields().word.store(word.0, Ordering::Release);
     }
 
     /// Releases the lock, setting the word to `word` (which must not have the lock bit).
     pub fn unlock_with(&self, word: TidWord) {
         debug_assert!(!word.is_locked());
         debug_assert!(self.word().is_locked(), "unlock without the lock");
-        self.word.store(word.0, Ordering::Release);
+        self.fields().word.store(word.0, Ordering::Release);
     }
 
     /// Releases the lock without changing the word (an aborted commit).
@@ -308,7 +390,7 @@ impl Record {
     /// changed where it lies instead of being copied, swapped and retired.
     pub(crate) fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut InPlaceRow) -> R) -> R {
         debug_assert!(self.word().is_locked(), "edit_unshared_row without the lock");
-        let raw = self.row.load(Ordering::Acquire);
+        let raw = self.fields().row.load(Ordering::Acquire);
         // SAFETY: `raw` is `ThinArc::into_raw` of the row this record holds a count of; only a
         // locked writer swaps it, and the caller is that writer. `ManuallyDrop` leaves the count
         // as it is; `InPlaceRow` cannot replace the row, only set values in it, and only when
@@ -328,7 +410,7 @@ impl Record {
     /// writer that will lock the record and edit or replace the row a few steps later.
     #[inline]
     pub fn prefetch_row(&self) {
-        super::prefetch::prefetch_line(self.row.load(Ordering::Relaxed).cast_const());
+        super::prefetch::prefetch_line(self.fields().row.load(Ordering::Relaxed).cast_const());
     }
 
     /// Prefetches the lines of the current row that hold the values of `columns` (positions
@@ -337,7 +419,7 @@ impl Record {
     /// several lines past its first.
     #[inline]
     pub fn prefetch_row_columns(&self, columns: impl Iterator<Item = usize>) {
-        let raw = self.row.load(Ordering::Relaxed).cast::<u8>().cast_const();
+        let raw = self.fields().row.load(Ordering::Relaxed).cast::<u8>().cast_const();
         for column in columns {
             let offset_bytes = ROW_BYTES_OFFSET + column * ROW_BYTES_PER_VALUE_GUESS;
             // A prefetch does not fault, so an address past the allocation costs nothing.
@@ -347,7 +429,7 @@ impl Record {
 
     /// A reference of the current row (see the module docs, "Memory reclamation").
     fn load_row(&self, _pinned: &Guard) -> Row {
-        let raw = self.row.load(Ordering::Acquire);
+        let raw = self.fields().row.load(Ordering::Acquire);
         // SAFETY: `raw` is `ThinArc::into_raw` of a row this record held a count of when the load
         // read it. If a writer has swapped it out since, it dropped that count only through
         // `defer` under a pin taken after our load's pin began, so the allocation is alive while
@@ -360,7 +442,7 @@ impl Record {
     /// Makes `row` the current row and retires the one it replaces. The caller is the record's
     /// only writer (it holds the lock, or owns the record as recovery and replay pieces do).
     fn store_row(&self, row: Row) {
-        let old = self.row.swap(row_pointer(row).into_inner(), Ordering::AcqRel);
+        let old = self.fields().row.swap(row_pointer(row).into_inner(), Ordering::AcqRel);
         // SAFETY: `old` is `ThinArc::into_raw` of the row the record held a count of until the
         // swap; that count is now ours, and nothing else will convert `old` back.
         let old = unsafe { ThinArc::<(), u8>::from_raw(old) };
@@ -396,8 +478,8 @@ mod tests {
 
     #[test]
     fn the_record_points_at_the_rows_allocation() {
-        let r = Record::present(Key::from(&b"k"[..]), Row::new(vec![Value::Int(1), Value::Int(2)]), Tid::new(1, 1), 0);
-        let raw = r.row.load(Ordering::Relaxed) as usize;
+        let r = Record::present(b"k", Row::new(vec![Value::Int(1), Value::Int(2)]), Tid::new(1, 1), 0);
+        let raw = r.fields().row.load(Ordering::Relaxed) as usize;
         let (_, got) = r.stable_read();
         assert_eq!(got.as_ptr() as usize, raw);
         r.stable_read_with(&crossbeam_epoch::pin(), |_, lent| assert_eq!(lent.as_ptr() as usize, raw));
@@ -407,8 +489,8 @@ mod tests {
     fn placeholders_share_their_threads_empty_row_and_an_install_gives_its_count_back() {
         let own = Record::empty_row();
         let base = own.strong_count();
-        let a = Record::locked_placeholder(Key::from(&b"a"[..]));
-        let b = Record::locked_placeholder(Key::from(&b"b"[..]));
+        let a = Record::locked_placeholder(b"a");
+        let b = Record::locked_placeholder(b"b");
         assert_eq!(a.row_unchecked().as_ptr(), own.as_ptr(), "no allocation of its own");
         assert_eq!(b.row_unchecked().as_ptr(), own.as_ptr());
         assert_eq!(own.strong_count(), base + 2);
@@ -419,8 +501,7 @@ mod tests {
         std::thread::spawn(move || assert_eq!(held.len(), 0)).join().unwrap();
         assert_eq!(own.strong_count(), base + 1);
         // Another thread's install over this thread's empty row goes through the collector.
-        let b = std::sync::Arc::new(b);
-        let other = std::sync::Arc::clone(&b);
+        let other = b.clone();
         std::thread::spawn(move || other.install(row(2), TidWord::new(Tid::new(1, 2), true, false), 0)).join().unwrap();
         assert_eq!(b.row_unchecked().at(0), Value::Int(2));
         drop(own);
@@ -428,7 +509,7 @@ mod tests {
 
     #[test]
     fn install_publishes_row_and_word_together() {
-        let r = Record::present(Key::from(&b"k"[..]), row(1), Tid::new(1, 1), 0);
+        let r = Record::present(b"k", row(1), Tid::new(1, 1), 0);
         let w = r.lock();
         assert!(r.try_lock().is_none(), "lock must be exclusive");
         r.install(row(2), TidWord::new(Tid::new(1, 2), w.is_latest(), false), 7);
@@ -440,9 +521,9 @@ mod tests {
 
     #[test]
     fn readers_never_see_a_row_with_a_mismatched_word() {
-        let r = std::sync::Arc::new(Record::present(Key::from(&b"k"[..]), row(0), Tid::new(1, 0), 0));
+        let r = Record::present(b"k", row(0), Tid::new(1, 0), 0);
         let writer = {
-            let r = std::sync::Arc::clone(&r);
+            let r = r.clone();
             std::thread::spawn(move || {
                 for i in 1..2000u64 {
                     r.lock();

@@ -112,14 +112,14 @@ impl Table {
     pub fn load_row(&self, row: Row, tid: Tid) -> Result<(), LoadError> {
         self.schema.check_row(&row)?;
         let key = self.schema.primary_key_of(&row)?;
-        let record = Arc::new(Record::present(key.clone(), Row::clone(&row), tid, 0));
+        let record = Record::present(&key, Row::clone(&row), tid, 0);
         if self.link(&key, &record).is_err() {
             return Err(LoadError::DuplicateKey { table: self.schema.name.clone(), key });
         }
         for (i, index) in self.secondary.iter().enumerate() {
             let entry = self.schema.secondary_key_of(i, &row, &key)?;
             // Unique by construction: the entry key ends with the primary key.
-            let _ = index.insert_if_absent(entry, Arc::clone(&record));
+            let _ = index.insert_if_absent(entry, Record::clone(&record));
         }
         Ok(())
     }
@@ -129,7 +129,7 @@ impl Table {
     /// Fails on a duplicate key: a checkpoint holds each key once.
     pub fn load_checkpointed(&self, key: Key, row: Row, tid: Tid) -> Result<(), LoadError> {
         self.schema.check_row(&row)?;
-        let record = Arc::new(Record::present(key.clone(), row, tid, 0));
+        let record = Record::present(&key, row, tid, 0);
         self.link(&key, &record).map_err(|_| LoadError::DuplicateKey { table: self.schema.name.clone(), key })
     }
 
@@ -161,7 +161,7 @@ impl Table {
 
     /// The record that owns primary key `key`.
     #[inline]
-    pub fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+    pub fn get(&self, key: &[u8]) -> Option<Record> {
         if self.restore.active.load(Ordering::Relaxed) {
             return self.get_restoring(key);
         }
@@ -171,7 +171,7 @@ impl Table {
     /// [`Table::get`] during a restore: a key that has a record is restored (see
     /// [`RestoreGate`]), so only a miss asks the gate, and a hit costs one lookup.
     #[inline(never)]
-    fn get_restoring(&self, key: &[u8]) -> Option<Arc<Record>> {
+    fn get_restoring(&self, key: &[u8]) -> Option<Record> {
         if let Some(record) = self.point.get(key) {
             return Some(record);
         }
@@ -238,7 +238,7 @@ impl Table {
     /// row (and its own entries) before the restore inserted the entries of the image's values,
     /// leaving an entry under a value the row no longer has. Locked, such a write waits.
     pub fn restore_row(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        self.restore_records(std::iter::once(Arc::new(Record::present_locked(key.clone(), row, tid)))) == 1
+        self.restore_records(std::iter::once(Record::present_locked(key, row, tid))) == 1
     }
 
     /// [`Table::restore_row`] for records in strictly increasing key order (the restore walk's
@@ -247,15 +247,15 @@ impl Table {
     /// run (one descent per leaf, [`OrderedIndex::insert_run_if_absent`]), then into the
     /// secondary indexes, and only then are they unlocked: until then a write of one of these
     /// keys waits, as in [`Table::restore_row`]. A record not linked (its key has one) is dropped.
-    pub fn restore_records(&self, records: impl Iterator<Item = Arc<Record>>) -> usize {
+    pub fn restore_records(&self, records: impl Iterator<Item = Record>) -> usize {
         // A run of unknown length is a walk's batch, a few dozen records.
         let (lower, upper) = records.size_hint();
         let mut linked: Vec<Entry> = Vec::with_capacity(upper.unwrap_or(lower.max(32)));
         let guard = crossbeam_epoch::pin();
         for record in records {
             assert!(record.word().is_locked(), "a restored record is linked locked");
-            if self.point.insert_if_absent_pinned(Arc::clone(&record), &guard).is_ok() {
-                linked.push((record.key().clone(), record));
+            if self.point.insert_if_absent_pinned(Record::clone(&record), &guard).is_ok() {
+                linked.push((Key::from(record.key()), record));
             }
         }
         if !self.ordered_deferred.load(Ordering::Relaxed) {
@@ -267,7 +267,7 @@ impl Table {
                 let row = record.row_unchecked();
                 for (i, index) in self.secondary.iter().enumerate() {
                     if let Ok(entry) = self.schema.secondary_key_of(i, &row, key) {
-                        let _ = index.insert_if_absent(entry, Arc::clone(record));
+                        let _ = index.insert_if_absent(entry, Record::clone(record));
                     }
                 }
             }
@@ -280,13 +280,13 @@ impl Table {
     /// the ordered one is deferred: [`Table::defer_ordered_index`]), unless the key has a record;
     /// returns that record if so. The point index decides, then the ordered index follows, so the
     /// ordered index never holds a record the point index lacks.
-    pub fn link(&self, key: &Key, record: &Arc<Record>) -> Result<(), Arc<Record>> {
+    pub fn link(&self, key: &Key, record: &Record) -> Result<(), Record> {
         debug_assert_eq!(record.key(), key, "a record is linked under its own key");
-        self.point.insert_if_absent(Arc::clone(record))?;
+        self.point.insert_if_absent(Record::clone(record))?;
         if self.ordered_deferred.load(Ordering::Relaxed) {
             return Ok(());
         }
-        if let Err(stale) = self.primary.insert_if_absent(key.clone(), Arc::clone(record)) {
+        if let Err(stale) = self.primary.insert_if_absent(key.clone(), Record::clone(record)) {
             self.replace_stale_ordered(key, record, &stale);
         }
         Ok(())
@@ -297,12 +297,12 @@ impl Table {
     /// it, then the ones linked go into the ordered index as one run, one descent per leaf
     /// ([`OrderedIndex::insert_run_if_absent`]) where `link` descends once per key. Returns the
     /// positions in `run` of the records not linked, each with the record its key already had.
-    pub fn link_run(&self, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
+    pub fn link_run(&self, run: &[Entry]) -> Vec<(usize, Record)> {
         let guard = crossbeam_epoch::pin();
         let mut refused = Vec::new();
         for (i, (key, record)) in run.iter().enumerate() {
             debug_assert_eq!(record.key(), key, "a record is linked under its own key");
-            if let Err(existing) = self.point.insert_if_absent_pinned(Arc::clone(record), &guard) {
+            if let Err(existing) = self.point.insert_if_absent_pinned(Record::clone(record), &guard) {
                 refused.push((i, existing));
             }
         }
@@ -334,13 +334,13 @@ impl Table {
     /// The ordered index held `stale` under `key`, whose record the point index just took as
     /// `record`. Unreachable while both are changed only by links and `unlink`, under record
     /// locks; repaired rather than left out of step.
-    fn replace_stale_ordered(&self, key: &Key, record: &Arc<Record>, stale: &Arc<Record>) {
+    fn replace_stale_ordered(&self, key: &Key, record: &Record, stale: &Record) {
         self.primary.remove(key, stale);
-        let _ = self.primary.insert_if_absent(key.clone(), Arc::clone(record));
+        let _ = self.primary.insert_if_absent(key.clone(), Record::clone(record));
     }
 
     /// Unlinks `record` from primary key `key`: ordered index first, then the point index.
-    pub fn unlink(&self, key: &[u8], record: &Arc<Record>) {
+    pub fn unlink(&self, key: &[u8], record: &Record) {
         self.primary.remove(key, record);
         self.point.remove(key, record);
     }
@@ -426,7 +426,7 @@ impl Table {
     /// found absent, this falls back to the full path. The key is taken as its bytes, and a
     /// [`Key`] is built only to link a new record: a write to a found record (every update and
     /// most deletes) needs none.
-    pub fn install_if_newer_at(&self, found: Option<&Arc<Record>>, key: &[u8], row: Option<Row>, tid: Tid) -> bool {
+    pub fn install_if_newer_at(&self, found: Option<&Record>, key: &[u8], row: Option<Row>, tid: Tid) -> bool {
         match found {
             Some(record) => install_on(record, row, tid),
             None => {
@@ -440,8 +440,8 @@ impl Table {
     /// has a record already.
     fn link_new(&self, key: &Key, row: &Option<Row>, tid: Tid) -> bool {
         let record = Arc::new(match row {
-            Some(row) => Record::present(key.clone(), Row::clone(row), tid, 0),
-            None => Record::tombstone(key.clone(), tid),
+            Some(row) => Record::present(key, Row::clone(row), tid, 0),
+            None => Record::tombstone(key, tid),
         });
         self.link(key, &record).is_ok()
     }
@@ -550,14 +550,14 @@ impl Table {
         let mut dead = Vec::new();
         self.point.for_each_record_in(shards, |record| {
             if record.word().is_absent() {
-                dead.push(Arc::clone(record));
+                dead.push(Record::clone(record));
             } else {
                 let key = record.key();
-                buckets[bounds.partition_point(|b| b <= key)].push((key.clone(), Arc::clone(record)));
+                buckets[bounds.partition_point(|b| b.as_bytes() <= key)].push((Key::from(key), Record::clone(record)));
             }
         });
         for record in dead {
-            self.point.remove(record.key().as_bytes(), &record);
+            self.point.remove(record.key(), &record);
         }
         buckets
     }
@@ -581,9 +581,9 @@ impl Table {
         let indexed = !self.secondary.is_empty();
         self.primary.scan(range, super::index::Direction::Forward, usize::MAX, &mut |k, r| {
             if r.word().is_absent() {
-                dead.push((k.clone(), Arc::clone(r)));
+                dead.push((Key::from(k), Record::clone(r)));
             } else if indexed {
-                live.push((k.clone(), Arc::clone(r)));
+                live.push((Key::from(k), Record::clone(r)));
             }
             true
         });
@@ -606,7 +606,7 @@ impl Table {
             self.schema.name,
             indexes.end - 1
         );
-        let live: Vec<(&Key, &Arc<Record>)> = live.iter().flatten().map(|(k, r)| (k, r)).collect();
+        let live: Vec<(&Key, &Record)> = live.iter().flatten().map(|(k, r)| (k, r)).collect();
         for i in indexes {
             self.secondary[i].load_sorted(vec![self.secondary_entries(i, &live, keys)]);
         }
@@ -617,14 +617,14 @@ impl Table {
     /// ([`OrderedIndex::load_sorted`]).
     fn build_secondary_indexes<'a>(
         &self,
-        live: impl Iterator<Item = (&'a Key, &'a Arc<Record>)>,
+        live: impl Iterator<Item = (&'a Key, &'a Record)>,
         alone: bool,
         keys: EntryKeys,
     ) {
         if self.secondary.is_empty() {
             return;
         }
-        let live: Vec<(&Key, &Arc<Record>)> = live.collect();
+        let live: Vec<(&Key, &Record)> = live.collect();
         for (i, index) in self.secondary.iter().enumerate() {
             let entries = self.secondary_entries(i, &live, keys);
             if alone {
@@ -644,7 +644,7 @@ impl Table {
     /// `live`'s order ([`gather_entries`]): taken after the sort, in secondary-key order, it was a
     /// miss per entry, 41–47 % of the samples of a 10-index rebuild (`docs/PERFORMANCE.md`,
     /// "Compiled replay", "Session 44"). Keys are made as `keys` says.
-    fn secondary_entries(&self, index: usize, live: &[(&Key, &Arc<Record>)], keys: EntryKeys) -> Run {
+    fn secondary_entries(&self, index: usize, live: &[(&Key, &Record)], keys: EntryKeys) -> Run {
         let columns = &self.schema.indexes[index].columns;
         let fixed = match keys {
             EntryKeys::Specialized => self.schema.fixed_shape().and_then(|shape| shape.entry_key(columns)),
@@ -695,7 +695,7 @@ const SECONDARY_PREFETCH_AHEAD: usize = 8;
 /// of its record is taken here, in `live`'s order, where the record was prefetched.
 #[inline(always)]
 fn gather_entries(
-    live: &[(&Key, &Arc<Record>)],
+    live: &[(&Key, &Record)],
     columns: &[usize],
     entry: impl Fn(&Row, &Key) -> Option<Key>,
 ) -> Vec<Entry> {
@@ -704,13 +704,13 @@ fn gather_entries(
         // Each entry reads its record and then its row, a miss each: both are prefetched some
         // entries ahead, the record first, so that the misses overlap.
         if let Some((_, ahead)) = live.get(j + 2 * SECONDARY_PREFETCH_AHEAD) {
-            super::prefetch::prefetch_line(Arc::as_ptr(ahead));
+            super::prefetch::prefetch_line(Record::as_ptr(ahead));
         }
         if let Some((_, ahead)) = live.get(j + SECONDARY_PREFETCH_AHEAD) {
             ahead.prefetch_row_columns(columns.iter().copied());
         }
         if let Some(entry) = entry(&record.row_unchecked(), key) {
-            entries.push((entry, Arc::clone(record)));
+            entries.push((entry, Record::clone(record)));
         }
     }
     entries
@@ -873,7 +873,7 @@ mod tests {
     fn scan_all(index: &dyn OrderedIndex) -> Vec<(Key, Row)> {
         let mut out = Vec::new();
         index.scan(&KeyRange::all(), super::super::index::Direction::Forward, usize::MAX, &mut |k, r| {
-            out.push((k.clone(), r.stable_read().1));
+            out.push((Key::from(k), r.stable_read().1));
             true
         });
         out

@@ -39,7 +39,7 @@ struct WriteEntry {
     /// The after-image; `None` for deletes.
     row: Option<Row>,
     /// The record, once known (found at execution, or resolved in the lock phase).
-    record: Option<Arc<Record>>,
+    record: Option<Record>,
     /// The record's word when this transaction locked it.
     locked_word: Option<TidWord>,
 }
@@ -54,7 +54,7 @@ impl SlotKey for WriteEntry {
 }
 
 struct ReadEntry {
-    record: Arc<Record>,
+    record: Record,
     observed: TidWord,
 }
 
@@ -422,7 +422,7 @@ impl<'w> Transaction<'w> {
             return Ok(false);
         };
         let (word, old) = self.read_record(&record);
-        self.push_read(Arc::clone(&record), word)?;
+        self.push_read(Record::clone(&record), word)?;
         let Some(old) = old else {
             self.absences.push(Absence { table, key });
             return Ok(false);
@@ -481,7 +481,7 @@ impl<'w> Transaction<'w> {
             return Ok(false);
         };
         let (word, old) = self.read_record(&record);
-        self.push_read(Arc::clone(&record), word)?;
+        self.push_read(Record::clone(&record), word)?;
         if old.is_none() {
             self.absences.push(Absence { table: t.id, key });
             return Ok(false);
@@ -529,14 +529,14 @@ impl<'w> Transaction<'w> {
         let mut nodes = Vec::new();
         let mut versioned = true;
         'batches: loop {
-            let mut entries: Vec<(Key, Arc<Record>)> = Vec::with_capacity(batch);
+            let mut entries: Vec<(Key, Record)> = Vec::with_capacity(batch);
             // Under the transaction's pin, which `validate_scan` needs to read the nodes back.
             versioned &= index.scan_versioned(
                 &range,
                 scan.direction,
                 batch,
                 &mut |k, r| {
-                    entries.push((k.clone(), Arc::clone(r)));
+                    entries.push((Key::from(k), Record::clone(r)));
                     true
                 },
                 &mut nodes,
@@ -555,7 +555,7 @@ impl<'w> Transaction<'w> {
                     full = true;
                     break 'batches;
                 }
-                seen.push((entry_key.clone(), Arc::as_ptr(&record) as usize));
+                seen.push((entry_key.clone(), Record::as_ptr(&record) as usize));
                 if let Some(row) = self.visible_entry(t, scan.index, &entry_key, record, &mut reads)? {
                     out.push(row);
                 }
@@ -601,8 +601,8 @@ impl<'w> Transaction<'w> {
         t: &Table,
         index: Option<usize>,
         entry_key: &Key,
-        record: Arc<Record>,
-        reads: &mut Vec<(Arc<Record>, TidWord)>,
+        record: Record,
+        reads: &mut Vec<(Record, TidWord)>,
     ) -> Result<Option<Row>, TxnError> {
         if self.write_slots.may_hold(t.id)
             && self.write_slots.get(&self.writes, t.id, primary_part(t, index, entry_key)?).is_some()
@@ -643,7 +643,7 @@ impl<'w> Transaction<'w> {
         Ok(own)
     }
 
-    fn push_read(&mut self, record: Arc<Record>, observed: TidWord) -> Result<(), TxnError> {
+    fn push_read(&mut self, record: Record, observed: TidWord) -> Result<(), TxnError> {
         if self.reads.len() >= self.ctx.limits.reads_max {
             return Err(TxnError::TooLarge { what: "read set", limit: self.ctx.limits.reads_max });
         }
@@ -657,7 +657,7 @@ impl<'w> Transaction<'w> {
         key: Key,
         op: WriteOp,
         row: Option<Row>,
-        record: Option<Arc<Record>>,
+        record: Option<Record>,
     ) -> Result<(), TxnError> {
         if self.writes.len() >= self.ctx.limits.writes_max {
             return Err(TxnError::TooLarge { what: "write set", limit: self.ctx.limits.writes_max });
@@ -745,7 +745,7 @@ impl<'w> Transaction<'w> {
             let t = self.table_ref(self.writes[i].table)?;
             let w = &mut self.writes[i];
             let record = match (w.op, &w.record) {
-                (WriteOp::Update | WriteOp::Delete, Some(record)) => Arc::clone(record),
+                (WriteOp::Update | WriteOp::Delete, Some(record)) => Record::clone(record),
                 _ => find_or_link(t, &w.key)?,
             };
             let word = record.word();
@@ -783,7 +783,7 @@ impl<'w> Transaction<'w> {
 
     fn lock_phase(&mut self, order: &[usize], undo: &mut Undo) -> Result<(), TxnError> {
         // Placeholders that `link_insert_run` linked ahead, by write, in `order`'s order.
-        let mut linked: Vec<(usize, Arc<Record>)> = Vec::new();
+        let mut linked: Vec<(usize, Record)> = Vec::new();
         let (mut next_linked, mut run_end) = (0, 0);
         for (n, &i) in order.iter().enumerate() {
             if n >= run_end {
@@ -802,7 +802,7 @@ impl<'w> Transaction<'w> {
                 (Some(record), _) if known => record.lock(),
                 (_, Some((j, placeholder))) if *j == i => {
                     next_linked += 1;
-                    w.record = Some(Arc::clone(placeholder));
+                    w.record = Some(Record::clone(placeholder));
                     placeholder.word().unlocked()
                 }
                 _ => {
@@ -838,7 +838,7 @@ impl<'w> Transaction<'w> {
         order: &[usize],
         from: usize,
         undo: &mut Undo,
-        linked: &mut Vec<(usize, Arc<Record>)>,
+        linked: &mut Vec<(usize, Record)>,
     ) -> Result<usize, TxnError> {
         let first = &self.writes[order[from]];
         let len = order[from..]
@@ -856,27 +856,29 @@ impl<'w> Transaction<'w> {
                 let key = &self.writes[i].key;
                 // Instant recovery: a key not yet restored is restored before a placeholder hides it.
                 t.ensure_restored(key);
-                (key.clone(), Arc::new(Record::locked_placeholder(key.clone())))
+                (key.clone(), Record::locked_placeholder(key))
             })
             .collect();
         let refused = t.link_run(&run);
         for (position, (key, placeholder)) in run.into_iter().enumerate() {
             if !refused.iter().any(|(r, _)| *r == position) {
-                undo.placeholders.push((t.id, key, Arc::clone(&placeholder)));
+                undo.placeholders.push((t.id, key, Record::clone(&placeholder)));
                 linked.push((writes[position], placeholder));
             }
         }
         Ok(from + len)
     }
 
-    fn locked_by_me(&self, record: &Arc<Record>, undo_ptrs: &[usize]) -> bool {
-        undo_ptrs.binary_search(&(Arc::as_ptr(record) as usize)).is_ok()
+    fn locked_by_me(&self, record: &Record, undo_ptrs: &[usize]) -> bool {
+        undo_ptrs.binary_search(&(Record::as_ptr(record) as usize)).is_ok()
     }
 
     fn validate(&self, order: &[usize]) -> Result<(), TxnError> {
         let mine: Vec<usize> = {
-            let mut v: Vec<usize> =
-                order.iter().filter_map(|&i| self.writes[i].record.as_ref().map(|r| Arc::as_ptr(r) as usize)).collect();
+            let mut v: Vec<usize> = order
+                .iter()
+                .filter_map(|&i| self.writes[i].record.as_ref().map(|r| Record::as_ptr(r) as usize))
+                .collect();
             v.sort_unstable();
             v
         };
@@ -941,11 +943,11 @@ impl<'w> Transaction<'w> {
         let mut next_seen = 0usize;
         let mut phantom = false;
         index.scan(&s.covered, Direction::Forward, usize::MAX, &mut |entry_key, record| {
-            while next_seen < s.seen.len() && s.seen[next_seen].0 < *entry_key {
+            while next_seen < s.seen.len() && s.seen[next_seen].0.as_bytes() < entry_key {
                 next_seen += 1;
             }
             let was_seen =
-                s.seen.get(next_seen).is_some_and(|(k, p)| k == entry_key && *p == Arc::as_ptr(record) as usize);
+                s.seen.get(next_seen).is_some_and(|(k, p)| k == entry_key && *p == Record::as_ptr(record) as usize);
             if was_seen || self.locked_by_me(record, mine) {
                 return true;
             }
@@ -1089,7 +1091,7 @@ impl<'w> Transaction<'w> {
             record.unlock_with(TidWord::new(record.word().tid(), false, true));
         }
         for record in undo.locked.iter().filter_map(|&i| self.writes[i].record.as_ref()) {
-            if !undo.placeholders.iter().any(|(_, _, p)| Arc::ptr_eq(p, record)) {
+            if !undo.placeholders.iter().any(|(_, _, p)| Record::ptr_eq(p, record)) {
                 record.unlock();
             }
         }
@@ -1105,7 +1107,7 @@ fn install_version(
     s: &Snapshot,
     t: &Table,
     w: &WriteEntry,
-    record: &Arc<Record>,
+    record: &Record,
     before: Option<Row>,
     tid: Tid,
     put: impl Fn(&Record, Row, TidWord),
@@ -1148,11 +1150,11 @@ enum Latched {
 
 /// The record of `key` in `t`, or a new absent one linked for it (a replay piece's insert or
 /// upsert; no lock, see [`Transaction::commit_replay`]).
-fn find_or_link(t: &Table, key: &Key) -> Result<Arc<Record>, TxnError> {
+fn find_or_link(t: &Table, key: &Key) -> Result<Record, TxnError> {
     if let Some(record) = t.get(key) {
         return Ok(record);
     }
-    let fresh = Arc::new(Record::tombstone(key.clone(), Tid::ZERO));
+    let fresh = Record::tombstone(key, Tid::ZERO);
     match t.link(key, &fresh) {
         Ok(()) => Ok(fresh),
         Err(existing) => Ok(existing),
@@ -1168,20 +1170,15 @@ const INSERT_RUN_MIN: usize = 2;
 struct Undo {
     /// The writes (positions in the write set) whose records the lock phase locked.
     locked: Vec<usize>,
-    placeholders: Vec<(TableId, Key, Arc<Record>)>,
+    placeholders: Vec<(TableId, Key, Record)>,
     /// (table, secondary index position, entry key, record).
-    secondary_added: Vec<(TableId, usize, Key, Arc<Record>)>,
+    secondary_added: Vec<(TableId, usize, Key, Record)>,
 }
 
 /// Finds the record for `key`, creating a locked placeholder if there is none, and locks it.
 /// `expect_absent` (an insert, whose key was missing at execution) links the placeholder first,
 /// which finds an existing record too, so the usual case costs one index operation, not two.
-fn lock_or_create(
-    t: &Table,
-    key: &Key,
-    expect_absent: bool,
-    undo: &mut Undo,
-) -> Result<(Arc<Record>, TidWord), TxnError> {
+fn lock_or_create(t: &Table, key: &Key, expect_absent: bool, undo: &mut Undo) -> Result<(Record, TidWord), TxnError> {
     // Instant recovery: a key not yet restored is restored before a placeholder can hide it.
     t.ensure_restored(key);
     // Bounded: each retry means another transaction unlinked the record we found, which it
@@ -1189,10 +1186,10 @@ fn lock_or_create(
     let mut link_first = expect_absent;
     for _ in 0..1000 {
         let found = if link_first {
-            let placeholder = Arc::new(Record::locked_placeholder(key.clone()));
+            let placeholder = Record::locked_placeholder(key);
             match t.link(key, &placeholder) {
                 Ok(()) => {
-                    undo.placeholders.push((t.id, key.clone(), Arc::clone(&placeholder)));
+                    undo.placeholders.push((t.id, key.clone(), Record::clone(&placeholder)));
                     let word = placeholder.word().unlocked();
                     return Ok((placeholder, word));
                 }
@@ -1235,7 +1232,7 @@ fn add_secondary_entries(
     t: &Table,
     key: &Key,
     row: &Row,
-    record: &Arc<Record>,
+    record: &Record,
     word: TidWord,
     undo: &mut Undo,
 ) -> Result<(), TxnError> {
@@ -1253,13 +1250,13 @@ fn add_secondary_entries(
         // with this primary key should not exist; if one does, replace it, a bounded number of times.
         let mut added = false;
         for _ in 0..16 {
-            match index.insert_if_absent(entry.clone(), Arc::clone(record)) {
+            match index.insert_if_absent(entry.clone(), Record::clone(record)) {
                 Ok(()) => {
-                    undo.secondary_added.push((t.id, i, entry.clone(), Arc::clone(record)));
+                    undo.secondary_added.push((t.id, i, entry.clone(), Record::clone(record)));
                     added = true;
                     break;
                 }
-                Err(existing) if Arc::ptr_eq(&existing, record) => {
+                Err(existing) if Record::ptr_eq(&existing, record) => {
                     added = true;
                     break;
                 }
@@ -1276,7 +1273,7 @@ fn add_secondary_entries(
 }
 
 /// Removes the entries of `old` that `new` (or a delete, `None`) no longer has. Under the lock.
-fn remove_stale_secondary(t: &Table, key: &Key, old: &Row, new: Option<&Row>, record: &Arc<Record>) {
+fn remove_stale_secondary(t: &Table, key: &Key, old: &Row, new: Option<&Row>, record: &Record) {
     for (i, index) in t.secondary.iter().enumerate() {
         if new.is_some_and(|new| t.schema.same_index_columns(i, old, new)) {
             continue;
@@ -1288,13 +1285,16 @@ fn remove_stale_secondary(t: &Table, key: &Key, old: &Row, new: Option<&Row>, re
 }
 
 /// Whether an index entry's record currently holds a row that belongs under that entry.
-fn entry_matches(t: &Table, index: Option<usize>, entry_key: &Key, record: &Record) -> bool {
+fn entry_matches(t: &Table, index: Option<usize>, entry_key: &[u8], record: &Record) -> bool {
     let Some(i) = index else { return true };
     let row = record.row_unchecked();
     if row.len() != t.schema.columns.len() {
         return false;
     }
-    t.schema.primary_key_of(&row).and_then(|pk| t.schema.secondary_key_of(i, &row, &pk)).is_ok_and(|k| &k == entry_key)
+    t.schema
+        .primary_key_of(&row)
+        .and_then(|pk| t.schema.secondary_key_of(i, &row, &pk))
+        .is_ok_and(|k| k.as_bytes() == entry_key)
 }
 
 /// The primary key inside an index entry key.

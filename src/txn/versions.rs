@@ -81,7 +81,7 @@ struct Version {
 /// The versions of one record, oldest first.
 struct Chain {
     /// Held so that the record, whose address keys the chain, outlives it.
-    _record: Arc<Record>,
+    _record: Record,
     versions: Vec<Version>,
 }
 
@@ -102,7 +102,7 @@ type Shard = HashMap<usize, Chain, foldhash::fast::RandomState>;
 struct Stale {
     table: TableId,
     key: Key,
-    record: Arc<Record>,
+    record: Record,
     /// The row the write replaced.
     old: Row,
 }
@@ -142,7 +142,7 @@ impl VersionStore {
     /// (the record's current row is the answer), else the version (`Some(None)`: absent).
     /// The caller must have read the record before calling (see the module docs).
     pub fn visible(&self, record: &Record, ts: u64) -> Option<Option<Row>> {
-        let address = record as *const Record as usize;
+        let address = Record::as_ptr(record) as usize;
         let shard = self.shard(address).lock();
         let chain = shard.get(&address)?;
         let version = chain.versions.iter().rev().find(|v| v.visible_from <= ts);
@@ -158,13 +158,13 @@ impl VersionStore {
     /// wins in data replay.
     pub fn add_version(
         &self,
-        record: &Arc<Record>,
+        record: &Record,
         current: Option<Row>,
         ts: u64,
         row: Option<Row>,
         install: impl FnOnce(bool),
     ) {
-        let address = Arc::as_ptr(record) as usize;
+        let address = Record::as_ptr(record) as usize;
         let watermark = self.watermark.load(Ordering::Acquire);
         let mut shard = self.shard(address).lock();
         let chain = shard.entry(address).or_insert_with(|| {
@@ -172,7 +172,7 @@ impl VersionStore {
             // and the row before saves a reallocation per record.
             let mut versions = Vec::with_capacity(2);
             versions.push(Version { visible_from: 0, row: current });
-            Chain { _record: Arc::clone(record), versions }
+            Chain { _record: Record::clone(record), versions }
         });
         chain.prune(watermark);
         let at = chain.versions.partition_point(|v| v.visible_from <= ts);
@@ -182,8 +182,8 @@ impl VersionStore {
 
     /// Remembers a replaced row whose secondary entries (or, for a delete, whose record) stay in
     /// the indexes until [`VersionStore::finish`].
-    pub fn note_stale(&self, table: TableId, key: &Key, record: &Arc<Record>, old: Row) {
-        self.stale.lock().push(Stale { table, key: key.clone(), record: Arc::clone(record), old });
+    pub fn note_stale(&self, table: TableId, key: &Key, record: &Record, old: Row) {
+        self.stale.lock().push(Stale { table, key: key.clone(), record: Record::clone(record), old });
     }
 
     /// Every commit timestamp below `ts` is replayed.
@@ -380,7 +380,7 @@ pub(crate) mod tests {
     #[test]
     fn a_reader_sees_the_newest_version_below_its_timestamp() {
         let store = VersionStore::new();
-        let record = Arc::new(Record::present(crate::storage::Key::from(&b"k"[..]), row(0), Tid::ZERO, 0));
+        let record = Record::present(&b"k"[..], row(0), Tid::ZERO, 0);
         assert_eq!(value(store.visible(&record, 5)), None, "no version before a write");
         // Out of order: 30 comes first, then 10 and 20 (not the newest: not installed).
         let mut newest = Vec::new();
@@ -398,7 +398,7 @@ pub(crate) mod tests {
     #[test]
     fn versions_below_the_watermark_are_pruned_except_the_one_it_sees() {
         let store = VersionStore::new();
-        let record = Arc::new(Record::present(crate::storage::Key::from(&b"k"[..]), row(0), Tid::ZERO, 0));
+        let record = Record::present(&b"k"[..], row(0), Tid::ZERO, 0);
         store.add_version(&record, Some(row(0)), 10, Some(row(10)), |_| ());
         store.add_version(&record, Some(row(10)), 20, Some(row(20)), |_| ());
         assert_eq!(store.sizes(), (1, 3));

@@ -13,7 +13,8 @@ use crate::durability::appender::PageAppender;
 use crate::io::{FileSystem, OpenMode};
 use crate::storage::index::{Direction, KeyRange};
 use crate::storage::prefetch::prefetch_line;
-use crate::storage::{Record, Table};
+use crate::storage::record::RawRecord;
+use crate::storage::{Key, Record, Table};
 use crossbeam_epoch::Guard;
 use std::io;
 use std::ops::Bound;
@@ -196,7 +197,7 @@ fn walk_share(
     mut write: impl FnMut(&mut BlockBuilder) -> io::Result<()>,
 ) -> io::Result<Option<u64>> {
     let mut rows = 0u64;
-    let mut batch: Vec<*const Record> = Vec::with_capacity(SCAN_BATCH);
+    let mut batch: Vec<RawRecord> = Vec::with_capacity(SCAN_BATCH);
     let mut from = walk.range.start.clone();
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -209,7 +210,7 @@ fn walk_share(
         batch.clear();
         let window = KeyRange { start: from.clone(), end: walk.range.end.clone() };
         walk.table.primary.scan(&window, Direction::Forward, SCAN_BATCH, &mut |_, record| {
-            batch.push(Arc::as_ptr(record));
+            batch.push(Record::as_ptr(record));
             true
         });
         let mut read = 0;
@@ -219,11 +220,11 @@ fn walk_share(
             }
             if let Some(&ahead) = batch.get(i + ROW_PREFETCH_AHEAD) {
                 // SAFETY: lent by the scan, and `guard` is held (above).
-                unsafe { &*ahead }.prefetch_row();
+                unsafe { Record::borrow_raw(ahead) }.prefetch_row();
             }
             // SAFETY: as above.
-            let record = unsafe { &*record };
-            match push_stable(record, &guard, block, walk.skip_from_epoch) {
+            let record = unsafe { Record::borrow_raw(record) };
+            match push_stable(&record, &guard, block, walk.skip_from_epoch) {
                 Pushed::Row => rows += 1,
                 Pushed::Skipped => *skipped += 1,
                 Pushed::Absent => {}
@@ -235,7 +236,7 @@ fn walk_share(
         }
         let done = read == batch.len() && batch.len() < SCAN_BATCH;
         // SAFETY: as above; the key is cloned before the pin is let go.
-        let last = batch[..read].last().map(|&record| unsafe { &*record }.key().clone());
+        let last = batch[..read].last().map(|&record| Key::from(unsafe { Record::key_of_raw(record) }));
         drop(guard);
         if block.size_bytes() >= walk.block_size_bytes {
             write(block)?;
@@ -259,7 +260,7 @@ fn push_stable(record: &Record, guard: &Guard, block: &mut BlockBuilder, skip_fr
         if word.tid().epoch() >= skip_from_epoch {
             return Pushed::Skipped;
         }
-        block.push(record.key().as_bytes(), word.tid(), values);
+        block.push(record.key(), word.tid(), values);
         Pushed::Row
     })
 }

@@ -834,7 +834,7 @@ fn interpolate(first: &[u8], last: &[u8], parts: usize) -> Vec<Vec<u8>> {
 /// record the link takes: made outside the shard's lock, and moved as one pointer.
 struct Decoded<'c> {
     table: &'c Table,
-    record: Arc<Record>,
+    record: Record,
     /// Where the image's full key lies in the batch's buffer of keys.
     full: std::ops::Range<usize>,
 }
@@ -876,7 +876,7 @@ fn decode<'c>(
     prefetch_link(table, key, guard);
     let start = batch_keys.len();
     batch_keys.extend_from_slice(full);
-    let record = Arc::new(Record::present_locked(Key::from(key), row, tid));
+    let record = Record::present_locked(key, row, tid);
     Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
 }
 

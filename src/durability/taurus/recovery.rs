@@ -1121,7 +1121,7 @@ struct ThreadState {
     worker: Option<crate::db::Worker>,
     redo: Option<crate::replay::Replayer>,
     /// The records of the transaction's written keys, looked up before any is written.
-    found: Vec<Option<Arc<crate::storage::Record>>>,
+    found: Vec<Option<crate::storage::Record>>,
     /// The hashes of the transaction's written keys, taken to prefetch their lookups.
     hashes: Vec<KeyHash>,
 }

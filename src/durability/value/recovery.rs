@@ -599,7 +599,7 @@ mod tests {
                 expected.sort();
                 let mut found = Vec::new();
                 table.secondary[i].scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |key, _| {
-                    found.push(key.as_bytes().to_vec());
+                    found.push(key.to_vec());
                     true
                 });
                 assert_eq!(found, expected, "{} ({keys:?}, w {w:?}): index {i}", table.schema.name);

@@ -10,12 +10,11 @@ use crate::storage::record::Record;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::Arc;
 
-/// `RwLock<BTreeMap<Key, Arc<Record>>>`.
+/// `RwLock<BTreeMap<Key, Record>>`.
 #[derive(Default)]
 pub struct LockedBTree {
-    map: RwLock<BTreeMap<Key, Arc<Record>>>,
+    map: RwLock<BTreeMap<Key, Record>>,
 }
 
 fn as_slice_bound(b: &Bound<Key>) -> Bound<&[u8]> {
@@ -27,14 +26,14 @@ fn as_slice_bound(b: &Bound<Key>) -> Bound<&[u8]> {
 }
 
 impl OrderedIndex for LockedBTree {
-    fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+    fn get(&self, key: &[u8]) -> Option<Record> {
         self.map.read().get(key).cloned()
     }
 
-    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    fn insert_if_absent(&self, key: Key, record: Record) -> Result<(), Record> {
         let mut map = self.map.write();
         match map.entry(key) {
-            std::collections::btree_map::Entry::Occupied(e) => Err(Arc::clone(e.get())),
+            std::collections::btree_map::Entry::Occupied(e) => Err(Record::clone(e.get())),
             std::collections::btree_map::Entry::Vacant(e) => {
                 e.insert(record);
                 Ok(())
@@ -42,10 +41,10 @@ impl OrderedIndex for LockedBTree {
         }
     }
 
-    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
+    fn remove(&self, key: &[u8], record: &Record) -> bool {
         let mut map = self.map.write();
         match map.get(key) {
-            Some(current) if Arc::ptr_eq(current, record) => {
+            Some(current) if Record::ptr_eq(current, record) => {
                 map.remove(key);
                 true
             }
@@ -63,7 +62,7 @@ impl OrderedIndex for LockedBTree {
         let map = self.map.read();
         let iter = map.range::<[u8], _>((start, end));
         let mut visited = 0usize;
-        let mut step = |k: &Key, r: &Arc<Record>| {
+        let mut step = |k: &Key, r: &Record| {
             visited += 1;
             visit(k, r) && visited < limit
         };
@@ -107,6 +106,7 @@ pub(crate) fn range_is_valid(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
 mod tests {
     use super::*;
     use crate::storage::index::contract_tests;
+    use std::sync::Arc;
 
     #[test]
     fn keeps_the_contract() {

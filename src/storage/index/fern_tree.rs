@@ -22,7 +22,7 @@
 //! every other writer of that key, and the crate's own leaf latches make each step atomic
 //! against readers. Readers never take a stripe.
 //!
-//! Because `get_optimistic` clones `Arc`s out of leaves without a latch, removed keys and values
+//! Because `get_optimistic` clones records out of leaves without a latch, removed keys and values
 //! must outlive every concurrent optimistic reader: every removal goes through `remove_defer`,
 //! which hands both to the epoch collector, and nothing is ever overwritten in place.
 //!
@@ -34,20 +34,22 @@ use crate::storage::record::Record;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::ops::Bound;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ferntree reads keys optimistically, so a key type must say how it is stored in a node. `Key` is
 // not `Copy` (a long key holds an `Arc`), so it takes the crate's boxed storage, as `Arc<[u8]>`
 // (the former key type) did: the crate's macro, which routes displaced keys through its epoch GC.
 ferntree::impl_optimistic_read_boxed!(Key);
+// Records likewise: a record is a counted pointer, cloned out of a leaf by optimistic readers as
+// an `Arc` would be (the crate's own impl for `Arc` is boxed the same way).
+ferntree::impl_optimistic_read_boxed!(Record);
 
 /// Number of writer stripes; a power of two.
 const STRIPES: usize = 64;
 
-/// `ferntree::Tree<Key, Arc<Record>>` plus the writer stripes described in the module docs.
+/// `ferntree::Tree<Key, Record>` plus the writer stripes described in the module docs.
 pub struct FernTree {
-    tree: ferntree::Tree<Key, Arc<Record>>,
+    tree: ferntree::Tree<Key, Record>,
     stripes: Box<[CachePadded<Mutex<()>>]>,
     len: AtomicUsize,
 }
@@ -76,11 +78,11 @@ impl FernTree {
 }
 
 impl OrderedIndex for FernTree {
-    fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+    fn get(&self, key: &[u8]) -> Option<Record> {
         self.tree.get_optimistic(key)
     }
 
-    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    fn insert_if_absent(&self, key: Key, record: Record) -> Result<(), Record> {
         let _writer = self.stripe(&key).lock();
         loop {
             let mut cursor = self.tree.raw_iter_mut();
@@ -101,10 +103,10 @@ impl OrderedIndex for FernTree {
         }
     }
 
-    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
+    fn remove(&self, key: &[u8], record: &Record) -> bool {
         let _writer = self.stripe(key).lock();
         match self.tree.get_optimistic(key) {
-            Some(current) if Arc::ptr_eq(&current, record) => {
+            Some(current) if Record::ptr_eq(&current, record) => {
                 drop(current);
                 let removed = self.tree.remove_defer(key);
                 if removed {
@@ -162,6 +164,7 @@ impl OrderedIndex for FernTree {
 mod tests {
     use super::*;
     use crate::storage::index::contract_tests;
+    use std::sync::Arc;
 
     #[test]
     fn keeps_the_contract() {

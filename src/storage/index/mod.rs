@@ -2,7 +2,7 @@
 //!
 //! Silo stores each table in one primary tree and each secondary index in another (SiloR §2).
 //! Here every tree is an [`OrderedIndex`] from encoded keys (see [`crate::storage::key`]) to
-//! `Arc<Record>`. The engine needs exactly: point get, insert-if-absent, remove-if-it-is-this-record,
+//! `Record`. The engine needs exactly: point get, insert-if-absent, remove-if-it-is-this-record,
 //! and a bounded range scan forward or backward. Keeping the trait this small lets the backend be
 //! swapped and benchmarked (`benches/index.rs`).
 //!
@@ -81,7 +81,6 @@ pub mod skiplist;
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use std::ops::Bound;
-use std::sync::Arc;
 
 /// Direction of a range scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +135,7 @@ impl KeyRange {
 }
 
 /// The visitor a scan calls for each entry; returning `false` stops the scan.
-pub type ScanVisitor<'a> = dyn FnMut(&Key, &Arc<Record>) -> bool + 'a;
+pub type ScanVisitor<'a> = dyn FnMut(&[u8], &Record) -> bool + 'a;
 
 /// A node a versioned scan read, and its version then ([`OrderedIndex::scan_versioned`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,14 +149,14 @@ pub struct NodeVersion {
 /// A concurrent ordered map from encoded keys to records. See the module docs for the contract.
 pub trait OrderedIndex: Send + Sync {
     /// The record stored under `key`.
-    fn get(&self, key: &[u8]) -> Option<Arc<Record>>;
+    fn get(&self, key: &[u8]) -> Option<Record>;
 
     /// Stores `record` under `key` unless an entry exists; returns the existing record if so.
-    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>>;
+    fn insert_if_absent(&self, key: Key, record: Record) -> Result<(), Record>;
 
     /// Removes the entry for `key` only if it points to `record` (pointer identity). Returns
     /// whether it removed something.
-    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool;
+    fn remove(&self, key: &[u8], record: &Record) -> bool;
 
     /// Visits up to `limit` entries of `range` in `direction`.
     fn scan(&self, range: &KeyRange, direction: Direction, limit: usize, visit: &mut ScanVisitor<'_>);
@@ -218,7 +217,7 @@ pub trait OrderedIndex: Send + Sync {
     /// index; returns the positions in `run` of the entries refused, each with the record its key
     /// holds. The instant restore's walk links its images in key order: a backend may insert
     /// neighbouring keys with one descent. This default inserts one by one.
-    fn insert_run_if_absent(&self, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
+    fn insert_run_if_absent(&self, run: &[Entry]) -> Vec<(usize, Record)> {
         check_run(run);
         insert_run_one_by_one(self, run)
     }
@@ -231,13 +230,13 @@ pub fn check_run(run: &[Entry]) {
 
 /// [`OrderedIndex::insert_run_if_absent`] by one insert per entry, of a run the caller has
 /// checked ([`check_run`]).
-pub fn insert_run_one_by_one<I: OrderedIndex + ?Sized>(index: &I, run: &[Entry]) -> Vec<(usize, Arc<Record>)> {
-    let inserted = run.iter().map(|(key, record)| index.insert_if_absent(key.clone(), Arc::clone(record)));
+pub fn insert_run_one_by_one<I: OrderedIndex + ?Sized>(index: &I, run: &[Entry]) -> Vec<(usize, Record)> {
+    let inserted = run.iter().map(|(key, record)| index.insert_if_absent(key.clone(), Record::clone(record)));
     inserted.enumerate().filter_map(|(i, result)| result.err().map(|existing| (i, existing))).collect()
 }
 
 /// A key and its record, as [`OrderedIndex::load_sorted`] takes them.
-pub type Entry = (Key, Arc<Record>);
+pub type Entry = (Key, Record);
 
 /// A run of entries in key order, as [`OrderedIndex::load_sorted`] takes them: a list sorted
 /// already, or lists and the order to take their entries in, which spares a sorted copy of
@@ -510,7 +509,7 @@ impl<'r> RangeWalk<'r> {
 
     /// [`RangeWalk::offer`] for an entry the caller knows lies inside the range (a backend that
     /// checked the last entry of a sorted batch against the far bound): no bound is compared.
-    pub(crate) fn offer_inside(&mut self, key: &Key, record: &Arc<Record>, visit: &mut ScanVisitor<'_>) -> bool {
+    pub(crate) fn offer_inside(&mut self, key: &[u8], record: &Record, visit: &mut ScanVisitor<'_>) -> bool {
         debug_assert!(self.range.contains(key), "offer_inside given a key outside the range");
         self.near_passed = true;
         self.visited += 1;
@@ -525,7 +524,7 @@ impl<'r> RangeWalk<'r> {
     /// Offers the next entry in scan order. Entries before the near bound are skipped (a backend
     /// may start early, see [`scc_tree`]); an entry past the far bound ends the walk; entries
     /// inside are passed to `visit`. Returns whether the scan should continue.
-    pub(crate) fn offer(&mut self, key: &Key, record: &Arc<Record>, visit: &mut ScanVisitor<'_>) -> bool {
+    pub(crate) fn offer(&mut self, key: &[u8], record: &Record, visit: &mut ScanVisitor<'_>) -> bool {
         let (start, end) = (&self.range.start, &self.range.end);
         if !self.near_passed {
             let before_near = match self.direction {
@@ -553,7 +552,7 @@ impl<'r> RangeWalk<'r> {
 /// near end of its range.
 pub(crate) fn visit_in_range<'g, I>(iter: I, mut walk: RangeWalk<'_>, visit: &mut ScanVisitor<'_>)
 where
-    I: Iterator<Item = (&'g Key, &'g Arc<Record>)>,
+    I: Iterator<Item = (&'g Key, &'g Record)>,
 {
     if walk.is_done() {
         return;
@@ -580,9 +579,10 @@ pub(crate) mod contract_tests {
     use super::*;
     use crate::storage::value::Value;
     use crate::txn::tid::Tid;
+    use std::sync::Arc;
 
-    pub(crate) fn rec(v: i64) -> Arc<Record> {
-        Arc::new(Record::present(Key::from(&b"k"[..]), crate::storage::Row::new(vec![Value::Int(v)]), Tid::ZERO, 0))
+    pub(crate) fn rec(v: i64) -> Record {
+        Record::present(&b"k"[..], crate::storage::Row::new(vec![Value::Int(v)]), Tid::ZERO, 0)
     }
 
     fn k(v: u8) -> Key {
@@ -631,7 +631,7 @@ pub(crate) mod contract_tests {
         let refused = index.insert_run_if_absent(&run);
         let refused: Vec<(usize, bool)> = refused
             .iter()
-            .map(|(i, existing)| (*i, index.get(&[run[*i].0[0]]).is_some_and(|r| Arc::ptr_eq(&r, existing))))
+            .map(|(i, existing)| (*i, index.get(&[run[*i].0[0]]).is_some_and(|r| Record::ptr_eq(&r, existing))))
             .collect();
         assert_eq!(refused, vec![(1, true), (3, true)], "a run's refusals and the records they name");
         assert_eq!(collect(index, &all, Direction::Forward, 100), vec![0, 1, 2, 3, 4, 7, 9]);
@@ -650,8 +650,8 @@ pub(crate) mod contract_tests {
         }
         // Re-inserting the very record that is present must report it, not succeed.
         let twenty = index.get(&[20]).unwrap();
-        let again = index.insert_if_absent(k(20), Arc::clone(&twenty));
-        assert!(again.is_err_and(|e| Arc::ptr_eq(&e, &twenty)), "re-insert of a present record must fail");
+        let again = index.insert_if_absent(k(20), Record::clone(&twenty));
+        assert!(again.is_err_and(|e| Record::ptr_eq(&e, &twenty)), "re-insert of a present record must fail");
         assert_eq!(index.len(), 4);
         assert!(collect(index, &all, Direction::Forward, 0).is_empty());
         assert!(collect(index, &all, Direction::Backward, 0).is_empty());
@@ -697,7 +697,7 @@ pub(crate) mod contract_tests {
         }
         let extra: Vec<_> = (900..1000u32).chain(2000..2100).map(|i| (key(i), rec(0))).collect();
         for (k, r) in &extra {
-            index.insert_if_absent(k.clone(), Arc::clone(r)).unwrap();
+            index.insert_if_absent(k.clone(), Record::clone(r)).unwrap();
         }
         for (k, r) in &extra {
             assert!(index.remove(k, r));
@@ -751,7 +751,7 @@ pub(crate) mod contract_tests {
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) && round < 50 {
                         for i in (1 + 2 * t..4000).step_by(4) {
                             let r = rec(i64::from(i));
-                            index.insert_if_absent(key(i), Arc::clone(&r)).unwrap();
+                            index.insert_if_absent(key(i), Record::clone(&r)).unwrap();
                             assert!(index.remove(&key(i), &r));
                         }
                         round += 1;
@@ -818,7 +818,7 @@ pub(crate) mod contract_tests {
                     for i in 0..500u32 {
                         let key = Key::from([&[t][..], &i.to_be_bytes()].concat());
                         let r = rec(i64::from(i));
-                        index.insert_if_absent(key.clone(), Arc::clone(&r)).unwrap();
+                        index.insert_if_absent(key.clone(), Record::clone(&r)).unwrap();
                         if i % 2 == 0 {
                             assert!(index.remove(&key, &r));
                         }
@@ -832,8 +832,8 @@ pub(crate) mod contract_tests {
         assert_eq!(index.len(), 4 * 250);
         let mut prev: Option<Key> = None;
         index.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |key, _| {
-            assert!(prev.as_ref().is_none_or(|p| p < key));
-            prev = Some(key.clone());
+            assert!(prev.as_ref().is_none_or(|p| p.as_bytes() < key));
+            prev = Some(Key::from(key));
             true
         });
     }

@@ -63,12 +63,11 @@
 
 use super::{Direction, Entry as Loaded, KeyRange, NodeVersion, OrderedIndex, RangeWalk, Run, ScanVisitor};
 use crate::storage::key::Key;
-use crate::storage::record::Record;
+use crate::storage::record::{RawRecord, Record};
 use crossbeam_epoch::Guard;
 use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
 use std::ptr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// Keys per node (separators of an inner node, entries of a leaf).
@@ -95,7 +94,7 @@ const RETIRE_STEP: u64 = 1;
 /// A leaf's entry.
 struct Entry {
     key: Key,
-    record: Arc<Record>,
+    record: Record,
 }
 
 /// A leaf, or the first part of an inner node ([`Inner`]): what both kinds have.
@@ -107,7 +106,7 @@ struct Entry {
 struct Node {
     version: AtomicU64,
     leaf: bool,
-    /// Leaf slots point to records (`Arc::into_raw`), each under its own key ([`Record::key`]),
+    /// Leaf slots point to records (`Record::into_raw`), each under its own key ([`Record::key`]),
     /// instead of to entries: see [`OlcTree::keyed_by_records`].
     holds_records: bool,
     count: AtomicU32,
@@ -372,20 +371,19 @@ impl Node {
         if p.is_null() {
             return None;
         }
-        Some(if self.leaf { self.leaf_slot(p, guard).0.as_bytes() } else { separator(p, guard).as_bytes() })
+        Some(if self.leaf { self.leaf_slot(p, guard).0 } else { separator(p, guard).as_bytes() })
     }
 
     /// The key and record of the leaf slot that held `p`.
     #[inline]
-    fn leaf_slot<'g>(&self, p: *const (), guard: &'g Guard) -> (&'g Key, *const Record) {
+    fn leaf_slot<'g>(&self, p: *const (), guard: &'g Guard) -> (&'g [u8], RawRecord) {
         if self.holds_records {
             // SAFETY: as for entries ([`entry`]): the tree's reference to the record is dropped
             // only through the collector, and the caller is pinned.
-            let record = unsafe { &*(p as *const Record) };
-            (record.key(), p as *const Record)
+            (unsafe { Record::key_of_raw(p.cast()) }, p.cast())
         } else {
             let e = entry(p, guard);
-            (&e.key, Arc::as_ptr(&e.record))
+            (&e.key, Record::as_ptr(&e.record))
         }
     }
 
@@ -581,7 +579,7 @@ impl Node {
         let right = node(right_ptr, guard);
         let (separator, first_moved) = if self.leaf {
             let (first, _) = self.leaf_slot(self.slots[mid].load(Ordering::Relaxed), guard);
-            (Box::into_raw(Box::new(first.clone())), mid)
+            (Box::into_raw(Box::new(Key::from(first))), mid)
         } else {
             (self.slots[mid].load(Ordering::Relaxed) as *mut Key, mid + 1)
         };
@@ -651,10 +649,10 @@ impl Default for OlcTree {
 /// `p` was a slot of a leaf of that kind, owned by the caller: no slot holds it any more, and no
 /// pinned reader can still reach it (or the call is deferred through the collector).
 unsafe fn drop_leaf_slot(holds_records: bool, p: *mut ()) {
-    // SAFETY: see the function docs; slots hold `Arc::into_raw` or `Box::into_raw` pointers.
+    // SAFETY: see the function docs; slots hold `Record::into_raw` or `Box::into_raw` pointers.
     unsafe {
         if holds_records {
-            drop(Arc::from_raw(p as *const Record));
+            drop(Record::from_raw(p.cast_const().cast()));
         } else {
             drop(Box::from_raw(p as *mut Entry));
         }
@@ -663,10 +661,10 @@ unsafe fn drop_leaf_slot(holds_records: bool, p: *mut ()) {
 
 /// A reference to a record the tree holds, lent to a caller for as long as it is pinned; never
 /// dropped (it owns no count of the record).
-fn lent(record: *const Record) -> std::mem::ManuallyDrop<Arc<Record>> {
-    // SAFETY: `record` came from `Arc::into_raw` or `Arc::as_ptr` of a reference the tree holds
-    // and drops only through the collector; `ManuallyDrop` keeps this copy from releasing it.
-    std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(record) })
+fn lent(record: RawRecord) -> std::mem::ManuallyDrop<Record> {
+    // SAFETY: `record` came from `Record::into_raw` or `Record::as_ptr` of a reference the tree
+    // holds and drops only through the collector.
+    unsafe { Record::borrow_raw(record) }
 }
 
 impl OlcTree {
@@ -768,7 +766,7 @@ impl OlcTree {
         high: *const Key,
         run: &[Loaded],
         from: usize,
-        refused: &mut Vec<(usize, Arc<Record>)>,
+        refused: &mut Vec<(usize, Record)>,
         guard: &Guard,
     ) -> (usize, bool) {
         // SAFETY: a separator read during the descent, freed only through the collector, and
@@ -791,7 +789,7 @@ impl OlcTree {
             match found {
                 Ok(i) => {
                     let p = leaf.slots[i].load(Ordering::Acquire);
-                    refused.push((next, Arc::clone(&lent(leaf.leaf_slot(p, guard).1))));
+                    refused.push((next, Record::clone(&lent(leaf.leaf_slot(p, guard).1))));
                 }
                 Err(_) if count == FANOUT => {
                     full = true;
@@ -801,7 +799,7 @@ impl OlcTree {
                     assert!(*key == *record.key(), "a tree keyed by records was given another key");
                     // The slot's slice is taken from `probe` now; the full key is read from the
                     // record from here on.
-                    leaf.insert_slot(i, probe, Arc::into_raw(Arc::clone(record)).cast_mut().cast(), None, guard);
+                    leaf.insert_slot(i, probe, Record::into_raw(Record::clone(record)).cast_mut().cast(), None, guard);
                     inserted += 1;
                 }
             }
@@ -853,7 +851,7 @@ impl OlcTree {
         for (j, (key, record)) in chunk.iter().enumerate() {
             assert!(*key == *record.key(), "a tree keyed by records was given another key");
             fresh.set_slice(j, slice_of(key.as_bytes(), skip));
-            fresh.slots[j].store(Arc::into_raw(Arc::clone(record)).cast_mut().cast(), Ordering::Relaxed);
+            fresh.slots[j].store(Record::into_raw(Record::clone(record)).cast_mut().cast(), Ordering::Relaxed);
         }
         fresh.count.store(taken as u32, Ordering::Relaxed);
         // An insert just past the last key counts as sequential, as after an append.
@@ -1226,7 +1224,7 @@ impl OlcTree {
                     // Only checked in debug builds: the record's key is a cache miss per entry,
                     // and a table's records come from its own point index.
                     debug_assert!(key == *record.key(), "a tree keyed by records was given another key");
-                    Arc::into_raw(record).cast_mut().cast()
+                    Record::into_raw(record).cast_mut().cast()
                 } else {
                     Box::into_raw(Box::new(Entry { key, record })).cast()
                 };
@@ -1270,7 +1268,7 @@ fn build_inner_level(below: &[Built]) -> Vec<Built> {
 }
 
 impl OrderedIndex for OlcTree {
-    fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+    fn get(&self, key: &[u8]) -> Option<Record> {
         let guard = crossbeam_epoch::pin();
         loop {
             let (leaf, version) = self.find_leaf(key, &guard);
@@ -1282,20 +1280,20 @@ impl OrderedIndex for OlcTree {
             return match found {
                 None => None,
                 Some(p) if p.is_null() => continue,
-                Some(p) => Some(Arc::clone(&lent(leaf.leaf_slot(p, &guard).1))),
+                Some(p) => Some(Record::clone(&lent(leaf.leaf_slot(p, &guard).1))),
             };
         }
     }
 
-    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    fn insert_if_absent(&self, key: Key, record: Record) -> Result<(), Record> {
         let guard = crossbeam_epoch::pin();
         // `pending` is owned here until a leaf links it (then it lives until removed, and this
         // operation is pinned) or it is freed below; `probe` borrows its key meanwhile.
         let (pending, probe): (*mut (), &[u8]) = if self.holds_records {
             assert!(key == *record.key(), "a tree keyed by records was given another key");
-            let raw = Arc::into_raw(record);
+            let raw = Record::into_raw(record);
             // SAFETY: see above.
-            (raw.cast_mut().cast(), unsafe { (*raw).key().as_bytes() })
+            (raw.cast_mut().cast(), unsafe { Record::key_of_raw(raw) })
         } else {
             let raw = Box::into_raw(Box::new(Entry { key, record }));
             // SAFETY: see above.
@@ -1307,7 +1305,7 @@ impl OrderedIndex for OlcTree {
                 Some(Ok(i)) => {
                     let p = leaf.slots[i].load(Ordering::Acquire);
                     if leaf.validate(version) && !p.is_null() {
-                        let existing = Arc::clone(&lent(leaf.leaf_slot(p, &guard).1));
+                        let existing = Record::clone(&lent(leaf.leaf_slot(p, &guard).1));
                         // SAFETY: never linked; owned here.
                         unsafe { drop_leaf_slot(self.holds_records, pending) };
                         return Err(existing);
@@ -1335,7 +1333,7 @@ impl OrderedIndex for OlcTree {
         }
     }
 
-    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
+    fn remove(&self, key: &[u8], record: &Record) -> bool {
         let guard = crossbeam_epoch::pin();
         loop {
             let (leaf, version) = self.find_leaf(key, &guard);
@@ -1348,7 +1346,7 @@ impl OrderedIndex for OlcTree {
             if p.is_null() || !leaf.validate(version) {
                 continue;
             }
-            if leaf.leaf_slot(p, &guard).1 != Arc::as_ptr(record) {
+            if leaf.leaf_slot(p, &guard).1 != Record::as_ptr(record) {
                 return false;
             }
             if !leaf.upgrade(version) {
@@ -1405,7 +1403,7 @@ impl OrderedIndex for OlcTree {
     /// insert's path, which splits it. A leaf's range can only grow while it is not itself
     /// changed (a sibling emptied and unlinked), so a fence read on the way down still bounds it
     /// when locked.
-    fn insert_run_if_absent(&self, run: &[Loaded]) -> Vec<(usize, Arc<Record>)> {
+    fn insert_run_if_absent(&self, run: &[Loaded]) -> Vec<(usize, Record)> {
         // Checked in every build: a key below the first would be put in its leaf below the fence
         // that leaf's parent holds, out of every search's reach.
         super::check_run(run);
@@ -1436,7 +1434,7 @@ impl OrderedIndex for OlcTree {
                 // The leaf has no room for the next entry, which it would take: the single
                 // insert splits it (another descent would only find it full again). (Nothing
                 // else stops a fill at the first entry, which the descent led to this leaf.)
-                if let Err(existing) = self.insert_if_absent(key.clone(), Arc::clone(record)) {
+                if let Err(existing) = self.insert_if_absent(key.clone(), Record::clone(record)) {
                     refused.push((next, existing));
                 }
                 next += 1;
@@ -1545,6 +1543,7 @@ mod tests {
     use super::*;
     use crate::storage::index::contract_tests;
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     #[test]
     fn keeps_the_contract() {
@@ -1567,8 +1566,8 @@ mod tests {
         );
     }
 
-    fn rec(key: &[u8]) -> Arc<Record> {
-        Arc::new(Record::present(Key::from(key), crate::storage::Row::new(vec![]), crate::txn::tid::Tid::ZERO, 0))
+    fn rec(key: &[u8]) -> Record {
+        Record::present(key, crate::storage::Row::new(vec![]), crate::txn::tid::Tid::ZERO, 0)
     }
 
     /// A key drawn from shapes that stress prefixes and slices: short integers, TPC-C-like
@@ -1593,7 +1592,7 @@ mod tests {
     fn scan_keys(tree: &OlcTree, range: &KeyRange, direction: Direction, limit: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         tree.scan(range, direction, limit, &mut |k, r| {
-            assert_eq!(r.key().as_bytes(), k.as_bytes(), "entry holds another key's record");
+            assert_eq!(r.key(), k, "entry holds another key's record");
             out.push(k.to_vec());
             true
         });
@@ -1610,11 +1609,11 @@ mod tests {
         use rand::SeedableRng;
         let mut rng = rand::rngs::StdRng::seed_from_u64(40);
         let tree = OlcTree::default();
-        let mut present: BTreeMap<Vec<u8>, Arc<Record>> = BTreeMap::new();
+        let mut present: BTreeMap<Vec<u8>, Record> = BTreeMap::new();
         for _ in 0..3_000 {
             let k = random_key(&mut rng);
             let r = rec(&k);
-            if tree.insert_if_absent(Key::from(&k[..]), Arc::clone(&r)).is_ok() {
+            if tree.insert_if_absent(Key::from(&k[..]), Record::clone(&r)).is_ok() {
                 present.insert(k, r);
             }
         }
@@ -1629,7 +1628,7 @@ mod tests {
             let direction = if round % 2 == 0 { Direction::Forward } else { Direction::Backward };
             let limit = if round % 3 == 0 { 7 } else { usize::MAX };
             let (mut nodes, mut visited) = (Vec::new(), Vec::new());
-            let mut visit = |k: &Key, _: &Arc<Record>| {
+            let mut visit = |k: &[u8], _: &Record| {
                 visited.push(k.to_vec());
                 true
             };
@@ -1650,7 +1649,7 @@ mod tests {
                 Some(r) => assert!(tree.remove(&k, &r)),
                 None => {
                     let r = rec(&k);
-                    assert!(tree.insert_if_absent(Key::from(&k[..]), Arc::clone(&r)).is_ok());
+                    assert!(tree.insert_if_absent(Key::from(&k[..]), Record::clone(&r)).is_ok());
                     present.insert(k, r);
                 }
             }
@@ -1692,7 +1691,7 @@ mod tests {
                 let key = random_key(&mut rng);
                 model.insert(key.clone(), rec(&key));
             }
-            let entries: Vec<Loaded> = model.iter().map(|(k, r)| (Key::from(k.clone()), Arc::clone(r))).collect();
+            let entries: Vec<Loaded> = model.iter().map(|(k, r)| (Key::from(k.clone()), Record::clone(r))).collect();
             // One run, or up to four, some of them empty, split at random places.
             let mut cuts: Vec<usize> = (0..i % 4).map(|_| rng.random_range(0..=size)).collect();
             cuts.sort_unstable();
@@ -1710,7 +1709,7 @@ mod tests {
             let packed: usize = cuts_to_runs(&cuts, size).map(|n| n.div_ceil(FANOUT)).sum();
             assert_eq!(leaves, packed.max(1), "size {size}: leaves not packed full");
             for (key, record) in &model {
-                assert!(tree.get(key).is_some_and(|r| Arc::ptr_eq(&r, record)), "size {size}: {key:?}");
+                assert!(tree.get(key).is_some_and(|r| Record::ptr_eq(&r, record)), "size {size}: {key:?}");
             }
             matches_a_btreemap_with(tree, model, 4_000);
         }
@@ -1768,15 +1767,15 @@ mod tests {
         assert_eq!(keys, want);
         // A run dropped half taken drops the rest of its entries, each once.
         let record = rec(key(1).as_bytes());
-        let entries: Vec<Loaded> = (0..100u64).rev().map(|i| (key(i), Arc::clone(&record))).collect();
+        let entries: Vec<Loaded> = (0..100u64).rev().map(|i| (key(i), Record::clone(&record))).collect();
         let mut run = crate::storage::key::permuted_by_varying_bytes(vec![entries], |(k, _)| k.as_bytes())
             .unwrap_or_else(|_| panic!("integer keys vary in few bytes"));
         let first: Vec<Loaded> = run.by_ref().take(40).collect();
         assert_eq!(first[0].0, key(0));
-        assert_eq!(Arc::strong_count(&record), 101);
+        assert_eq!(record.count(), 101);
         drop(first);
         drop(run);
-        assert_eq!(Arc::strong_count(&record), 1, "every entry dropped once");
+        assert_eq!(record.count(), 1, "every entry dropped once");
     }
 
     /// Loading into a tree that holds entries already inserts them one by one.
@@ -1818,7 +1817,7 @@ mod tests {
     }
 
     /// Random operations on `tree`, which holds `model`'s entries, checked against `model`.
-    fn matches_a_btreemap_with(tree: OlcTree, mut model: BTreeMap<Vec<u8>, Arc<Record>>, steps: u32) {
+    fn matches_a_btreemap_with(tree: OlcTree, mut model: BTreeMap<Vec<u8>, Record>, steps: u32) {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
         for step in 0..steps {
@@ -1827,11 +1826,11 @@ mod tests {
             let insert_share = if step < steps / 2 { 0.7 } else { 0.3 };
             if rng.random_bool(insert_share) {
                 let record = rec(&key);
-                match (tree.insert_if_absent(Key::from(key.clone()), Arc::clone(&record)), model.get(&key)) {
+                match (tree.insert_if_absent(Key::from(key.clone()), Record::clone(&record)), model.get(&key)) {
                     (Ok(()), None) => {
                         model.insert(key, record);
                     }
-                    (Err(existing), Some(expected)) => assert!(Arc::ptr_eq(&existing, expected), "step {step}"),
+                    (Err(existing), Some(expected)) => assert!(Record::ptr_eq(&existing, expected), "step {step}"),
                     (got, expected) => {
                         panic!("step {step}: insert ok {} with model {}", got.is_ok(), expected.is_some())
                     }
@@ -1892,7 +1891,7 @@ mod tests {
         let mut live = std::collections::VecDeque::new();
         for i in 0..50_000u64 {
             let record = rec(&key(i));
-            tree.insert_if_absent(Key::from(&key(i)[..]), Arc::clone(&record)).unwrap();
+            tree.insert_if_absent(Key::from(&key(i)[..]), Record::clone(&record)).unwrap();
             live.push_back((i, record));
             if live.len() > 900 {
                 let (old, record) = live.pop_front().expect("non-empty");
@@ -1937,7 +1936,7 @@ mod tests {
                             assert!(tree.remove(&key, &record));
                         } else {
                             let record = rec(&key);
-                            tree.insert_if_absent(Key::from(key.clone()), Arc::clone(&record)).unwrap();
+                            tree.insert_if_absent(Key::from(key.clone()), Record::clone(&record)).unwrap();
                             mine.insert(key, record);
                         }
                     }
@@ -2071,14 +2070,14 @@ mod tests {
                 let expected: Vec<usize> = (0..run.len()).filter(|&i| model.contains(&run[i])).collect();
                 assert_eq!(refused.iter().map(|(i, _)| *i).collect::<Vec<_>>(), expected, "round {round}, run {r}");
                 for (i, existing) in &refused {
-                    assert_eq!(existing.key().as_bytes(), &run[*i][..], "a refusal names another key's record");
+                    assert_eq!(existing.key(), &run[*i][..], "a refusal names another key's record");
                 }
                 model.extend(run);
             }
             stop.store(true, Ordering::Relaxed);
             let churned = churner.join().expect("the other writer panicked");
             for k in &model {
-                assert!(tree.get(k).is_some_and(|r| r.key().as_bytes() == &k[..]), "round {round}: {k:?} lost");
+                assert!(tree.get(k).is_some_and(|r| r.key() == &k[..]), "round {round}: {k:?} lost");
             }
             let (_, entries) = tree.check_invariants();
             assert_eq!(entries, model.len() + churned.len(), "round {round}");

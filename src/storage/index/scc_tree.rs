@@ -48,13 +48,12 @@ use crate::storage::key::Key;
 use crate::storage::record::Record;
 use scc::{Guard, TreeIndex};
 use std::ops::Bound;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// `scc::TreeIndex<Key, Arc<Record>>` with the range workaround described in the module docs.
+/// `scc::TreeIndex<Key, Record>` with the range workaround described in the module docs.
 #[derive(Default)]
 pub struct SccTree {
-    tree: TreeIndex<Key, Arc<Record>>,
+    tree: TreeIndex<Key, Record>,
     len: AtomicUsize,
 }
 
@@ -78,11 +77,11 @@ impl SccTree {
 }
 
 impl OrderedIndex for SccTree {
-    fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
-        self.tree.peek_with(key, |_, r| Arc::clone(r))
+    fn get(&self, key: &[u8]) -> Option<Record> {
+        self.tree.peek_with(key, |_, r| Record::clone(r))
     }
 
-    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    fn insert_if_absent(&self, key: Key, record: Record) -> Result<(), Record> {
         let (mut key, mut record) = (key, record);
         loop {
             match self.tree.insert_sync(key, record) {
@@ -91,7 +90,7 @@ impl OrderedIndex for SccTree {
                     return Ok(());
                 }
                 Err((k, r)) => {
-                    if let Some(existing) = self.tree.peek_with(k.as_ref(), |_, e| Arc::clone(e)) {
+                    if let Some(existing) = self.tree.peek_with(k.as_ref(), |_, e| Record::clone(e)) {
                         return Err(existing);
                     }
                     // Removed between the failed insert and the read: try again.
@@ -101,8 +100,8 @@ impl OrderedIndex for SccTree {
         }
     }
 
-    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
-        let removed = self.tree.remove_if_sync(key, |current| Arc::ptr_eq(current, record));
+    fn remove(&self, key: &[u8], record: &Record) -> bool {
+        let removed = self.tree.remove_if_sync(key, |current| Record::ptr_eq(current, record));
         if removed {
             self.len.fetch_sub(1, Ordering::Relaxed);
         }
@@ -159,6 +158,7 @@ impl OrderedIndex for SccTree {
 mod tests {
     use super::*;
     use crate::storage::index::contract_tests;
+    use std::sync::Arc;
 
     #[test]
     fn keeps_the_contract() {
@@ -184,14 +184,14 @@ mod tests {
         }
         let extra: Vec<_> = (2000..2100u32).map(|i| (key(i), contract_tests::rec(0))).collect();
         for (k, r) in &extra {
-            index.insert_if_absent(k.clone(), Arc::clone(r)).unwrap();
+            index.insert_if_absent(k.clone(), Record::clone(r)).unwrap();
         }
         for (k, r) in &extra {
             assert!(index.remove(k, r));
         }
         let count = |unpatched: bool| {
             let mut n = 0;
-            let mut visit = |_: &Key, _: &Arc<Record>| {
+            let mut visit = |_: &[u8], _: &Record| {
                 n += 1;
                 true
             };

@@ -25,11 +25,10 @@ use super::{Direction, KeyRange, OrderedIndex, RangeWalk, ScanVisitor, slice_bou
 use crate::storage::key::Key;
 use crate::storage::record::Record;
 use crossbeam_skiplist::base::SkipList;
-use std::sync::Arc;
 
-/// `crossbeam_skiplist::base::SkipList<Key, Arc<Record>>` on the default epoch collector.
+/// `crossbeam_skiplist::base::SkipList<Key, Record>` on the default epoch collector.
 pub struct SkipListIndex {
-    list: SkipList<Key, Arc<Record>>,
+    list: SkipList<Key, Record>,
 }
 
 impl Default for SkipListIndex {
@@ -39,14 +38,14 @@ impl Default for SkipListIndex {
 }
 
 impl OrderedIndex for SkipListIndex {
-    fn get(&self, key: &[u8]) -> Option<Arc<Record>> {
+    fn get(&self, key: &[u8]) -> Option<Record> {
         let guard = crossbeam_epoch::pin();
-        self.list.get(key, &guard).map(|e| Arc::clone(e.value()))
+        self.list.get(key, &guard).map(|e| Record::clone(e.value()))
     }
 
-    fn insert_if_absent(&self, key: Key, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    fn insert_if_absent(&self, key: Key, record: Record) -> Result<(), Record> {
         let guard = crossbeam_epoch::pin();
-        let mine = Arc::clone(&record);
+        let mine = Record::clone(&record);
         let mut created = false;
         let entry = self.list.get_or_insert_with(
             key,
@@ -59,16 +58,16 @@ impl OrderedIndex for SkipListIndex {
         // `created` alone is not enough: the value is made before the linking CAS, and a lost race
         // returns the winner's node. Pointer identity alone is not enough either: the engine
         // re-inserts a record that is already present and must be told so.
-        let inserted = created && Arc::ptr_eq(entry.value(), &mine);
-        let result = if inserted { Ok(()) } else { Err(Arc::clone(entry.value())) };
+        let inserted = created && Record::ptr_eq(entry.value(), &mine);
+        let result = if inserted { Ok(()) } else { Err(Record::clone(entry.value())) };
         entry.release(&guard);
         result
     }
 
-    fn remove(&self, key: &[u8], record: &Arc<Record>) -> bool {
+    fn remove(&self, key: &[u8], record: &Record) -> bool {
         let guard = crossbeam_epoch::pin();
         match self.list.get(key, &guard) {
-            Some(entry) if Arc::ptr_eq(entry.value(), record) => entry.remove(),
+            Some(entry) if Record::ptr_eq(entry.value(), record) => entry.remove(),
             _ => false,
         }
     }
@@ -100,6 +99,7 @@ impl OrderedIndex for SkipListIndex {
 mod tests {
     use super::*;
     use crate::storage::index::contract_tests;
+    use std::sync::Arc;
 
     #[test]
     fn keeps_the_contract() {
