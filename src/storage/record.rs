@@ -485,6 +485,54 @@ mod tests {
         r.stable_read_with(&crossbeam_epoch::pin(), |_, lent| assert_eq!(lent.as_ptr() as usize, raw));
     }
 
+    /// Where the key lies in the allocation: after the count (8), the fields (24) and the key's
+    /// length (8). The allocation is that and the key, rounded up to 8.
+    const KEY_OFFSET_BYTES: usize = 40;
+
+    #[test]
+    fn a_record_is_its_fields_then_its_key_in_one_allocation() {
+        let key = crate::storage::key::encode_key(&[Value::bytes(b"key:4999999")]).unwrap();
+        let r = Record::present(&key, row(1), Tid::new(1, 1), 0);
+        assert_eq!(r.key(), key.as_bytes());
+        assert_eq!(r.key().as_ptr() as usize - r.as_ptr() as usize, KEY_OFFSET_BYTES);
+        // A server key: its 11 bytes, a tag and a terminator of two, in a 56-byte allocation.
+        assert_eq!((KEY_OFFSET_BYTES + r.key().len()).next_multiple_of(8), 56);
+        // A TPC-C stock key (two integer columns, 9 bytes each) fills one 64-byte line.
+        let stock = crate::storage::key::encode_key(&[Value::Int(1), Value::Int(100_000)]).unwrap();
+        assert_eq!(KEY_OFFSET_BYTES + Record::tombstone(&stock, Tid::ZERO).key().len(), 58);
+        let long = vec![7u8; crate::storage::key::KEY_SIZE_MAX_BYTES];
+        assert_eq!(Record::locked_placeholder(&long).key(), &long[..]);
+    }
+
+    #[test]
+    #[should_panic(expected = "over the limit")]
+    fn a_key_over_the_limit_is_refused() {
+        Record::tombstone(&vec![0u8; crate::storage::key::KEY_SIZE_MAX_BYTES + 1], Tid::ZERO);
+    }
+
+    #[test]
+    fn handles_share_one_count_and_raw_pointers_carry_it() {
+        let r = Record::present(b"k", row(1), Tid::new(1, 1), 0);
+        let other = r.clone();
+        assert!(Record::ptr_eq(&r, &other));
+        assert!(!Record::ptr_eq(&r, &Record::present(b"k", row(1), Tid::new(1, 1), 0)));
+        assert_eq!(r.count(), 2);
+        let raw = other.into_raw();
+        assert_eq!(raw, r.as_ptr());
+        assert_eq!(r.count(), 2, "the raw pointer carries its count");
+        // SAFETY: `raw` came from `into_raw` and `r` holds a count meanwhile.
+        assert_eq!(unsafe { Record::key_of_raw(raw) }, b"k");
+        let lent = unsafe { Record::borrow_raw(raw) };
+        assert_eq!(lent.count(), 2, "a lent record takes no count");
+        // SAFETY: as above.
+        let cloned = unsafe { Record::clone_raw(raw) };
+        assert_eq!(r.count(), 3);
+        drop(cloned);
+        // SAFETY: the count `into_raw` gave, taken back once.
+        drop(unsafe { Record::from_raw(raw) });
+        assert_eq!(r.count(), 1);
+    }
+
     #[test]
     fn placeholders_share_their_threads_empty_row_and_an_install_gives_its_count_back() {
         let own = Record::empty_row();

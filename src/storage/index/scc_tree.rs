@@ -7,7 +7,7 @@
 //!   back the existing value, so on failure the entry is read with `peek_with`; if a remover got
 //!   there first the insert is retried, so the call linearizes either at the successful insert or
 //!   at the read that saw the existing entry.
-//! - `remove` is `remove_if_sync` with an `Arc::ptr_eq` condition evaluated under the leaf's
+//! - `remove` is `remove_if_sync` with an `Record::ptr_eq` condition evaluated under the leaf's
 //!   lock, so it removes exactly the record it was given.
 //!
 //! # The slow lower bound, and the workaround

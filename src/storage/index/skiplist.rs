@@ -8,12 +8,12 @@
 //! - `insert_if_absent` is `get_or_insert_with`: it returns the existing node or links a new one
 //!   with one compare-and-swap at the bottom level. Our node is recognised by two facts together:
 //!   the value closure ran (no node was found by the first search) and the returned node holds our
-//!   `Arc`. Re-inserting a record that is already present (the engine does this for secondary
+//!   record. Re-inserting a record that is already present (the engine does this for secondary
 //!   entries) finds the node without running the closure and so reports `Err`, as it must. The one
-//!   ambiguous case, two threads racing to insert the *same* `Arc` under one key, cannot happen in
+//!   ambiguous case, two threads racing to insert the *same* record under one key, cannot happen in
 //!   the engine: index entries of a record are added under the record's lock.
 //! - `remove` looks the key up and calls `Entry::remove` on that node. A node's value never
-//!   changes after linking, so checking `Arc::ptr_eq` on the node and then marking that node
+//!   changes after linking, so checking `Record::ptr_eq` on the node and then marking that node
 //!   removes exactly the given record, or nothing if a concurrent remover marked it first.
 //!
 //! Backward scans: the list has forward links only, so each backward step is a new search from
