@@ -439,10 +439,10 @@ impl Table {
     /// Links a new record holding `row` (a tombstone for `None`) under `key`; `false` if the key
     /// has a record already.
     fn link_new(&self, key: &Key, row: &Option<Row>, tid: Tid) -> bool {
-        let record = Arc::new(match row {
+        let record = match row {
             Some(row) => Record::present(key, Row::clone(row), tid, 0),
             None => Record::tombstone(key, tid),
-        });
+        };
         self.link(key, &record).is_ok()
     }
 
