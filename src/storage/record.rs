@@ -2,10 +2,9 @@
 //!
 //! Silo keeps key data in the tree and values "in separately-allocated records" (SiloR §2). Here a
 //! record is a counted pointer ([`Record`], one allocation with its primary key's bytes) that the
-//! primary index and every secondary index entry hold. The
-//! row (one allocation, see [`Row`]) is swapped whole through one atomic pointer, so readers never
-//! see a torn row and never block; the TID word tells them whether what they read is consistent
-//! (see [`Record::stable_read`]).
+//! primary index and every secondary index entry hold. The row (one allocation, see [`Row`]) is
+//! swapped whole through one atomic pointer, so readers never see a torn row and never block; the
+//! TID word tells them whether what they read is consistent (see [`Record::stable_read`]).
 //!
 //! # Memory reclamation
 //!
@@ -67,7 +66,7 @@ thread_local! {
 /// The fixed fields of a record. The primary key's bytes follow them in the same allocation
 /// (`ThinArc`'s trailing slice), so a record is one allocation of its count, its fields, its
 /// key's length and its key's bytes, sized to the key.
-pub struct Fields {
+struct Fields {
     word: AtomicU64,
     /// Taurus: the log position (logger id and LSN, as the scheme encodes it) of the transaction
     /// that last wrote this record; 0 when unknown. Written under the record's lock.
