@@ -1,11 +1,13 @@
 #!/bin/bash
 # usage: walkrss.sh ROUNDS IMAGE BIN... : unloaded restores of IMAGE, alternating binaries; prints
 # the restore's elapsed time and walk CPU (INFO recovery), and the server's resident memory and
-# its user and system CPU once the restore is done.
+# its user and system CPU once the restore is done. Session 54: SWAP=1 reverses the binaries'
+# order every other round (a fixed order lets the machine's drift pass for a difference).
 rounds=$1; image=$2; shift 2
 copy=/tmp/walkrss-copy; port=18621
 for r in $(seq 1 "$rounds"); do
-  for bin in "$@"; do
+  bins=("$@"); if [ "${SWAP:-0}" = 1 ] && [ $((r % 2)) = 0 ]; then bins=(); for b in "$@"; do bins=("$b" "${bins[@]}"); done; fi
+  for bin in "${bins[@]}"; do
     rm -rf $copy; cp -r "$image" $copy; sync
     "$bin" serve --dir $copy --durability indexed --port $port >/dev/null 2>&1 &
     pid=$!
