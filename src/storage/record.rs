@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(r.key().as_ptr() as usize - r.as_ptr() as usize, KEY_OFFSET_BYTES);
         // A server key: its 11 bytes, a tag and a terminator of two, in a 56-byte allocation.
         assert_eq!((KEY_OFFSET_BYTES + r.key().len()).next_multiple_of(8), 56);
-        // A TPC-C stock key (two integer columns, 9 bytes each) fills one 64-byte line.
+        // A TPC-C stock key (two integer columns, 9 bytes each) makes a 64-byte record.
         let stock = crate::storage::key::encode_key(&[Value::Int(1), Value::Int(100_000)]).unwrap();
         assert_eq!(KEY_OFFSET_BYTES + Record::tombstone(&stock, Tid::ZERO).key().len(), 58);
         let long = vec![7u8; crate::storage::key::KEY_SIZE_MAX_BYTES];
