@@ -712,14 +712,19 @@ fn a_missing_or_damaged_indexed_log_is_rebuilt_from_the_sequential_log() {
     let (image, before) = crash_image(root.path());
     let damaged = root.path().join("damaged");
     copy_tree(&image, &damaged);
-    std::fs::remove_file(image.join("log0").join(INDEX_FILE)).unwrap();
     let index = damaged.join("log0").join(INDEX_FILE);
     let mut bytes = std::fs::read(&index).unwrap();
     for b in bytes.iter_mut().step_by(509) {
         *b ^= 0x5a;
     }
     std::fs::write(&index, bytes).unwrap();
-    for dir in [&image, &damaged] {
+    // An indexed log of the previous format version (its rows in the log's layout): rebuilt, not
+    // read as this version's.
+    let older = root.path().join("older");
+    copy_tree(&image, &older);
+    set_format_version(&older.join("log0").join(INDEX_FILE), 1);
+    std::fs::remove_file(image.join("log0").join(INDEX_FILE)).unwrap();
+    for dir in [&image, &damaged, &older] {
         let (db, scheme) = open(options(dir, IndexMode::Async));
         let report = scheme.report.lock().clone();
         assert_eq!(report.kind, "rebuilt", "{}: {report:?}", dir.display());
@@ -734,6 +739,22 @@ fn a_missing_or_damaged_indexed_log_is_rebuilt_from_the_sequential_log() {
         assert_eq!(dump(&db), before, "{} after the rebuild", dir.display());
         db.close().unwrap();
     }
+}
+
+/// Rewrites the format version in the indexed log's header (`docs/FORMAT.md`, "`indexed.redb`").
+fn set_format_version(index: &Path, version: u32) {
+    use redb::ReadableTable;
+    const META: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+    let db = redb::Database::open(index).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut meta = txn.open_table(META).unwrap();
+        let mut header = meta.get("header").unwrap().unwrap().value().to_vec();
+        assert_eq!(&header[..8], b"LZIDXLOG");
+        header[8..12].copy_from_slice(&version.to_le_bytes());
+        meta.insert("header", header.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
 }
 
 #[test]

@@ -307,6 +307,30 @@ impl Row {
         &self.0.slice
     }
 
+    /// The row's encoding (the module docs' layout), which [`Row::from_encoding`] takes back: the
+    /// indexed log stores rows so, and a restore allocates and copies them instead of building
+    /// them value by value (`docs/FORMAT.md`, "`indexed.redb`").
+    pub fn encoding(&self) -> &[u8] {
+        self.bytes()
+    }
+
+    /// The row whose encoding is `bytes`, checked whole before anything is allocated: the head,
+    /// each tag, each end in order and within the payloads, each payload's size against its tag
+    /// (and a bool's byte 0 or 1, a text's bytes UTF-8), the ends' width against the payloads'
+    /// size, and no byte past the last value, so that the row is canonical (rows compare by
+    /// their bytes) and its readers' unchecked reads stay in bounds.
+    pub fn from_encoding(bytes: &[u8]) -> Result<Row, RowEncodingError> {
+        check_encoding(bytes)?;
+        let mut arc = uninit_row(bytes.len());
+        // SAFETY: the allocation is `bytes.len()` bytes of `MaybeUninit<u8>`, which has `u8`'s
+        // layout; the copy writes every one of them, and `check_encoding` found them a row's
+        // encoding.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), arc.slice.as_mut_ptr().cast::<u8>(), bytes.len());
+            Ok(init_row(arc))
+        }
+    }
+
     /// Encodes a row. The iterator is run twice (sizes, then bytes) and must yield the same
     /// values both times; the writer checks it does.
     fn encode<'a>(values: impl ExactSizeIterator<Item = ValueRef<'a>> + Clone) -> Row {
@@ -344,6 +368,58 @@ impl Row {
     pub fn as_ptr(&self) -> *const u8 {
         self.0.heap_ptr().cast::<u8>()
     }
+}
+
+/// Why bytes given to [`Row::from_encoding`] are not a row's encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a row's encoding: {0}")]
+pub struct RowEncodingError(pub &'static str);
+
+/// Checks that `bytes` are a row's canonical encoding ([`Row::from_encoding`]).
+fn check_encoding(bytes: &[u8]) -> Result<(), RowEncodingError> {
+    let fail = |reason| Err(RowEncodingError(reason));
+    let Some((&[count_low, count_high, flags], rest)) = bytes.split_first_chunk::<HEAD_BYTES>() else {
+        return fail("shorter than a row's head");
+    };
+    let n = usize::from(u16::from_le_bytes([count_low, count_high]));
+    let wide = match flags {
+        0 => false,
+        FLAG_WIDE_ENDS => true,
+        _ => return fail("unknown flags in the head"),
+    };
+    let Some((tags, rest)) = rest.split_at_checked(n) else { return fail("cut short in its tags") };
+    let width = if wide { 4 } else { 2 };
+    let Some((ends, data)) = rest.split_at_checked(n * width) else { return fail("cut short in its ends") };
+    if wide != (data.len() > NARROW_PAYLOAD_MAX_BYTES) || u32::try_from(data.len()).is_err() {
+        return fail("ends of the wrong width for the payloads' size");
+    }
+    let mut start = 0;
+    for (&tag, end) in tags.iter().zip(ends.chunks_exact(width)) {
+        let end = match *end {
+            [low, high] => usize::from(u16::from_le_bytes([low, high])),
+            [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]) as usize,
+            _ => unreachable!("`chunks_exact` of 2 or 4"),
+        };
+        let Some(payload) = data.get(start..end) else {
+            return fail("a value ends before the one before it or past the payloads");
+        };
+        let fits = match tag {
+            TAG_NULL => payload.is_empty(),
+            TAG_BOOL => matches!(payload, [0] | [1]),
+            TAG_INT | TAG_FLOAT => payload.len() == 8,
+            TAG_TEXT => std::str::from_utf8(payload).is_ok(),
+            TAG_BYTES => true,
+            _ => return fail("an unknown value tag"),
+        };
+        if !fits {
+            return fail("a value's payload does not fit its tag");
+        }
+        start = end;
+    }
+    if start != data.len() {
+        return fail("payload bytes past the last value");
+    }
+    Ok(())
 }
 
 /// A row's allocation, its bytes not written yet ([`RowWriter`], [`FixedShape::build`]).
@@ -967,6 +1043,59 @@ mod tests {
         // 16 bytes of count and length, 3 of head, 3 tags, 6 ends, 51 of payload.
         assert_eq!(ROW_BYTES_OFFSET + row.bytes().len(), 79);
         assert_eq!(row.as_ptr().wrapping_add(ROW_BYTES_OFFSET), row.bytes().as_ptr());
+    }
+
+    #[test]
+    fn an_encoding_gives_back_its_row_and_every_prefix_is_refused() {
+        let rows =
+            [Row::from_slice(&sample()), Row::empty(), Row::new(vec![Value::bytes(&[0xABu8; 70_000]), Value::Null])];
+        for row in &rows {
+            let bytes = row.encoding();
+            let back = Row::from_encoding(bytes).expect("a row's own encoding");
+            assert_eq!(back, *row);
+            assert_eq!(back.to_vec(), row.to_vec());
+            for cut in 0..bytes.len() {
+                assert!(Row::from_encoding(&bytes[..cut]).is_err(), "a row cut at {cut} of {}", bytes.len());
+            }
+            let mut longer = bytes.to_vec();
+            longer.push(0);
+            assert!(Row::from_encoding(&longer).is_err(), "a byte past the last value");
+        }
+    }
+
+    /// The encoding of `values` with byte `at` set to `byte`, handed to `from_encoding`.
+    fn damaged(values: Vec<Value>, at: usize, byte: u8) -> Result<Row, RowEncodingError> {
+        let mut bytes = Row::new(values).encoding().to_vec();
+        bytes[at] = byte;
+        Row::from_encoding(&bytes)
+    }
+
+    #[test]
+    fn an_encoding_that_is_not_canonical_or_not_in_bounds_is_refused() {
+        let error = |values: Vec<Value>, at, byte| damaged(values, at, byte).map(|_| ()).unwrap_err().0;
+        let ints = || vec![Value::Int(1), Value::Int(2)];
+        // Head 3 bytes, tags at 3..5, ends at 5..9, payloads from 9.
+        assert_eq!(error(ints(), 2, 2), "unknown flags in the head");
+        assert_eq!(error(ints(), 2, FLAG_WIDE_ENDS), "ends of the wrong width for the payloads' size");
+        assert_eq!(error(ints(), 0, 8), "cut short in its ends");
+        assert_eq!(error(ints(), 0, 200), "cut short in its tags");
+        assert_eq!(error(ints(), 0, 3), "a value ends before the one before it or past the payloads");
+        assert_eq!(error(ints(), 3, 9), "an unknown value tag");
+        assert_eq!(error(ints(), 3, TAG_NULL), "a value's payload does not fit its tag");
+        assert_eq!(error(ints(), 5, 9), "a value's payload does not fit its tag");
+        assert_eq!(error(ints(), 6, 1), "a value ends before the one before it or past the payloads");
+        assert_eq!(error(ints(), 7, 7), "a value ends before the one before it or past the payloads");
+        assert_eq!(error(vec![Value::Bool(true)], 6, 2), "a value's payload does not fit its tag");
+        assert_eq!(error(vec![Value::text("ab")], 6, 0xFF), "a value's payload does not fit its tag");
+        // Wide ends around a payload that narrow ones would hold: not the writer's encoding.
+        let mut wide = vec![1, 0, FLAG_WIDE_ENDS, TAG_BYTES, 2, 0, 0, 0];
+        wide.extend_from_slice(b"ab");
+        assert_eq!(
+            Row::from_encoding(&wide).map(|_| ()).unwrap_err().0,
+            "ends of the wrong width for the payloads' size"
+        );
+        // A value may end where the one before it ends (null, empty text), not before.
+        assert!(Row::from_encoding(Row::new(vec![Value::Null, Value::text(""), Value::Null]).encoding()).is_ok());
     }
 
     #[test]

@@ -375,13 +375,9 @@ impl Indexer {
             let void = self.is_void(epoch);
             for _ in 0..writes {
                 let (table, put, key) = r.write_head().map_err(|e| e.to_string())?;
-                let row = if put {
-                    let start = r.offset();
-                    r.skip_row().map_err(|e| e.to_string())?;
-                    Some(payload[start..r.offset()].to_vec())
-                } else {
-                    None
-                };
+                // The indexed log holds rows in their in-memory encoding (`store`'s docs): built
+                // here, off the restore's path, so that a restore only copies them.
+                let row = if put { Some(r.row().map_err(|e| e.to_string())?.encoding().to_vec()) } else { None };
                 stats.writes += 1;
                 if void {
                     continue;

@@ -599,7 +599,6 @@ impl IndexedLogging {
         let store = IndexStore::create(options.fs.clone(), &path, |store| {
             let mut batch = store::Batch::new();
             for table in db.catalog().tables() {
-                let mut row_bytes = Vec::new();
                 table.primary.scan(
                     &crate::storage::KeyRange::all(),
                     crate::storage::Direction::Forward,
@@ -607,12 +606,8 @@ impl IndexedLogging {
                     &mut |k, r| {
                         let word = r.word();
                         if !word.is_absent() {
-                            row_bytes.clear();
-                            crate::durability::codec::encode_row(&r.row_unchecked(), &mut row_bytes);
-                            batch.insert(
-                                store::full_key(table.id, k),
-                                store::Resolved { tid: word.tid(), row: Some(row_bytes.clone()) },
-                            );
+                            let row = Some(r.row_unchecked().encoding().to_vec());
+                            batch.insert(store::full_key(table.id, k), store::Resolved { tid: word.tid(), row });
                         }
                         true
                     },

@@ -14,7 +14,7 @@
 //!
 //! | redb table | key | value |
 //! |---|---|---|
-//! | `images` | u32 table id (big-endian, so keys sort by table first) ++ encoded primary key | u64 TID (LE) ++ row ([`crate::durability::codec`] row layout) |
+//! | `images` | u32 table id (big-endian, so keys sort by table first) ++ encoded primary key | u64 TID (LE) ++ the row's in-memory encoding ([`crate::storage::row`]'s layout; version 1: the log's row layout, [`crate::durability::codec`]) |
 //! | `tombstones` | same as `images` | u64 TID of the delete |
 //! | `meta` | `"header"` | 8-byte magic `LZIDXLOG`, u32 format version |
 //! | `meta` | `"progress"` | u64 indexed epoch, u32 logger count, per logger: u32 logger, u64 file sequence, u64 byte offset |
@@ -48,8 +48,10 @@ pub const INDEX_TMP_FILE: &str = "indexed.redb.tmp";
 /// Where a restore that found the indexed log damaged moves it ([`IndexStore::set_aside`]).
 pub const INDEX_DAMAGED_FILE: &str = "indexed.redb.damaged";
 const MAGIC: &[u8; 8] = b"LZIDXLOG";
-/// Version of the layout above.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the layout above. 2: rows in their in-memory encoding, which a restore copies
+/// instead of building value by value (`docs/indexed.md`, "Images"). A file of another version
+/// is rebuilt from the sequential log, as a damaged one is.
+pub const FORMAT_VERSION: u32 = 2;
 /// redb's page cache (its default is 1 GiB). The database is in memory already, and the B-tree
 /// is read whole only once, by the restore walk after a crash: a cache the size of the file
 /// would hold a second copy of the database and, worse, fill it during the restore with fresh
@@ -89,7 +91,7 @@ pub struct Progress {
 pub struct Resolved {
     /// Its TID.
     pub tid: Tid,
-    /// The encoded row, or `None` for a delete.
+    /// The row's in-memory encoding ([`Row::encoding`]), or `None` for a delete.
     pub row: Option<Vec<u8>>,
 }
 
@@ -110,15 +112,14 @@ pub fn split_key(full: &[u8]) -> Option<(TableId, &[u8])> {
     Some((TableId::from_be_bytes(table.try_into().ok()?), key))
 }
 
-/// Decodes an `images` value: (TID, row).
+/// Decodes an `images` value: (TID, row). The row is its in-memory encoding, checked whole and
+/// copied into one allocation ([`Row::from_encoding`]).
 pub fn decode_image(value: &[u8]) -> Result<(Tid, Row), DecodeError> {
-    let mut r = Reader::new(value);
-    let tid = Tid::from_u64(r.u64()?);
-    let row = r.row()?;
-    if !r.is_empty() {
-        return Err(DecodeError { offset: r.offset(), reason: "trailing bytes after the row" });
-    }
-    Ok((tid, row))
+    let Some((tid, row)) = value.split_first_chunk::<8>() else {
+        return Err(DecodeError { offset: 0, reason: "an image shorter than its TID" });
+    };
+    let row = Row::from_encoding(row).map_err(|e| DecodeError { offset: 8, reason: e.0 })?;
+    Ok((Tid::from_u64(u64::from_le_bytes(*tid)), row))
 }
 
 /// The TID at the head of an `images` value (0 for a value too short to hold one: it loses).
@@ -567,6 +568,23 @@ mod tests {
 
     /// A new indexed log in `dir` holding `images` (full key, row bytes), each at TID 1.1,
     /// indexed up to epoch 1.
+    #[test]
+    fn an_image_gives_back_its_tid_and_row_and_a_damaged_one_is_refused_at_its_row() {
+        use crate::storage::Value;
+        let row = Row::new(vec![Value::bytes(b"key:1"), Value::bytes(&[7u8; 32]), Value::Int(0)]);
+        let mut image = Tid::new(3, 5).to_u64().to_le_bytes().to_vec();
+        image.extend_from_slice(row.encoding());
+        let (tid, back) = decode_image(&image).unwrap();
+        assert_eq!((tid, back), (Tid::new(3, 5), row));
+        for cut in 0..image.len() {
+            let e = decode_image(&image[..cut]).unwrap_err();
+            assert_eq!(e.offset, if cut < 8 { 0 } else { 8 }, "cut at {cut}: {e}");
+        }
+        // The last value's tag made a bool's: its 8 bytes do not fit.
+        image[8 + 3 + 2] = 1;
+        assert_eq!(decode_image(&image).unwrap_err().reason, "a value's payload does not fit its tag");
+    }
+
     fn store_holding(dir: &Path, images: &[(&[u8], &[u8])]) -> IndexStore {
         let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
         let store = IndexStore::create(fs, &dir.join(INDEX_FILE), |_| Ok(())).unwrap();
