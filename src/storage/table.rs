@@ -241,34 +241,6 @@ impl Table {
         self.restore_records(std::iter::once(Record::present_locked(key, row, tid))) == 1
     }
 
-    /// [`Table::restore_row`] for a key restored on demand ahead of the restore's walk: linked in
-    /// the point and secondary indexes, not in the ordered primary index, which the walk
-    /// completes when it passes the key ([`Table::order_restored_ahead`]). Until the table's
-    /// restore ends no range read looks at the ordered index ([`Table::wait_restored`]), and a
-    /// fetch's descent of it, at a random key, was a fifth of a fetch's CPU under load, where the
-    /// walk inserts beside the leaf it has just filled (`docs/indexed.md`, "Fetches").
-    pub fn restore_row_ahead(&self, key: &Key, row: Row, tid: Tid) -> bool {
-        self.restore_linked(std::iter::once(Record::present_locked(key, row, tid)), false) == 1
-    }
-
-    /// Puts the record the point index holds under `key`, if any, into the ordered primary index:
-    /// the walk's half of [`Table::restore_row_ahead`]. Under the record's lock, which every
-    /// unlink holds (a commit's delete, an abort's placeholder), so the record cannot leave the
-    /// point index between the check and the insert and leave a stale entry behind. A record
-    /// linked since by a write is in the ordered index already, and stays. The caller holds no
-    /// other lock a committer could wait for while holding this record's.
-    pub fn order_restored_ahead(&self, key: &Key) {
-        let Some(record) = self.point.get(key) else { return };
-        record.lock();
-        if self.point.get(key).is_some_and(|linked| Record::ptr_eq(&linked, &record))
-            && let Err(held) = self.primary.insert_if_absent(key.clone(), Record::clone(&record))
-            && !Record::ptr_eq(&held, &record)
-        {
-            self.replace_stale_ordered(key, &record, &held);
-        }
-        record.unlock();
-    }
-
     /// [`Table::restore_row`] for records in strictly increasing key order (the restore walk's
     /// batches), each made by [`Record::present_locked`]; returns how many it linked. Each record
     /// is linked locked in the point index, then the linked ones go into the ordered index as one
@@ -276,11 +248,6 @@ impl Table {
     /// secondary indexes, and only then are they unlocked: until then a write of one of these
     /// keys waits, as in [`Table::restore_row`]. A record not linked (its key has one) is dropped.
     pub fn restore_records(&self, records: impl Iterator<Item = Record>) -> usize {
-        self.restore_linked(records, true)
-    }
-
-    /// [`Table::restore_records`], the ordered primary index left out unless `ordered`.
-    fn restore_linked(&self, records: impl Iterator<Item = Record>, ordered: bool) -> usize {
         // A run of unknown length is a walk's batch, a few dozen records.
         let (lower, upper) = records.size_hint();
         let mut linked: Vec<Entry> = Vec::with_capacity(upper.unwrap_or(lower.max(32)));
@@ -291,7 +258,7 @@ impl Table {
                 linked.push((Key::from(record.key()), record));
             }
         }
-        if ordered && !self.ordered_deferred.load(Ordering::Relaxed) {
+        if !self.ordered_deferred.load(Ordering::Relaxed) {
             self.link_ordered_run(&linked);
         }
         for (key, record) in &linked {

@@ -582,8 +582,6 @@ impl Restorer {
         let mut position = shard.lo.clone();
         // The batch's full keys, end to end (`Decoded::full` ranges into it).
         let mut batch_keys = Vec::new();
-        // Keys of this shard fetched ahead of the walk, in key order, for the ordered index.
-        let mut ahead: Vec<(TableId, Key)> = Vec::new();
         'seek: while shard.hi.above(&position) {
             let (mut cursor, born) = {
                 let (kept, born) = self.kept_reader(reader);
@@ -617,15 +615,8 @@ impl Restorer {
                 let ended = read < WALK_BATCH_KEYS;
                 let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&position)) };
                 let mut restored = shard.restored.lock();
-                // Keys that requests restored ahead of the walk are left alone, but for the
-                // ordered index, which their fetch left to the walk (`Table::restore_row_ahead`).
-                decoded.retain(|d| {
-                    let fetched = restored.take_fetched(&batch_keys[d.full.clone()]);
-                    if fetched {
-                        ahead.push((d.table.id, Key::from(d.record.key())));
-                    }
-                    !fetched
-                });
+                // Keys that requests restored ahead of the walk are left alone.
+                decoded.retain(|d| !restored.take_fetched(&batch_keys[d.full.clone()]));
                 let linked = decoded.len() as u64;
                 link_runs(decoded);
                 restored.add_walked(end.clone());
@@ -641,14 +632,6 @@ impl Restorer {
                 if born.elapsed() > Duration::from_millis(READER_RENEW_MS) {
                     continue 'seek;
                 }
-            }
-        }
-        // Before the shard is done, which lets range reads of its tables run: with no shard lock
-        // held, as a committer holding one of these records' locks may be fetching a key.
-        let catalog = catalog.load();
-        for (table, key) in &ahead {
-            if let Some(table) = catalog.table(*table) {
-                table.order_restored_ahead(key);
             }
         }
         let mut restored = shard.restored.lock();
@@ -756,7 +739,7 @@ impl Restorer {
         if restored.contains(full) {
             return;
         }
-        let installed = decoded.is_some_and(|(tid, row)| table.restore_row_ahead(&Key::from(key), row, tid));
+        let installed = decoded.is_some_and(|(tid, row)| table.restore_row(&Key::from(key), row, tid));
         restored.add_fetched(full);
         drop(restored);
         self.on_demand_keys.fetch_add(1, Ordering::Relaxed);

@@ -49,8 +49,8 @@ pub const INDEX_TMP_FILE: &str = "indexed.redb.tmp";
 pub const INDEX_DAMAGED_FILE: &str = "indexed.redb.damaged";
 const MAGIC: &[u8; 8] = b"LZIDXLOG";
 /// Version of the layout above. 2: rows in their in-memory encoding, which a restore copies
-/// instead of building value by value (`docs/indexed.md`, "Images"). A file of another version
-/// is rebuilt from the sequential log, as a damaged one is.
+/// instead of building value by value (`docs/indexed.md`, "What the indexed log holds, and
+/// why"). A file of another version is rebuilt from the sequential log, as a damaged one is.
 pub const FORMAT_VERSION: u32 = 2;
 /// redb's page cache (its default is 1 GiB). The database is in memory already, and the B-tree
 /// is read whole only once, by the restore walk after a crash: a cache the size of the file
