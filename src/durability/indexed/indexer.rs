@@ -377,7 +377,7 @@ impl Indexer {
                 let (table, put, key) = r.write_head().map_err(|e| e.to_string())?;
                 // The indexed log holds rows in their in-memory encoding (`store`'s docs): built
                 // here, off the restore's path, so that a restore only copies them.
-                let row = if put { Some(r.row().map_err(|e| e.to_string())?.encoding().to_vec()) } else { None };
+                let row = if put { Some(r.row().map_err(|e| e.to_string())?) } else { None };
                 stats.writes += 1;
                 if void {
                     continue;
@@ -385,7 +385,7 @@ impl Indexer {
                 let full = super::store::full_key(table, key);
                 let write = Resolved { tid, row };
                 if epoch <= p {
-                    *batch_bytes += full.len() + write.row.as_ref().map_or(0, Vec::len);
+                    *batch_bytes += full.len() + write.row.as_ref().map_or(0, |row| row.encoding().len());
                     resolve(batch, full, write);
                 } else {
                     let pending = PendingWrite { logger, at: block, key: full, write };
@@ -399,7 +399,7 @@ impl Indexer {
 }
 
 fn pending_size(w: &PendingWrite) -> usize {
-    w.key.len() + w.write.row.as_ref().map_or(0, Vec::len) + 48
+    w.key.len() + w.write.row.as_ref().map_or(0, |row| row.encoding().len()) + 48
 }
 
 /// Keeps the write with the largest TID per key.

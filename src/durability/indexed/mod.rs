@@ -606,7 +606,7 @@ impl IndexedLogging {
                     &mut |k, r| {
                         let word = r.word();
                         if !word.is_absent() {
-                            let row = Some(r.row_unchecked().encoding().to_vec());
+                            let row = Some(r.row_unchecked());
                             batch.insert(store::full_key(table.id, k), store::Resolved { tid: word.tid(), row });
                         }
                         true

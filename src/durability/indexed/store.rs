@@ -91,8 +91,8 @@ pub struct Progress {
 pub struct Resolved {
     /// Its TID.
     pub tid: Tid,
-    /// The row's in-memory encoding ([`Row::encoding`]), or `None` for a delete.
-    pub row: Option<Vec<u8>>,
+    /// The row (stored as its in-memory encoding, [`Row::encoding`]), or `None` for a delete.
+    pub row: Option<Row>,
 }
 
 /// A batch of writes to index: full key (table ++ key) → its newest write.
@@ -302,7 +302,7 @@ impl IndexStore {
                     Some(row) => {
                         value.clear();
                         value.extend_from_slice(&tid.to_le_bytes());
-                        value.extend_from_slice(row);
+                        value.extend_from_slice(row.encoding());
                         let old = images.insert(key, value.as_slice()).map_err(|e| self.err(e.into()))?;
                         let old = old.map(|guard| guard.value().to_vec());
                         if let Some(old) = old.filter(|old| image_tid(old) >= tid) {
@@ -585,10 +585,15 @@ mod tests {
         assert_eq!(decode_image(&image).unwrap_err().reason, "a value's payload does not fit its tag");
     }
 
+    /// A one-value row holding `v`.
+    fn bytes_row(v: &[u8]) -> Row {
+        Row::new(vec![crate::storage::Value::bytes(v)])
+    }
+
     fn store_holding(dir: &Path, images: &[(&[u8], &[u8])]) -> IndexStore {
         let fs: Arc<dyn FileSystem> = Arc::new(crate::io::real::RealFs);
         let store = IndexStore::create(fs, &dir.join(INDEX_FILE), |_| Ok(())).unwrap();
-        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(v.to_vec()) };
+        let put = |v: &[u8]| Resolved { tid: Tid::new(1, 1), row: Some(bytes_row(v)) };
         let batch: Batch = images.iter().map(|(k, v)| (k.to_vec(), put(v))).collect();
         store.apply(&batch, &Progress { indexed_epoch: 1, positions: vec![] }, None).unwrap();
         store
@@ -615,7 +620,8 @@ mod tests {
         assert_eq!(batch_of_two(&mut seen), 2);
         assert_eq!(batch_of_two(&mut seen), 1);
         assert_eq!(batch_of_two(&mut seen), 0);
-        let expected: Vec<(Vec<u8>, Vec<u8>)> = keys[1..4].iter().map(|k| (k.clone(), k[4..].to_vec())).collect();
+        let expected: Vec<(Vec<u8>, Vec<u8>)> =
+            keys[1..4].iter().map(|k| (k.clone(), bytes_row(&k[4..]).encoding().to_vec())).collect();
         assert_eq!(seen, expected);
         // An error of the callee stops the batch at that image.
         let mut cursor = reader.cursor(&keys[0], None).unwrap();
@@ -638,7 +644,7 @@ mod tests {
         let store = store_holding(dir.path(), &[(&a, b"one"), (&c, b"three")]);
         let reader = store.reader().unwrap();
         assert_eq!(reader.get(&a).unwrap(), store.fetch(&a).unwrap());
-        assert_eq!(&reader.get(&c).unwrap().unwrap()[8..], b"three");
+        assert_eq!(&reader.get(&c).unwrap().unwrap()[8..], bytes_row(b"three").encoding());
         // Between two keys, and past the last: nothing, not the next key's image.
         assert_eq!(reader.get(&full_key(2, b"b")).unwrap(), None);
         assert_eq!(reader.get(&full_key(2, b"d")).unwrap(), None);
@@ -652,13 +658,13 @@ mod tests {
         let store = IndexStore::create(Arc::clone(&fs), &dir.path().join(INDEX_FILE), |_| Ok(())).unwrap();
         let key = full_key(3, b"k");
         let tid = |epoch, n| Tid::new(epoch, n);
-        let put = |t: Tid, v: &[u8]| Resolved { tid: t, row: Some(v.to_vec()) };
+        let put = |t: Tid, v: &[u8]| Resolved { tid: t, row: Some(bytes_row(v)) };
         let progress =
             Progress { indexed_epoch: 5, positions: vec![LogPosition { logger: 0, file_seq: 1, offset: 99 }] };
         store.apply(&Batch::from([(key.clone(), put(tid(5, 1), b"new"))]), &progress, None).unwrap();
         let stats = store.apply(&Batch::from([(key.clone(), put(tid(4, 1), b"old"))]), &progress, None).unwrap();
         assert_eq!((stats.installed, stats.obsolete), (0, 1));
-        assert_eq!(&store.fetch(&key).unwrap().unwrap()[8..], b"new");
+        assert_eq!(&store.fetch(&key).unwrap().unwrap()[8..], bytes_row(b"new").encoding());
         store.apply(&Batch::from([(key.clone(), Resolved { tid: tid(6, 1), row: None })]), &progress, None).unwrap();
         // An older put indexed after the delete loses against its tombstone.
         store.apply(&Batch::from([(key.clone(), put(tid(5, 2), b"older"))]), &progress, None).unwrap();
