@@ -1442,7 +1442,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         Some(scheme) => {
             let r = scheme.report.lock().clone();
             eprintln!(
-                "lazarus serve: indexed log {}: opened in {:.1} ms, {} bytes of unindexed tail indexed in {:.1} ms",
+                "lazarus serve: indexed log {}: opened in {:.1} ms, {} bytes of unindexed tail read in {:.1} ms",
                 r.kind, r.store_open_ms, r.tail_bytes, r.tail_ms
             );
             scheme

@@ -83,6 +83,9 @@ pub struct Indexer {
     /// be between renaming `data.log` and creating the next one. 0 during recovery, when
     /// nothing else writes the directories.
     retries: usize,
+    /// Reading at a restart ([`Indexer::at_rest`]): records of epochs above the round's are
+    /// void for good, and are skipped instead of kept pending.
+    at_rest: bool,
 }
 
 impl Indexer {
@@ -109,6 +112,7 @@ impl Indexer {
             indexed_epoch: progress.indexed_epoch,
             unended: None,
             retries: LOOKUP_ATTEMPTS,
+            at_rest: false,
         }
     }
 
@@ -116,9 +120,11 @@ impl Indexer {
     /// a file not found is missing and a read without progress is stuck, at once. Retrying
     /// there cost every such recovery at least 200 ms of sleeping (one lookup of a file a
     /// crashed recovery had discarded), which made the crashed-recovery loops of the power-loss
-    /// sweeps take hours.
+    /// sweeps take hours. Records of epochs above a round's persistent epoch are void for good
+    /// there and are skipped (a running Indexer keeps them until their epoch is persistent).
     pub fn at_rest(mut self) -> Indexer {
         self.retries = 0;
+        self.at_rest = true;
         self
     }
 
@@ -135,13 +141,6 @@ impl Indexer {
     /// Records read but not yet persistent.
     pub fn pending_writes(&self) -> usize {
         self.pending.len()
-    }
-
-    /// Forgets the pending records: recovery calls it after the last round, when they belong to
-    /// epochs that will never be persistent.
-    pub fn drop_pending(&mut self) {
-        self.pending.clear();
-        self.pending_bytes = 0;
     }
 
     /// The resume position of each logger: its oldest pending block, or its cursor.
@@ -172,9 +171,59 @@ impl Indexer {
 
     /// One round against the `pepoch` file's contents: see the module docs.
     pub fn round(&mut self, store: &IndexStore, pepoch: &Pepoch) -> Result<RoundStats, DurabilityError> {
+        let mut batch = Batch::default();
+        let mut stats =
+            self.read_round(pepoch, &mut batch, |indexer, batch, stats| indexer.flush(store, batch, stats, None))?;
+        if stats.complete {
+            self.indexed_epoch = self.indexed_epoch.max(pepoch.epoch);
+        }
+        // With nothing pending every later record has an epoch > the indexed epoch, so the
+        // tombstones up to it can never be needed again.
+        let purge = self.pending.is_empty().then_some(self.indexed_epoch);
+        self.flush(store, &mut batch, &mut stats, purge)?;
+        Ok(stats)
+    }
+
+    /// The unindexed tail at a restart, read into memory instead of the B-tree: each key's
+    /// newest write of a persistent, non-void epoch between the resume positions and the
+    /// durable positions of `pepoch` (what [`Indexer::round`] would index), in key order.
+    /// Records of later epochs are void for good at a restart and are skipped, so the read is
+    /// always complete. Nothing is written: the indexed log still says the tail is to be
+    /// indexed, and the running Indexer indexes it in a later round (`docs/indexed.md`,
+    /// "Instant restart").
+    pub fn read_tail(&mut self, pepoch: &Pepoch) -> Result<(TailWrites, RoundStats), DurabilityError> {
+        assert!(self.at_rest, "the tail is read at rest");
+        let mut writes = Vec::new();
+        let stats = self.read_round(pepoch, &mut writes, |_, _, _| Ok(()))?;
+        assert!(stats.complete && self.pending.is_empty(), "a tail read at rest keeps nothing pending");
+        // Sorted and then deduplicated, not resolved in a hash map as a round's batch is: the
+        // restore needs them in key order anyway, and a tail of 1.7 M writes spent a third of
+        // its reading in the map's probes and hashing.
+        crate::storage::key::sort_by_head_words(&mut writes, |(key, _)| key.as_slice());
+        let mut newest: TailWrites = Vec::with_capacity(writes.len());
+        for (key, write) in writes {
+            match newest.last_mut() {
+                Some((held, newer)) if *held == key => {
+                    if write.tid > newer.tid {
+                        *newer = write;
+                    }
+                }
+                _ => newest.push((key, write)),
+            }
+        }
+        Ok((newest, stats))
+    }
+
+    /// Reads every logger up to `pepoch`'s positions into `batch`, calling `flush` whenever
+    /// [`BATCH_MAX_BYTES`] of records are in it.
+    fn read_round<S: Sink>(
+        &mut self,
+        pepoch: &Pepoch,
+        batch: &mut S,
+        mut flush: impl FnMut(&Indexer, &mut S, &mut RoundStats) -> Result<(), DurabilityError>,
+    ) -> Result<RoundStats, DurabilityError> {
         let p = pepoch.epoch;
         let mut stats = RoundStats::default();
-        let mut batch = Batch::new();
         let mut batch_bytes = 0usize;
         // Pending records whose epoch is persistent now.
         let (ready, waiting): (Vec<_>, Vec<_>) =
@@ -183,7 +232,7 @@ impl Indexer {
         self.pending_bytes = self.pending.iter().map(pending_size).sum();
         for w in ready {
             batch_bytes += pending_size(&w);
-            resolve(&mut batch, w.key, w.write);
+            batch.put(w.key, w.write);
         }
         let mut complete = true;
         for logger in 0..self.dirs.len() {
@@ -193,7 +242,7 @@ impl Indexer {
             let mut stalled = 0;
             loop {
                 let before = self.cursors[logger];
-                let reached = self.read_logger(logger, target, p, &mut batch, &mut batch_bytes, &mut stats)?;
+                let reached = self.read_logger(logger, target, p, batch, &mut batch_bytes, &mut stats)?;
                 stalled = if self.cursors[logger] == before { stalled + 1 } else { 0 };
                 if !reached && stalled > self.retries {
                     let reason = format!("no progress reading logger {logger}'s file {}", before.file_seq);
@@ -208,7 +257,7 @@ impl Indexer {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 if batch_bytes >= BATCH_MAX_BYTES {
-                    self.flush(store, &mut batch, &mut stats, None)?;
+                    flush(self, batch, &mut stats)?;
                     batch_bytes = 0;
                 }
                 if reached {
@@ -220,14 +269,7 @@ impl Indexer {
                 }
             }
         }
-        if complete {
-            self.indexed_epoch = self.indexed_epoch.max(p);
-        }
         stats.complete = complete;
-        // With nothing pending every later record has an epoch > the indexed epoch, so the
-        // tombstones up to it can never be needed again.
-        let purge = self.pending.is_empty().then_some(self.indexed_epoch);
-        self.flush(store, &mut batch, &mut stats, purge)?;
         Ok(stats)
     }
 
@@ -247,12 +289,12 @@ impl Indexer {
 
     /// Reads logger `logger` from its cursor towards `target`, a bounded amount; returns whether
     /// the target was reached.
-    fn read_logger(
+    fn read_logger<S: Sink>(
         &mut self,
         logger: usize,
         target: DurablePosition,
         p: u64,
-        batch: &mut Batch,
+        batch: &mut S,
         batch_bytes: &mut usize,
         stats: &mut RoundStats,
     ) -> Result<bool, DurabilityError> {
@@ -357,13 +399,13 @@ impl Indexer {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn index_block(
+    fn index_block<S: Sink>(
         &mut self,
         logger: usize,
         block: (u64, u64),
         payload: &[u8],
         p: u64,
-        batch: &mut Batch,
+        batch: &mut S,
         batch_bytes: &mut usize,
         stats: &mut RoundStats,
     ) -> Result<(), String> {
@@ -386,8 +428,8 @@ impl Indexer {
                 let write = Resolved { tid, row };
                 if epoch <= p {
                     *batch_bytes += full.len() + write.row.as_ref().map_or(0, |row| row.encoding().len());
-                    resolve(batch, full, write);
-                } else {
+                    batch.put(full, write);
+                } else if !self.at_rest {
                     let pending = PendingWrite { logger, at: block, key: full, write };
                     self.pending_bytes += pending_size(&pending);
                     self.pending.push(pending);
@@ -402,14 +444,32 @@ fn pending_size(w: &PendingWrite) -> usize {
     w.key.len() + w.write.row.as_ref().map_or(0, |row| row.encoding().len()) + 48
 }
 
-/// Keeps the write with the largest TID per key.
-fn resolve(batch: &mut Batch, key: Vec<u8>, write: Resolved) {
-    match batch.get_mut(&key) {
-        Some(held) if held.tid >= write.tid => {}
-        Some(held) => *held = write,
-        None => {
-            batch.insert(key, write);
+/// The unindexed tail read into memory ([`Indexer::read_tail`]): each key's newest write, in
+/// key order.
+pub type TailWrites = Vec<(Vec<u8>, Resolved)>;
+
+/// Where a round puts the writes it reads.
+trait Sink {
+    fn put(&mut self, key: Vec<u8>, write: Resolved);
+}
+
+/// A round's batch keeps the write with the largest TID per key.
+impl Sink for Batch {
+    fn put(&mut self, key: Vec<u8>, write: Resolved) {
+        match self.get_mut(&key) {
+            Some(held) if held.tid >= write.tid => {}
+            Some(held) => *held = write,
+            None => {
+                self.insert(key, write);
+            }
         }
+    }
+}
+
+/// The tail keeps every write, to be sorted and deduplicated at the end.
+impl Sink for Vec<(Vec<u8>, Resolved)> {
+    fn put(&mut self, key: Vec<u8>, write: Resolved) {
+        self.push((key, write));
     }
 }
 

@@ -13,10 +13,11 @@
 //!     what makes an epoch persistent), and a transaction is acknowledged only once the Indexer
 //!     has put its epoch into the B-tree: the same logs, with indexing on the commit path.
 //! - On open after a crash ([`LogScheme::recover`]): the catalog is rebuilt, the unindexed tail
-//!   of the sequential log is indexed, the directory is settled as value recovery does, and the
-//!   database opens at once with every table behind a restore gate; the Restorer
-//!   ([`restorer`]) walks the B-tree in key order in the background while transactions fetch
-//!   the keys they touch on demand.
+//!   of the sequential log is read into memory (not indexed: the running Indexer indexes it
+//!   later), the directory is settled as value recovery does, and the database opens at once
+//!   with every table behind a restore gate; the Restorer ([`restorer`]) walks the B-tree in key
+//!   order in the background, merging the tail's newer writes, while transactions fetch the keys
+//!   they touch on demand.
 //! - Checkpoints: SiloR's fuzzy checkpoints are taken as in `value` (after a restore has ended),
 //!   so the sequential log is truncated; a sequential file is removed only once it is older than
 //!   the checkpoint and fully indexed. The indexed log needs no truncation: it holds one image
@@ -140,19 +141,19 @@ impl IndexedOptions {
 /// How the last open recovered.
 #[derive(Clone, Debug, Default)]
 pub struct IndexedRecoveryReport {
-    /// `fresh` (nothing to recover), `instant` (tail indexed, restore in the background) or
+    /// `fresh` (nothing to recover), `instant` (tail read, restore in the background) or
     /// `rebuilt` (the indexed log was missing, damaged or ahead of the durable `pepoch`: blocking
     /// value recovery, B-tree rebuilt).
     pub kind: &'static str,
     /// Why the indexed log was rebuilt, when it was.
     pub rebuild_reason: Option<String>,
-    /// Bytes of sequential log indexed before opening.
+    /// Bytes of sequential log read into memory before opening (the unindexed tail).
     pub tail_bytes: u64,
     /// Records of that tail.
     pub tail_writes: u64,
     /// Milliseconds opening the indexed log (redb's open after a crash).
     pub store_open_ms: f64,
-    /// Milliseconds indexing the unindexed tail.
+    /// Milliseconds reading the unindexed tail.
     pub tail_ms: f64,
     /// Milliseconds from the start of recovery until the database could open.
     pub open_ms: f64,
@@ -507,38 +508,26 @@ impl IndexedLogging {
         let (mut report, pepoch) = recovery::begin(options, db, modules)?;
         let tail_started = Instant::now();
         let (replay, discard, next_seq) = recovery::plan(fs, options, &pepoch)?;
-        // Index the tail: every record of a persistent, non-void epoch after the resume
-        // positions. Later records are void (record_void_epochs below makes them so for good).
+        // Read the tail into memory: each key's newest write of a persistent, non-void epoch
+        // after the resume positions (later records are void; record_void_epochs below makes
+        // them so for good). It is not indexed here: the restore compares each write with its
+        // key's image, and the running Indexer indexes the tail from the resume positions,
+        // which stay as they are (`docs/indexed.md`, "Instant restart").
         let mut indexer =
             Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone()).at_rest();
-        let stats = indexer.round(&store, &pepoch)?;
+        let (tail, stats) = indexer.read_tail(&pepoch)?;
         let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
-        indexer.drop_pending();
         let tail_ms = tail_started.elapsed().as_secs_f64() * 1e3;
-        // After a complete tail every persistent record is indexed and every later one is void
-        // (the pending records dropped above): the Indexer resumes at each logger's next file,
-        // as after a rebuild. Not at the durable positions: the files recovery discards lie
-        // between, and the running Indexer waited for each one it looked up (200 ms, for a
-        // rotation in flight), which made every recovery of such a directory that much slower.
-        let resume = if stats.complete {
-            let positions = (next_seq.iter().enumerate())
-                .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
-                .collect();
-            Progress { indexed_epoch: pepoch.epoch, positions }
-        } else {
-            indexer.progress()
-        };
         report.next_file_seq = next_seq;
         report.bytes = stats.bytes;
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
-        store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
         self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
         report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);
         let store = Arc::new(store);
         let keys = store.image_count()?;
-        if keys > 0 {
+        if keys > 0 || !tail.is_empty() {
             // The walk's reads would otherwise each pay for the write buffer the last commit's
             // epilogue left behind (`IndexStore::clear_write_buffer`).
             store.clear_write_buffer()?;
@@ -554,17 +543,17 @@ impl IndexedLogging {
             };
             // Small pages go on until the walk starts.
             let small_pages = self.small_pages.lock().take();
-            let restorer = Arc::new(Restorer::new(Arc::clone(&store), started, settings, small_pages)?);
+            let restorer = Arc::new(Restorer::new(Arc::clone(&store), tail, started, settings, small_pages)?);
             for table in db.catalog().tables() {
                 table.begin_restore(restorer.clone());
             }
             *self.shared.restorer.lock() = Some(restorer);
         }
-        let mut indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &resume, report.holes.clone());
-        indexer.set_indexed_epoch(pepoch.epoch);
+        // Resumes where the indexed log says: the tail is still to index.
+        let indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, report.holes.clone());
         *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
         *self.shared.indexer.lock() = Some(indexer);
-        self.shared.indexed_epoch.store(pepoch.epoch, Ordering::SeqCst);
+        self.shared.indexed_epoch.store(progress.indexed_epoch, Ordering::SeqCst);
         *self.shared.store.write() = Some(store);
         let mut r = self.report.lock();
         r.kind = if has_log { "instant" } else { "fresh" };
@@ -597,7 +586,7 @@ impl IndexedLogging {
         // Written under a temporary name and renamed when whole (`IndexStore::create`): a crash
         // in the middle leaves no indexed log, and the next start rebuilds again.
         let store = IndexStore::create(options.fs.clone(), &path, |store| {
-            let mut batch = store::Batch::new();
+            let mut batch = store::Batch::default();
             for table in db.catalog().tables() {
                 table.primary.scan(
                     &crate::storage::KeyRange::all(),

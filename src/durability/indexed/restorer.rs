@@ -33,12 +33,25 @@
 //! images ([`Restorer::run`]); while the database serves, the walkers can be held to a share of
 //! the CPU ([`super::governor`], [`RestoreSettings::cpu_share`]).
 //!
+//! # The unindexed tail
+//!
+//! The tail of the sequential log that the Indexer had not indexed at the crash is read into
+//! memory at the restart, not indexed ([`super::indexer::Indexer::read_tail`]: each key's newest
+//! write, in key order), and dealt to the shards by range ([`TailWrite`]). A key then has up to
+//! two sources, its image in the B-tree and its write in the tail, and either can be the newer:
+//! the tail is re-read from each logger's oldest pending record, so it holds writes the B-tree
+//! holds too, and a key's write in one logger's tail can be older than its image indexed from
+//! another logger. A fetch looks its key up in both, the walk merges the tail writes below each
+//! batch's end into the batch ([`merge_tail`]), and both restore the write with the larger TID
+//! ([`newest`]); a delete restores the key absent. A shard's tail is dropped when it is done.
+//!
 //! # The contract, and why it holds
 //!
 //! A request never sees a value older than the indexed image, and the restore never overwrites a
 //! write made after the restart:
 //!
 //! - every point access of a gated table (read or write) first makes sure its key is restored;
+//! - of a key's image and its write in the unindexed tail, the newer is installed;
 //! - an image is installed only under its shard's lock and only if its key is not yet restored,
 //!   and the key is noted restored (the frontier moved past it, or the key added to the fetched
 //!   ones) under the same lock hold: a key is installed at most once, before any transaction
@@ -63,6 +76,7 @@
 //! the sequential log and the checkpoint.
 
 use super::governor::{Governor, ShareSchedule, ThreadClock, process_cpu_ns};
+use super::indexer::TailWrites;
 use super::store::{self, ImageReader, IndexStore};
 use crate::allocator::SmallPages;
 use crate::storage::point::Prefetch;
@@ -79,6 +93,8 @@ use std::time::{Duration, Instant};
 /// Images a walker reads per batch and links under its shard's lock (the longest a request to
 /// that shard waits for the walk).
 pub const WALK_BATCH_KEYS: usize = 32;
+/// Most keys a walker links under one hold of its shard's lock ([`link_batch`]).
+const LINK_CHUNK_KEYS: usize = 2 * WALK_BATCH_KEYS;
 /// Shards each table of the indexed log is cut into.
 pub const SHARDS_PER_TABLE: usize = 4096;
 /// Most shards in all.
@@ -200,6 +216,15 @@ impl Restored {
     }
 }
 
+/// A write of the unindexed tail, read into memory at the restart instead of into the B-tree
+/// (module docs, "The unindexed tail"): its key's newest write of the tail.
+struct TailWrite {
+    full: Vec<u8>,
+    tid: Tid,
+    /// `None`: the key was deleted.
+    row: Option<Row>,
+}
+
 /// A key range of the B-tree, walked by one walker at a time.
 struct Shard {
     lo: Vec<u8>,
@@ -207,6 +232,18 @@ struct Shard {
     /// `restored.done`, readable without the lock.
     done: AtomicBool,
     restored: Mutex<Restored>,
+    /// The tail's writes of this range, in key order; emptied when the shard is done. Read by
+    /// fetches and by the shard's walker, never changed before the shard is done.
+    tail: parking_lot::RwLock<Vec<TailWrite>>,
+}
+
+impl Shard {
+    /// The tail's write of `full`, if the tail holds one.
+    fn tail_write(&self, full: &[u8]) -> Option<(Tid, Option<Row>)> {
+        let tail = self.tail.read();
+        let at = tail.binary_search_by(|w| w.full.as_slice().cmp(full)).ok()?;
+        Some((tail[at].tid, tail[at].row.clone()))
+    }
 }
 
 /// Progress of a restore, for INFO's `recovery` section.
@@ -214,9 +251,12 @@ struct Shard {
 pub struct RestoreProgress {
     /// Whether the walk has ended (the database is fully in memory).
     pub done: bool,
-    /// Images in the indexed log when the restore began.
+    /// Keys to restore: the images in the indexed log when the restore began and the unindexed
+    /// tail's writes that are not deletes, less one for each key the walk has found in both
+    /// (when the walk ends: the keys it found present).
     pub total_keys: u64,
-    /// Images the walkers have passed (installed, or skipped because restored on demand before).
+    /// Keys the walkers have passed and found present, as an image or a write of the tail
+    /// (installed, or skipped because restored on demand before).
     pub walked_keys: u64,
     /// Keys restored on demand: images a request's fetch installed, and requested keys the
     /// indexed log did not hold.
@@ -345,7 +385,8 @@ pub struct Restorer {
     done: AtomicBool,
     walked_lock: Mutex<()>,
     walked: Condvar,
-    total_keys: u64,
+    /// Keys to restore (see [`RestoreProgress::total_keys`]).
+    total_keys: AtomicU64,
     walked_keys: AtomicU64,
     on_demand_keys: AtomicU64,
     images_restored: AtomicU64,
@@ -374,8 +415,12 @@ impl Restorer {
     /// not 2 MiB ones, which on this project's VMs the host backs slowly after a restart (each
     /// thread's first touch took ~7 ms of a core in the slow phases; `docs/indexed.md`, "The
     /// first replies").
+    ///
+    /// `tail` is the unindexed tail read into memory ([`super::indexer::Indexer::read_tail`]):
+    /// a key's write there is restored instead of its image when it is newer.
     pub fn new(
         store: Arc<IndexStore>,
+        tail: TailWrites,
         started: Instant,
         settings: RestoreSettings,
         small_pages: Option<SmallPages>,
@@ -385,9 +430,11 @@ impl Restorer {
             settings.start_delay_ms <= RESTORE_START_DELAY_MAX_MS,
             "start delay over {RESTORE_START_DELAY_MAX_MS} ms"
         );
-        let total_keys = store.image_count()?;
+        // An upper bound: a key of the tail may have an image too.
+        let total_keys = store.image_count()? + tail.iter().filter(|(_, w)| w.row.is_some()).count() as u64;
         let (shards, image_tables) = layout(&store.reader()?)?;
         assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
+        deal_tail(&shards, tail);
         let shard_lows = shards.iter().map(|s| Key::from(s.lo.as_slice())).collect();
         Ok(Restorer {
             store,
@@ -402,7 +449,7 @@ impl Restorer {
             done: AtomicBool::new(false),
             walked_lock: Mutex::new(()),
             walked: Condvar::new(),
-            total_keys,
+            total_keys: AtomicU64::new(total_keys),
             walked_keys: AtomicU64::new(0),
             on_demand_keys: AtomicU64::new(0),
             images_restored: AtomicU64::new(0),
@@ -433,7 +480,7 @@ impl Restorer {
         let finished = *self.finished_ms.lock();
         RestoreProgress {
             done: finished.is_some(),
-            total_keys: self.total_keys,
+            total_keys: self.total_keys.load(Ordering::Relaxed),
             walked_keys: self.walked_keys.load(Ordering::Relaxed),
             on_demand_keys: self.on_demand_keys.load(Ordering::Relaxed),
             images_restored: self.images_restored.load(Ordering::Relaxed),
@@ -453,7 +500,7 @@ impl Restorer {
     /// The fraction of the images restored, walked or fetched (0 to 1), as
     /// [`RestoreProgress::percent`] counts it.
     fn restored_fraction(&self) -> f64 {
-        restored_fraction(self.images_restored.load(Ordering::Relaxed), self.total_keys)
+        restored_fraction(self.images_restored.load(Ordering::Relaxed), self.total_keys.load(Ordering::Relaxed))
     }
 
     /// Holds or releases the walk (on-demand fetches go on either way).
@@ -550,7 +597,8 @@ impl Restorer {
         if let [only] = self.image_tables.as_slice()
             && let Some(table) = catalog.table(*only)
         {
-            table.point.reserve_exact(usize::try_from(self.total_keys).unwrap_or(usize::MAX));
+            let keys = self.total_keys.load(Ordering::Relaxed);
+            table.point.reserve_exact(usize::try_from(keys).unwrap_or(usize::MAX));
         }
     }
 
@@ -582,6 +630,8 @@ impl Restorer {
         let mut position = shard.lo.clone();
         // The batch's full keys, end to end (`Decoded::full` ranges into it).
         let mut batch_keys = Vec::new();
+        // The shard's tail writes below this one are merged into batches already.
+        let mut tail_at = 0;
         'seek: while shard.hi.above(&position) {
             let (mut cursor, born) = {
                 let (kept, born) = self.kept_reader(reader);
@@ -614,14 +664,20 @@ impl Restorer {
                 let read = read.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
                 let ended = read < WALK_BATCH_KEYS;
                 let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&position)) };
-                let mut restored = shard.restored.lock();
-                // Keys that requests restored ahead of the walk are left alone.
-                decoded.retain(|d| !restored.take_fetched(&batch_keys[d.full.clone()]));
-                let linked = decoded.len() as u64;
-                link_runs(decoded);
-                restored.add_walked(end.clone());
-                drop(restored);
-                self.walked_keys.fetch_add(read as u64, Ordering::Relaxed);
+                let tail = shard.tail.read();
+                let below = tail[tail_at..].partition_point(|w| end.above(&w.full));
+                if below > 0 {
+                    let merged =
+                        merge_tail(&catalog, &tail[tail_at..tail_at + below], decoded, &mut batch_keys, &pinned);
+                    let (merged, both) = merged.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
+                    decoded = merged;
+                    self.total_keys.fetch_sub(both, Ordering::Relaxed);
+                    tail_at += below;
+                }
+                drop(tail);
+                let passed = decoded.len() as u64;
+                let linked = link_batch(shard, decoded, &batch_keys, &end);
+                self.walked_keys.fetch_add(passed, Ordering::Relaxed);
                 self.images_restored.fetch_add(linked, Ordering::Relaxed);
                 if ended {
                     break 'seek;
@@ -638,6 +694,9 @@ impl Restorer {
         restored.done = true;
         restored.fetched = HashSet::default();
         shard.done.store(true, Ordering::SeqCst);
+        drop(restored);
+        // The tables hold the rows now; a fetch of a done shard no longer reads the tail.
+        drop(std::mem::take(&mut *shard.tail.write()));
         true
     }
 
@@ -728,11 +787,11 @@ impl Restorer {
             Ok(image) => image,
             Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
         };
-        let decoded = image.map(|image| {
-            let (tid, row) = decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m));
+        let image = image.map(|image| decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m)));
+        let decoded = newest(image, shard.tail_write(full));
+        if decoded.is_some() {
             prefetch_link(table, key, &crossbeam_epoch::pin());
-            (tid, row)
-        });
+        }
         let mut restored = shard.restored.lock();
         // The walk, or another request, may have restored it meanwhile: it may have been written
         // since, so it is left alone.
@@ -799,6 +858,7 @@ fn layout(reader: &ImageReader) -> Result<(Vec<Shard>, Vec<TableId>), crate::dur
             hi: starts.get(i + 1).map_or(Upper::End, |hi| Upper::Key(hi.clone())),
             done: AtomicBool::new(false),
             restored: Mutex::new(Restored::default()),
+            tail: parking_lot::RwLock::new(Vec::new()),
         })
         .collect();
     Ok((shards, tables.into_iter().map(|(table, _, _)| table).collect()))
@@ -858,6 +918,18 @@ fn decode<'c>(
     guard: &crossbeam_epoch::Guard,
     batch_keys: &mut Vec<u8>,
 ) -> Result<Option<Decoded<'c>>, WalkError> {
+    let Some((table, key)) = table_of(catalog, full)? else { return Ok(None) };
+    let (tid, row) = decode_image(image).map_err(WalkError::Image)?;
+    prefetch_link(table, key, guard);
+    let start = batch_keys.len();
+    batch_keys.extend_from_slice(full);
+    let record = Record::present_locked(key, row, tid);
+    Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
+}
+
+/// The table of a full key and its primary key; `None` if the table was created after the
+/// restart (it is not gated: its keys are written, never restored).
+fn table_of<'c, 'k>(catalog: &'c Catalog, full: &'k [u8]) -> Result<Option<(&'c Table, &'k [u8])>, WalkError> {
     let Some((table_id, key)) = store::split_key(full) else {
         return Err(WalkError::Image(format!(
             "the indexed log holds a key of {} bytes, shorter than a table id",
@@ -869,15 +941,69 @@ fn decode<'c>(
             "the indexed log holds a key of table {table_id}, which the catalog lacks"
         )));
     };
-    if !table.is_restoring() {
-        return Ok(None);
+    Ok(table.is_restoring().then_some((table, key)))
+}
+
+/// Links a batch's decoded images and tail writes (in key order, all below `end`) and moves the
+/// shard's frontier to `end`, in lock holds of at most [`LINK_CHUNK_KEYS`] keys: a batch holds
+/// every tail write below its end, which can be many (keys created after the last image of a
+/// shard, say), and a request to the shard waits while the lock is held. Keys requests restored
+/// ahead of the walk are left alone. Returns how many records were linked.
+fn link_batch(shard: &Shard, mut decoded: Vec<Decoded<'_>>, batch_keys: &[u8], end: &Upper) -> u64 {
+    let mut linked = 0;
+    loop {
+        let last = decoded.len() <= LINK_CHUNK_KEYS;
+        let (mut chunk, chunk_end) = if last {
+            (std::mem::take(&mut decoded), end.clone())
+        } else {
+            let chunk: Vec<Decoded<'_>> = decoded.drain(..LINK_CHUNK_KEYS).collect();
+            let key = chunk.last().map_or(&[][..], |d| &batch_keys[d.full.clone()]);
+            let chunk_end = Upper::Key(successor(key));
+            (chunk, chunk_end)
+        };
+        let mut restored = shard.restored.lock();
+        chunk.retain(|d| !restored.take_fetched(&batch_keys[d.full.clone()]));
+        linked += chunk.len() as u64;
+        link_runs(chunk);
+        restored.add_walked(chunk_end);
+        drop(restored);
+        if last {
+            return linked;
+        }
     }
-    let (tid, row) = decode_image(image).map_err(WalkError::Image)?;
-    prefetch_link(table, key, guard);
-    let start = batch_keys.len();
-    batch_keys.extend_from_slice(full);
-    let record = Record::present_locked(key, row, tid);
-    Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
+}
+
+/// Merges the tail's writes `tail` (in key order, all below the batch's end) into the batch's
+/// decoded images (in key order): where a key has both, the newer write is restored (a deleted
+/// key: nothing, and the frontier then says it is absent). Returns the merged batch and how
+/// many keys had both.
+fn merge_tail<'c>(
+    catalog: &'c Catalog,
+    tail: &[TailWrite],
+    decoded: Vec<Decoded<'c>>,
+    batch_keys: &mut Vec<u8>,
+    guard: &crossbeam_epoch::Guard,
+) -> Result<(Vec<Decoded<'c>>, u64), WalkError> {
+    let mut merged = Vec::with_capacity(decoded.len() + tail.len());
+    let mut images = decoded.into_iter().peekable();
+    let mut both = 0;
+    for write in tail {
+        while let Some(image) = images.next_if(|d| batch_keys[d.full.clone()] < *write.full) {
+            merged.push(image);
+        }
+        let image = images.next_if(|d| batch_keys[d.full.clone()] == *write.full);
+        both += u64::from(image.is_some());
+        match image {
+            Some(image) if image.record.word().tid() >= write.tid => merged.push(image),
+            _ => {
+                if let Some(row) = &write.row {
+                    merged.extend(decode_tail(catalog, write, row.clone(), guard, batch_keys)?);
+                }
+            }
+        }
+    }
+    merged.extend(images);
+    Ok((merged, both))
 }
 
 /// Links decoded images, in key order, as runs of one table each ([`Table::restore_records`]:
@@ -889,6 +1015,44 @@ fn link_runs(decoded: Vec<Decoded<'_>>) {
         let run = std::iter::from_fn(|| decoded.next_if(|d| std::ptr::eq(d.table, table)));
         table.restore_records(run.map(|d| d.record));
     }
+}
+
+/// [`decode`] for a write of the tail: `row` at the write's TID.
+fn decode_tail<'c>(
+    catalog: &'c Catalog,
+    write: &TailWrite,
+    row: Row,
+    guard: &crossbeam_epoch::Guard,
+    batch_keys: &mut Vec<u8>,
+) -> Result<Option<Decoded<'c>>, WalkError> {
+    let Some((table, key)) = table_of(catalog, &write.full)? else { return Ok(None) };
+    prefetch_link(table, key, guard);
+    let start = batch_keys.len();
+    batch_keys.extend_from_slice(&write.full);
+    let record = Record::present_locked(key, row, write.tid);
+    Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
+}
+
+/// The newer of a key's image and its write in the tail (`None` if the newer is a delete, or
+/// neither exists). Equal TIDs are one write, indexed before the crash and read again.
+fn newest(image: Option<(Tid, Row)>, tail: Option<(Tid, Option<Row>)>) -> Option<(Tid, Row)> {
+    match (image, tail) {
+        (Some(image), Some((tid, _))) if image.0 >= tid => Some(image),
+        (_, Some((tid, row))) => row.map(|row| (tid, row)),
+        (image, None) => image,
+    }
+}
+
+/// Gives each shard the tail's writes (in key order) of its range.
+fn deal_tail(shards: &[Shard], tail: TailWrites) {
+    assert!(tail.windows(2).all(|w| w[0].0 < w[1].0), "the tail's writes are in key order, one a key");
+    let mut writes = tail.into_iter().map(|(full, w)| TailWrite { full, tid: w.tid, row: w.row }).peekable();
+    for shard in shards {
+        let mine: Vec<TailWrite> = std::iter::from_fn(|| writes.next_if(|w| shard.hi.above(&w.full))).collect();
+        assert!(mine.first().is_none_or(|w| w.full.as_slice() >= shard.lo.as_slice()), "a write below its shard");
+        *shard.tail.write() = mine;
+    }
+    assert!(writes.next().is_none(), "the shards cover the whole key space");
 }
 
 /// Starts loading the point-index slot a link of `key` will probe: a batch is decoded before it
@@ -1030,6 +1194,119 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A gate that says every key is restored (the tests below only need tables that restore).
+    struct Open;
+
+    impl RestoreGate for Open {
+        fn restore_key(&self, _: &Table, _: &[u8]) {}
+        fn is_restored(&self, _: &Table, _: &[u8]) -> bool {
+            true
+        }
+        fn wait_table(&self, _: &Table) {}
+    }
+
+    fn kv_catalog() -> Catalog {
+        use crate::storage::{Column, ColumnType, IndexBackend, TableSchema};
+        let column = |name: &str| Column { name: name.into(), ty: ColumnType::Int, nullable: false };
+        let schema = TableSchema {
+            name: "kv".into(),
+            columns: vec![column("k"), column("v")],
+            primary_key: vec![0],
+            indexes: Vec::new(),
+        };
+        let catalog = Catalog::default().with_table(schema, IndexBackend::default()).unwrap();
+        catalog.table(0).unwrap().begin_restore(Arc::new(Open));
+        catalog
+    }
+
+    fn full(k: i64) -> Vec<u8> {
+        let key = crate::storage::key::encode_key(&[crate::storage::Value::Int(k)]).unwrap();
+        store::full_key(0, key.as_bytes())
+    }
+
+    fn kv_row(k: i64, v: i64) -> Row {
+        Row::new(vec![crate::storage::Value::Int(k), crate::storage::Value::Int(v)])
+    }
+
+    fn tail_write(k: i64, epoch: u64, v: Option<i64>) -> TailWrite {
+        TailWrite { full: full(k), tid: Tid::new(epoch, 1), row: v.map(|v| kv_row(k, v)) }
+    }
+
+    #[test]
+    fn the_newer_of_an_image_and_a_tail_write_is_restored() {
+        let at = |e| Tid::new(e, 1);
+        let image = || Some((at(5), kv_row(1, 10)));
+        let got = |n: Option<(Tid, Row)>| n.map(|(tid, row)| (tid.epoch(), row.at(1).as_int().unwrap()));
+        assert_eq!(got(newest(image(), None)), Some((5, 10)), "no tail write: the image");
+        assert_eq!(got(newest(None, Some((at(6), Some(kv_row(1, 20)))))), Some((6, 20)), "no image: the tail's");
+        assert_eq!(got(newest(image(), Some((at(6), Some(kv_row(1, 20)))))), Some((6, 20)), "a newer put");
+        assert_eq!(got(newest(image(), Some((at(6), None)))), None, "a newer delete");
+        // The tail re-reads from the oldest pending record: a write indexed before the crash, or
+        // older than one indexed from another logger, loses to the image.
+        assert_eq!(got(newest(image(), Some((at(4), Some(kv_row(1, 20)))))), Some((5, 10)), "an older put");
+        assert_eq!(got(newest(image(), Some((at(4), None)))), Some((5, 10)), "an older delete");
+        assert_eq!(got(newest(image(), Some((at(5), Some(kv_row(1, 10)))))), Some((5, 10)), "the same write");
+        assert_eq!(got(newest(None, Some((at(4), None)))), None, "a delete of a key never indexed");
+    }
+
+    #[test]
+    fn a_batch_merges_the_tail_writes_below_its_end_and_the_newer_write_wins() {
+        let catalog = kv_catalog();
+        let guard = crossbeam_epoch::pin();
+        let mut batch_keys = Vec::new();
+        // Images of keys 1, 3, 5 and 8 at epoch 5.
+        let decoded: Vec<Decoded<'_>> = [1, 3, 5, 8]
+            .iter()
+            .map(|&k| {
+                let mut image = Tid::new(5, 1).to_u64().to_le_bytes().to_vec();
+                image.extend_from_slice(kv_row(k, k * 10).encoding());
+                decode(&catalog, &full(k), &image, &guard, &mut batch_keys).unwrap().unwrap()
+            })
+            .collect();
+        // The tail: 1 put later, 2 new, 3 put earlier, 5 deleted later, 7 new, 9 deleted (never
+        // indexed).
+        let tail = [
+            tail_write(1, 6, Some(11)),
+            tail_write(2, 6, Some(21)),
+            tail_write(3, 4, Some(31)),
+            tail_write(5, 6, None),
+            tail_write(7, 6, Some(71)),
+            tail_write(9, 6, None),
+        ];
+        let (merged, both) = merge_tail(&catalog, &tail, decoded, &mut batch_keys, &guard).unwrap();
+        assert_eq!(both, 3, "keys 1, 3 and 5 have both");
+        let got: Vec<(Vec<u8>, u64, i64)> = merged
+            .iter()
+            .map(|d| {
+                let row = d.record.row_unchecked();
+                (batch_keys[d.full.clone()].to_vec(), d.record.word().tid().epoch(), row.at(1).as_int().unwrap())
+            })
+            .collect();
+        let want = vec![(full(1), 6, 11), (full(2), 6, 21), (full(3), 5, 30), (full(7), 6, 71), (full(8), 5, 80)];
+        assert_eq!(got, want);
+        // Unlinked records are dropped with the batch (a walk drops those requests restored).
+        drop(merged);
+    }
+
+    #[test]
+    fn each_shard_is_dealt_the_tail_writes_of_its_range() {
+        let shard = |lo: &[u8], hi: Option<&[u8]>| Shard {
+            lo: lo.to_vec(),
+            hi: hi.map_or(Upper::End, |hi| Upper::Key(hi.to_vec())),
+            done: AtomicBool::new(false),
+            restored: Mutex::new(Restored::default()),
+            tail: parking_lot::RwLock::new(Vec::new()),
+        };
+        let shards = [shard(b"", Some(b"c")), shard(b"c", Some(b"m")), shard(b"m", None)];
+        let write = |k: &[u8]| (k.to_vec(), store::Resolved { tid: Tid::new(1, 1), row: None });
+        deal_tail(&shards, vec![write(b"a"), write(b"b"), write(b"m"), write(b"z")]);
+        let keys = |s: &Shard| s.tail.read().iter().map(|w| w.full.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&shards[0]), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(keys(&shards[1]).is_empty());
+        assert_eq!(keys(&shards[2]), vec![b"m".to_vec(), b"z".to_vec()]);
+        assert!(shards[0].tail_write(b"b").is_some() && shards[0].tail_write(b"c").is_none());
     }
 
     #[test]

@@ -95,8 +95,9 @@ pub struct Resolved {
     pub row: Option<Row>,
 }
 
-/// A batch of writes to index: full key (table ++ key) → its newest write.
-pub type Batch = HashMap<Vec<u8>, Resolved>;
+/// A batch of writes to index: full key (table ++ key) → its newest write. Hashed with foldhash:
+/// an unindexed tail of 1.7 M writes spent 3 % of its reading in SipHash.
+pub type Batch = HashMap<Vec<u8>, Resolved, foldhash::fast::RandomState>;
 
 /// The full B-tree key of `key` in `table`.
 pub fn full_key(table: TableId, key: &[u8]) -> Vec<u8> {
@@ -661,18 +662,20 @@ mod tests {
         let put = |t: Tid, v: &[u8]| Resolved { tid: t, row: Some(bytes_row(v)) };
         let progress =
             Progress { indexed_epoch: 5, positions: vec![LogPosition { logger: 0, file_seq: 1, offset: 99 }] };
-        store.apply(&Batch::from([(key.clone(), put(tid(5, 1), b"new"))]), &progress, None).unwrap();
-        let stats = store.apply(&Batch::from([(key.clone(), put(tid(4, 1), b"old"))]), &progress, None).unwrap();
+        store.apply(&Batch::from_iter([(key.clone(), put(tid(5, 1), b"new"))]), &progress, None).unwrap();
+        let stats = store.apply(&Batch::from_iter([(key.clone(), put(tid(4, 1), b"old"))]), &progress, None).unwrap();
         assert_eq!((stats.installed, stats.obsolete), (0, 1));
         assert_eq!(&store.fetch(&key).unwrap().unwrap()[8..], bytes_row(b"new").encoding());
-        store.apply(&Batch::from([(key.clone(), Resolved { tid: tid(6, 1), row: None })]), &progress, None).unwrap();
+        store
+            .apply(&Batch::from_iter([(key.clone(), Resolved { tid: tid(6, 1), row: None })]), &progress, None)
+            .unwrap();
         // An older put indexed after the delete loses against its tombstone.
-        store.apply(&Batch::from([(key.clone(), put(tid(5, 2), b"older"))]), &progress, None).unwrap();
+        store.apply(&Batch::from_iter([(key.clone(), put(tid(5, 2), b"older"))]), &progress, None).unwrap();
         assert_eq!(store.fetch(&key).unwrap(), None);
         assert_eq!(store.tombstone_count().unwrap(), 1);
-        store.apply(&Batch::new(), &progress, Some(5)).unwrap();
+        store.apply(&Batch::default(), &progress, Some(5)).unwrap();
         assert_eq!(store.tombstone_count().unwrap(), 1, "a tombstone of epoch 6 outlives a purge up to 5");
-        store.apply(&Batch::new(), &progress, Some(6)).unwrap();
+        store.apply(&Batch::default(), &progress, Some(6)).unwrap();
         assert_eq!(store.tombstone_count().unwrap(), 0);
         drop(store);
         let store = IndexStore::open(Arc::clone(&fs), &dir.path().join(INDEX_FILE), true).unwrap();
