@@ -10,7 +10,7 @@
 
 use lazarus::durability::indexed::restorer::{RESTORE_START_DELAY_MAX_MS, WALKERS_MAX};
 use lazarus::durability::indexed::store::INDEX_FILE;
-use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions};
+use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions, TAIL_IN_MEMORY_LIMIT_BYTES};
 use lazarus::durability::{DurabilityTicket, LogScheme};
 use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
 use lazarus::{Database, DatabaseConfig};
@@ -381,6 +381,35 @@ fn the_unindexed_tail_is_restored_from_memory_by_fetches_and_by_the_walk() {
     db.close().unwrap();
 }
 
+/// A tail longer than the memory bound is indexed into the B-tree before the open, as the paper
+/// does, and the restore reads the B-tree alone.
+#[test]
+fn a_tail_longer_than_the_memory_bound_is_indexed_before_the_open() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, before) = crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.tail_in_memory_max_bytes = 1;
+    let (db, scheme) = open(o);
+    let report = scheme.report.lock().clone();
+    assert!(report.tail_writes > 0 && report.tail_indexed, "{report:?}");
+    // Indexed already: the running Indexer has nothing to add.
+    let indexed_epoch = scheme.indexed_epoch();
+    assert_eq!(scheme.index_now().unwrap(), indexed_epoch, "the tail was left to the running Indexer");
+    scheme.wait_restored();
+    assert_eq!(dump(&db), before);
+    let progress = scheme.restore_progress().unwrap();
+    assert_eq!(progress.total_keys, before.0.len() as u64, "only images to restore: {progress:?}");
+    db.close().unwrap();
+    drop(db);
+    // And under the default bound the same image reads it into memory.
+    let (db, scheme) = open(options(&image, IndexMode::Async));
+    let report = scheme.report.lock().clone();
+    assert!(!report.tail_indexed && report.tail_writes == 0, "nothing left unindexed: {report:?}");
+    scheme.wait_restored();
+    assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
 #[test]
 fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     let root = tempfile::tempdir().unwrap();
@@ -666,6 +695,10 @@ fn restore_settings_out_of_range_are_refused() {
     let expected =
         format!("start delay must be 0..={RESTORE_START_DELAY_MAX_MS} ms, not {}", RESTORE_START_DELAY_MAX_MS + 1);
     assert!(e.to_string().contains(&expected), "{e}");
+    let mut o = options(root.path(), IndexMode::Async);
+    o.tail_in_memory_max_bytes = TAIL_IN_MEMORY_LIMIT_BYTES + 1;
+    let Err(e) = IndexedLogging::new(o) else { panic!("a tail bound over the limit was accepted") };
+    assert!(e.to_string().contains(&format!("must be at most {TAIL_IN_MEMORY_LIMIT_BYTES} bytes")), "{e}");
     for walkers in [0, WALKERS_MAX + 1] {
         let mut o = options(root.path(), IndexMode::Async);
         o.restore_walkers = Some(walkers);

@@ -28,6 +28,7 @@ use crate::durability::frame::{self, HEADER_SIZE_BYTES};
 use crate::durability::value::files::{self, DurablePosition, Pepoch};
 use crate::durability::value::replay::read_exact_at;
 use crate::io::{FileSystem, OpenMode};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 /// Bytes of pending records held in memory before a round stops reading ahead (it resumes in
@@ -172,8 +173,10 @@ impl Indexer {
     /// One round against the `pepoch` file's contents: see the module docs.
     pub fn round(&mut self, store: &IndexStore, pepoch: &Pepoch) -> Result<RoundStats, DurabilityError> {
         let mut batch = Batch::default();
-        let mut stats =
-            self.read_round(pepoch, &mut batch, |indexer, batch, stats| indexer.flush(store, batch, stats, None))?;
+        let flush = |indexer: &Indexer, batch: &mut Batch, stats: &mut RoundStats| {
+            indexer.flush(store, batch, stats, None).map(|()| ControlFlow::Continue(()))
+        };
+        let mut stats = self.read_round(pepoch, &mut batch, flush)?;
         if stats.complete {
             self.indexed_epoch = self.indexed_epoch.max(pepoch.epoch);
         }
@@ -191,10 +194,25 @@ impl Indexer {
     /// always complete. Nothing is written: the indexed log still says the tail is to be
     /// indexed, and the running Indexer indexes it in a later round (`docs/indexed.md`,
     /// "Instant restart").
-    pub fn read_tail(&mut self, pepoch: &Pepoch) -> Result<(TailWrites, RoundStats), DurabilityError> {
+    ///
+    /// `None` once more than `max_bytes` of log are read: the rows would take too much memory,
+    /// and the caller indexes the tail instead.
+    pub fn read_tail(
+        &mut self,
+        pepoch: &Pepoch,
+        max_bytes: u64,
+    ) -> Result<Option<(TailWrites, RoundStats)>, DurabilityError> {
         assert!(self.at_rest, "the tail is read at rest");
         let mut writes = Vec::new();
-        let stats = self.read_round(pepoch, &mut writes, |_, _, _| Ok(()))?;
+        // Checked whenever `BATCH_MAX_BYTES` of records were read.
+        let within = |_: &Indexer, _: &mut TailWrites, stats: &mut RoundStats| match stats.bytes > max_bytes {
+            true => Ok(ControlFlow::Break(())),
+            false => Ok(ControlFlow::Continue(())),
+        };
+        let stats = self.read_round(pepoch, &mut writes, within)?;
+        if stats.bytes > max_bytes {
+            return Ok(None);
+        }
         assert!(stats.complete && self.pending.is_empty(), "a tail read at rest keeps nothing pending");
         // Sorted and then deduplicated, not resolved in a hash map as a round's batch is: the
         // restore needs them in key order anyway, and a tail of 1.7 M writes spent a third of
@@ -211,16 +229,17 @@ impl Indexer {
                 _ => newest.push((key, write)),
             }
         }
-        Ok((newest, stats))
+        Ok(Some((newest, stats)))
     }
 
     /// Reads every logger up to `pepoch`'s positions into `batch`, calling `flush` whenever
-    /// [`BATCH_MAX_BYTES`] of records are in it.
+    /// [`BATCH_MAX_BYTES`] of records are in it; a `Break` from it ends the round there (not
+    /// complete).
     fn read_round<S: Sink>(
         &mut self,
         pepoch: &Pepoch,
         batch: &mut S,
-        mut flush: impl FnMut(&Indexer, &mut S, &mut RoundStats) -> Result<(), DurabilityError>,
+        mut flush: impl FnMut(&Indexer, &mut S, &mut RoundStats) -> Result<ControlFlow<()>, DurabilityError>,
     ) -> Result<RoundStats, DurabilityError> {
         let p = pepoch.epoch;
         let mut stats = RoundStats::default();
@@ -257,8 +276,10 @@ impl Indexer {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 if batch_bytes >= BATCH_MAX_BYTES {
-                    flush(self, batch, &mut stats)?;
                     batch_bytes = 0;
+                    if flush(self, batch, &mut stats)?.is_break() {
+                        return Ok(stats);
+                    }
                 }
                 if reached {
                     break;

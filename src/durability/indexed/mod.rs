@@ -53,6 +53,13 @@ use store::{IndexStore, LogPosition, Progress};
 pub const WALK_DEFER_MAX_MS: u64 = 10_000;
 /// Most [`IndexedOptions::walk_defer_max_ms`] accepted.
 const WALK_DEFER_LIMIT_MS: u64 = 600_000;
+/// The default of [`IndexedOptions::tail_in_memory_max_bytes`]: the rows read take about 1.5×
+/// the log's bytes of memory until their shards are restored, and the read takes 3–9 ms a MB
+/// on this project's VMs (`docs/PERFORMANCE.md`, "Instant recovery", "Session 56") against
+/// ≈ 25 ms a MB for indexing.
+pub const TAIL_IN_MEMORY_MAX_BYTES: u64 = 1 << 30;
+/// Most [`IndexedOptions::tail_in_memory_max_bytes`] accepted.
+pub const TAIL_IN_MEMORY_LIMIT_BYTES: u64 = 16 << 30;
 
 /// AILIR or SILIR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,8 +95,14 @@ pub struct IndexedOptions {
     /// Longest the asynchronous Indexer defers its rounds while a restore walks, in
     /// milliseconds (0: it never defers; at most 600,000). A crash during the restore leaves at
     /// most this long of the clients' writes, beside what was unindexed before, for the next
-    /// start to index before it opens (`docs/indexed.md`, "The Indexer waits for the walk").
+    /// start to read before it opens (`docs/indexed.md`, "The Indexer waits for the walk").
     pub walk_defer_max_ms: u64,
+    /// Longest unindexed tail, in bytes of sequential log, that a restart reads into memory
+    /// (`docs/indexed.md`, "The tail in memory, not in the B-tree"); a longer one (an Indexer
+    /// that failed or fell far behind before the crash) is indexed into the B-tree before the
+    /// database opens, as the paper does, in bounded batches. At most
+    /// [`TAIL_IN_MEMORY_LIMIT_BYTES`].
+    pub tail_in_memory_max_bytes: u64,
     /// The most of the machine's CPU the restore's walk takes while the database serves
     /// requests, in (0, 1] (1: as much as the kernel gives it). Unloaded, the walk runs at full
     /// speed whatever this says (`docs/indexed.md`, "The walk's share of the CPU").
@@ -129,6 +142,7 @@ impl IndexedOptions {
             verify_on_open: false,
             restore_walkers: None,
             walk_defer_max_ms: WALK_DEFER_MAX_MS,
+            tail_in_memory_max_bytes: TAIL_IN_MEMORY_MAX_BYTES,
             restore_cpu_share: restorer::RESTORE_CPU_SHARE,
             restore_front_load: restorer::RESTORE_FRONT_LOAD,
             restore_awaits_serving: false,
@@ -153,8 +167,11 @@ pub struct IndexedRecoveryReport {
     pub tail_writes: u64,
     /// Milliseconds opening the indexed log (redb's open after a crash).
     pub store_open_ms: f64,
-    /// Milliseconds reading the unindexed tail.
+    /// Milliseconds reading the unindexed tail (or indexing it).
     pub tail_ms: f64,
+    /// The tail was longer than [`IndexedOptions::tail_in_memory_max_bytes`] and was indexed
+    /// into the B-tree before opening.
+    pub tail_indexed: bool,
     /// Milliseconds from the start of recovery until the database could open.
     pub open_ms: f64,
 }
@@ -314,6 +331,12 @@ impl IndexedLogging {
     pub fn new(options: IndexedOptions) -> Result<IndexedLogging, DurabilityError> {
         if !(1..=10_000).contains(&options.index_interval_ms) {
             return Err(DurabilityError::Failed("index interval must be 1..=10000 ms".into()));
+        }
+        if options.tail_in_memory_max_bytes > TAIL_IN_MEMORY_LIMIT_BYTES {
+            return Err(DurabilityError::Failed(format!(
+                "the unindexed tail read into memory must be at most {TAIL_IN_MEMORY_LIMIT_BYTES} bytes, not {}",
+                options.tail_in_memory_max_bytes
+            )));
         }
         if options.walk_defer_max_ms > WALK_DEFER_LIMIT_MS {
             return Err(DurabilityError::Failed(format!(
@@ -513,15 +536,33 @@ impl IndexedLogging {
         // them so for good). It is not indexed here: the restore compares each write with its
         // key's image, and the running Indexer indexes the tail from the resume positions,
         // which stay as they are (`docs/indexed.md`, "Instant restart").
-        let mut indexer =
-            Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone()).at_rest();
-        let (tail, stats) = indexer.read_tail(&pepoch)?;
+        let at_rest =
+            || Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone()).at_rest();
+        let max_bytes = self.shared.options.tail_in_memory_max_bytes;
+        let (tail, stats, resume) = match at_rest().read_tail(&pepoch, max_bytes)? {
+            Some((tail, stats)) => (tail, stats, progress.clone()),
+            None => {
+                // Too long to hold in memory: indexed first (at rest, so complete: every later
+                // record is void), and the running Indexer resumes at each logger's next file.
+                // Not at the durable positions: the files recovery discards lie between, and the
+                // running Indexer would wait for each one it looked up (200 ms, for a rotation
+                // in flight).
+                let stats = at_rest().round(&store, &pepoch)?;
+                let positions = (next_seq.iter().enumerate())
+                    .map(|(logger, &seq)| LogPosition { logger: logger as u32, file_seq: seq, offset: 0 })
+                    .collect();
+                (Vec::new(), stats, Progress { indexed_epoch: pepoch.epoch, positions })
+            }
+        };
         let max_epoch_seen = stats.max_epoch.max(max_epoch_in_names(fs, options)?);
         let tail_ms = tail_started.elapsed().as_secs_f64() * 1e3;
         report.next_file_seq = next_seq;
         report.bytes = stats.bytes;
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
+        if resume != progress {
+            store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
+        }
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
         self.next_checkpoint_id.store(manifest.as_ref().map_or(1, |m| m.checkpoint_id + 1), Ordering::SeqCst);
         report.next_checkpoint_id = self.next_checkpoint_id.load(Ordering::SeqCst);
@@ -549,14 +590,15 @@ impl IndexedLogging {
             }
             *self.shared.restorer.lock() = Some(restorer);
         }
-        // Resumes where the indexed log says: the tail is still to index.
-        let indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, report.holes.clone());
+        // Resumes where the indexed log says: a tail read into memory is still to index.
+        let indexer = Indexer::new(options.fs.clone(), options.log_dirs.clone(), &resume, report.holes.clone());
         *self.shared.resume_seqs.lock() = indexer.resume_file_seqs();
         *self.shared.indexer.lock() = Some(indexer);
-        self.shared.indexed_epoch.store(progress.indexed_epoch, Ordering::SeqCst);
+        self.shared.indexed_epoch.store(resume.indexed_epoch, Ordering::SeqCst);
         *self.shared.store.write() = Some(store);
         let mut r = self.report.lock();
         r.kind = if has_log { "instant" } else { "fresh" };
+        r.tail_indexed = resume != progress;
         r.tail_bytes = stats.bytes;
         r.tail_writes = stats.writes;
         r.store_open_ms = store_open_ms;

@@ -671,7 +671,10 @@ impl Restorer {
                         merge_tail(&catalog, &tail[tail_at..tail_at + below], decoded, &mut batch_keys, &pinned);
                     let (merged, both) = merged.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
                     decoded = merged;
-                    self.total_keys.fetch_sub(both, Ordering::Relaxed);
+                    // Saturating: an image indexed after the restart (the Indexer's deferral
+                    // ran out) can meet a tail write whose key the count did not include.
+                    let fewer = |total: u64| Some(total.saturating_sub(both));
+                    let _ = self.total_keys.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer);
                     tail_at += below;
                 }
                 drop(tail);
