@@ -76,7 +76,7 @@
 //! the sequential log and the checkpoint.
 
 use super::governor::{Governor, ShareSchedule, ThreadClock, process_cpu_ns};
-use super::indexer::TailWrites;
+use super::indexer::{TailWrite, TailWrites};
 use super::store::{self, ImageReader, IndexStore};
 use crate::allocator::SmallPages;
 use crate::storage::point::Prefetch;
@@ -216,15 +216,6 @@ impl Restored {
     }
 }
 
-/// A write of the unindexed tail, read into memory at the restart instead of into the B-tree
-/// (module docs, "The unindexed tail"): its key's newest write of the tail.
-struct TailWrite {
-    full: Vec<u8>,
-    tid: Tid,
-    /// `None`: the key was deleted.
-    row: Option<Row>,
-}
-
 /// A key range of the B-tree, walked by one walker at a time.
 struct Shard {
     lo: Vec<u8>,
@@ -232,18 +223,8 @@ struct Shard {
     /// `restored.done`, readable without the lock.
     done: AtomicBool,
     restored: Mutex<Restored>,
-    /// The tail's writes of this range, in key order; emptied when the shard is done. Read by
-    /// fetches and by the shard's walker, never changed before the shard is done.
-    tail: parking_lot::RwLock<Vec<TailWrite>>,
-}
-
-impl Shard {
-    /// The tail's write of `full`, if the tail holds one.
-    fn tail_write(&self, full: &[u8]) -> Option<(Tid, Option<Row>)> {
-        let tail = self.tail.read();
-        let at = tail.binary_search_by(|w| w.full.as_slice().cmp(full)).ok()?;
-        Some((tail[at].tid, tail[at].row.clone()))
-    }
+    /// Where the tail's writes of this range lie in [`Restorer::tail`].
+    tail: std::ops::Range<usize>,
 }
 
 /// Progress of a restore, for INFO's `recovery` section.
@@ -385,6 +366,9 @@ pub struct Restorer {
     done: AtomicBool,
     walked_lock: Mutex<()>,
     walked: Condvar,
+    /// The unindexed tail's writes, in key order (module docs, "The unindexed tail"); each
+    /// shard's are a range of them. Read by fetches and walkers, dropped when the walk ends.
+    tail: parking_lot::RwLock<TailWrites>,
     /// Keys to restore (see [`RestoreProgress::total_keys`]).
     total_keys: AtomicU64,
     walked_keys: AtomicU64,
@@ -431,10 +415,10 @@ impl Restorer {
             "start delay over {RESTORE_START_DELAY_MAX_MS} ms"
         );
         // An upper bound: a key of the tail may have an image too.
-        let total_keys = store.image_count()? + tail.iter().filter(|(_, w)| w.row.is_some()).count() as u64;
-        let (shards, image_tables) = layout(&store.reader()?)?;
+        let total_keys = store.image_count()? + tail.iter().filter(|w| w.row.is_some()).count() as u64;
+        let (mut shards, image_tables) = layout(&store.reader()?)?;
         assert!(shards.first().is_some_and(|s| s.lo.is_empty()), "the shards must cover the whole key space");
-        deal_tail(&shards, tail);
+        deal_tail(&mut shards, &tail);
         let shard_lows = shards.iter().map(|s| Key::from(s.lo.as_slice())).collect();
         Ok(Restorer {
             store,
@@ -449,6 +433,7 @@ impl Restorer {
             done: AtomicBool::new(false),
             walked_lock: Mutex::new(()),
             walked: Condvar::new(),
+            tail: parking_lot::RwLock::new(tail),
             total_keys: AtomicU64::new(total_keys),
             walked_keys: AtomicU64::new(0),
             on_demand_keys: AtomicU64::new(0),
@@ -580,6 +565,8 @@ impl Restorer {
             let spent_ns = process_cpu_ns().saturating_sub(self.process_cpu_ns.0.load(Ordering::Relaxed));
             *self.process_cpu_ns.1.lock() = Some(spent_ns);
         }
+        // The tables hold the tail's rows now.
+        drop(std::mem::take(&mut *self.tail.write()));
         // Kept read transactions would hold their snapshots' pages for good.
         for slot in &self.readers {
             *slot.lock() = None;
@@ -664,7 +651,8 @@ impl Restorer {
                 let read = read.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
                 let ended = read < WALK_BATCH_KEYS;
                 let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&position)) };
-                let tail = shard.tail.read();
+                let guard = self.tail.read();
+                let tail = &guard[shard.tail.clone()];
                 let below = tail[tail_at..].partition_point(|w| end.above(&w.full));
                 if below > 0 {
                     let merged =
@@ -677,7 +665,7 @@ impl Restorer {
                     let _ = self.total_keys.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer);
                     tail_at += below;
                 }
-                drop(tail);
+                drop(guard);
                 let passed = decoded.len() as u64;
                 let linked = link_batch(shard, decoded, &batch_keys, &end);
                 self.walked_keys.fetch_add(passed, Ordering::Relaxed);
@@ -697,9 +685,6 @@ impl Restorer {
         restored.done = true;
         restored.fetched = HashSet::default();
         shard.done.store(true, Ordering::SeqCst);
-        drop(restored);
-        // The tables hold the rows now; a fetch of a done shard no longer reads the tail.
-        drop(std::mem::take(&mut *shard.tail.write()));
         true
     }
 
@@ -772,6 +757,14 @@ impl Restorer {
         self.shard_lows.partition_point(|lo| lo.as_bytes() <= full).saturating_sub(1)
     }
 
+    /// The tail's write of `full` (in `shard`), if the tail holds one.
+    fn tail_write(&self, shard: &Shard, full: &[u8]) -> Option<(Tid, Option<Row>)> {
+        let tail = self.tail.read();
+        let mine = tail.get(shard.tail.clone())?;
+        let at = mine.binary_search_by(|w| w.full.as_slice().cmp(full)).ok()?;
+        Some((mine[at].tid, mine[at].row.clone()))
+    }
+
     /// The shard holding `full`.
     fn shard_of(&self, full: &[u8]) -> &Shard {
         &self.shards[self.shard_index(full)]
@@ -791,7 +784,7 @@ impl Restorer {
             Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
         };
         let image = image.map(|image| decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m)));
-        let decoded = newest(image, shard.tail_write(full));
+        let decoded = newest(image, self.tail_write(shard, full));
         if decoded.is_some() {
             prefetch_link(table, key, &crossbeam_epoch::pin());
         }
@@ -861,7 +854,7 @@ fn layout(reader: &ImageReader) -> Result<(Vec<Shard>, Vec<TableId>), crate::dur
             hi: starts.get(i + 1).map_or(Upper::End, |hi| Upper::Key(hi.clone())),
             done: AtomicBool::new(false),
             restored: Mutex::new(Restored::default()),
-            tail: parking_lot::RwLock::new(Vec::new()),
+            tail: 0..0,
         })
         .collect();
     Ok((shards, tables.into_iter().map(|(table, _, _)| table).collect()))
@@ -1046,16 +1039,17 @@ fn newest(image: Option<(Tid, Row)>, tail: Option<(Tid, Option<Row>)>) -> Option
     }
 }
 
-/// Gives each shard the tail's writes (in key order) of its range.
-fn deal_tail(shards: &[Shard], tail: TailWrites) {
-    assert!(tail.windows(2).all(|w| w[0].0 < w[1].0), "the tail's writes are in key order, one a key");
-    let mut writes = tail.into_iter().map(|(full, w)| TailWrite { full, tid: w.tid, row: w.row }).peekable();
+/// Gives each shard the range of the tail's writes (in key order) that its keys cover.
+fn deal_tail(shards: &mut [Shard], tail: &[TailWrite]) {
+    assert!(tail.windows(2).all(|w| w[0].full < w[1].full), "the tail's writes are in key order, one a key");
+    let mut at = 0;
     for shard in shards {
-        let mine: Vec<TailWrite> = std::iter::from_fn(|| writes.next_if(|w| shard.hi.above(&w.full))).collect();
-        assert!(mine.first().is_none_or(|w| w.full.as_slice() >= shard.lo.as_slice()), "a write below its shard");
-        *shard.tail.write() = mine;
+        let end = at + tail[at..].partition_point(|w| shard.hi.above(&w.full));
+        assert!(tail.get(at).is_none_or(|w| at == end || w.full >= shard.lo), "a write below its shard");
+        shard.tail = at..end;
+        at = end;
     }
-    assert!(writes.next().is_none(), "the shards cover the whole key space");
+    assert!(at == tail.len(), "the shards cover the whole key space");
 }
 
 /// Starts loading the point-index slot a link of `key` will probe: a batch is decoded before it
@@ -1300,16 +1294,13 @@ mod tests {
             hi: hi.map_or(Upper::End, |hi| Upper::Key(hi.to_vec())),
             done: AtomicBool::new(false),
             restored: Mutex::new(Restored::default()),
-            tail: parking_lot::RwLock::new(Vec::new()),
+            tail: 0..0,
         };
-        let shards = [shard(b"", Some(b"c")), shard(b"c", Some(b"m")), shard(b"m", None)];
-        let write = |k: &[u8]| (k.to_vec(), store::Resolved { tid: Tid::new(1, 1), row: None });
-        deal_tail(&shards, vec![write(b"a"), write(b"b"), write(b"m"), write(b"z")]);
-        let keys = |s: &Shard| s.tail.read().iter().map(|w| w.full.clone()).collect::<Vec<_>>();
-        assert_eq!(keys(&shards[0]), vec![b"a".to_vec(), b"b".to_vec()]);
-        assert!(keys(&shards[1]).is_empty());
-        assert_eq!(keys(&shards[2]), vec![b"m".to_vec(), b"z".to_vec()]);
-        assert!(shards[0].tail_write(b"b").is_some() && shards[0].tail_write(b"c").is_none());
+        let mut shards = [shard(b"", Some(b"c")), shard(b"c", Some(b"m")), shard(b"m", None)];
+        let write = |k: &[u8]| TailWrite { full: k.to_vec(), tid: Tid::new(1, 1), row: None };
+        deal_tail(&mut shards, &[write(b"a"), write(b"b"), write(b"m"), write(b"z")]);
+        let ranges: Vec<_> = shards.iter().map(|s| s.tail.clone()).collect();
+        assert_eq!(ranges, vec![0..2, 2..2, 2..4]);
     }
 
     #[test]
