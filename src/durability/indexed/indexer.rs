@@ -509,46 +509,10 @@ fn newest_per_key(writes: &mut TailWrites) {
     });
 }
 
-/// Sorts `writes` by key, comparing (an 8-byte word of the key after the prefix all share,
-/// index) pairs, and the keys themselves only where two words tie; then moves each write to its
-/// place in the vector. A 1.7 M-write tail sorted as the writes with 32-byte head words beside
-/// them ([`crate::storage::key::sort_by_head_words`]) took a fifth of its read, and the copy
-/// with the words beside is as large again as the writes, all fresh memory, which a VM backs
-/// slowly right after a crash.
+/// Sorts `writes` by key, comparing words of the keys copied beside them (a write's key lives
+/// behind a pointer).
 fn sort_by_key(writes: &mut TailWrites) {
-    let Some(first) = writes.first() else { return };
-    assert!(writes.len() < u32::MAX as usize, "a tail of more than 4 G writes");
-    let first = first.full.clone();
-    let skip = writes
-        .iter()
-        .fold(first.len(), |shared, w| shared.min(first.iter().zip(&w.full).take_while(|(a, b)| a == b).count()));
-    let head = |key: &[u8]| {
-        let mut word = [0u8; 8];
-        let start = skip.min(key.len());
-        let bytes = &key[start..(start + 8).min(key.len())];
-        word[..bytes.len()].copy_from_slice(bytes);
-        u64::from_be_bytes(word)
-    };
-    let mut order: Vec<(u64, u32)> = writes.iter().enumerate().map(|(i, w)| (head(&w.full), i as u32)).collect();
-    // Zero padding keeps the words' order the keys' wherever the words differ (a key ending
-    // inside the word is a prefix of the other, so the smaller).
-    order
-        .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| writes[a.1 as usize].full.cmp(&writes[b.1 as usize].full)));
-    // Position k takes the write at `order[k]`: each cycle of the permutation is followed once,
-    // and its entries marked done.
-    const DONE: u32 = u32::MAX;
-    for start in 0..order.len() {
-        let mut at = start;
-        while order[at].1 != DONE {
-            let from = order[at].1 as usize;
-            order[at].1 = DONE;
-            if from == start {
-                break;
-            }
-            writes.swap(at, from);
-            at = from;
-        }
-    }
+    crate::storage::key::sort_by_head_words(writes, |w| w.full.as_slice());
 }
 
 /// Runs a directory lookup until it finds something, `1 + retries` times at most: a logger
