@@ -651,8 +651,8 @@ impl Restorer {
                 let read = read.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
                 let ended = read < WALK_BATCH_KEYS;
                 let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&position)) };
-                let guard = self.tail.read();
-                let tail = &guard[shard.tail.clone()];
+                let guard = (!shard.tail.is_empty()).then(|| self.tail.read());
+                let tail = guard.as_ref().map_or(&[][..], |tail| &tail[shard.tail.clone()]);
                 let below = tail[tail_at..].partition_point(|w| end.above(&w.full));
                 if below > 0 {
                     let merged =
@@ -759,6 +759,11 @@ impl Restorer {
 
     /// The tail's write of `full` (in `shard`), if the tail holds one.
     fn tail_write(&self, shard: &Shard, full: &[u8]) -> Option<(Tid, Option<Row>)> {
+        // Most shards have no tail writes (every one, after a crash the Indexer had caught up
+        // with): no lock then, which every fetching thread would share.
+        if shard.tail.is_empty() {
+            return None;
+        }
         let tail = self.tail.read();
         let mine = tail.get(shard.tail.clone())?;
         let at = mine.binary_search_by(|w| w.full.as_slice().cmp(full)).ok()?;
