@@ -37,13 +37,14 @@
 //!
 //! The tail of the sequential log that the Indexer had not indexed at the crash is read into
 //! memory at the restart, not indexed ([`super::indexer::Indexer::read_tail`]: each key's newest
-//! write, in key order), and dealt to the shards by range ([`TailWrite`]). A key then has up to
-//! two sources, its image in the B-tree and its write in the tail, and either can be the newer:
+//! write, in key order, [`TailWrite`]); each shard knows the range of them its keys cover
+//! ([`deal_tail`]). A key then has up to two sources, its image in the B-tree and its write in
+//! the tail, and either can be the newer:
 //! the tail is re-read from each logger's oldest pending record, so it holds writes the B-tree
 //! holds too, and a key's write in one logger's tail can be older than its image indexed from
 //! another logger. A fetch looks its key up in both, the walk merges the tail writes below each
 //! batch's end into the batch ([`merge_tail`]), and both restore the write with the larger TID
-//! ([`newest`]); a delete restores the key absent. A shard's tail is dropped when it is done.
+//! ([`newest`]); a delete restores the key absent. The tail is dropped when the walk ends.
 //!
 //! # The contract, and why it holds
 //!
