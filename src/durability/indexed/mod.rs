@@ -53,8 +53,8 @@ use store::{IndexStore, LogPosition, Progress};
 pub const WALK_DEFER_MAX_MS: u64 = 10_000;
 /// Most [`IndexedOptions::walk_defer_max_ms`] accepted.
 const WALK_DEFER_LIMIT_MS: u64 = 600_000;
-/// The default of [`IndexedOptions::tail_in_memory_max_bytes`]: the rows read take about 1.5×
-/// the log's bytes of memory until their shards are restored, and the read takes 3–9 ms a MB
+/// The default of [`IndexedOptions::tail_in_memory_max_bytes`]: the keys, rows and entries read
+/// take about 1.5× the log's bytes of memory until the walk ends (an estimate from their sizes), and the read takes 3–9 ms a MB
 /// on this project's VMs (`docs/PERFORMANCE.md`, "Instant recovery", "Session 56") against
 /// ≈ 25 ms a MB for indexing.
 pub const TAIL_IN_MEMORY_MAX_BYTES: u64 = 1 << 30;
