@@ -951,25 +951,30 @@ fn table_of<'c, 'k>(catalog: &'c Catalog, full: &'k [u8]) -> Result<Option<(&'c 
 /// every tail write below its end, which can be many (keys created after the last image of a
 /// shard, say), and a request to the shard waits while the lock is held. Keys requests restored
 /// ahead of the walk are left alone. Returns how many records were linked.
-fn link_batch(shard: &Shard, mut decoded: Vec<Decoded<'_>>, batch_keys: &[u8], end: &Upper) -> u64 {
-    let mut linked = 0;
-    loop {
-        let last = decoded.len() <= LINK_CHUNK_KEYS;
-        let (mut chunk, chunk_end) = if last {
-            (std::mem::take(&mut decoded), end.clone())
-        } else {
-            let chunk: Vec<Decoded<'_>> = decoded.drain(..LINK_CHUNK_KEYS).collect();
-            let key = chunk.last().map_or(&[][..], |d| &batch_keys[d.full.clone()]);
-            let chunk_end = Upper::Key(successor(key));
-            (chunk, chunk_end)
-        };
+fn link_batch(shard: &Shard, decoded: Vec<Decoded<'_>>, batch_keys: &[u8], end: &Upper) -> u64 {
+    let link = |mut chunk: Vec<Decoded<'_>>, chunk_end: Upper| {
         let mut restored = shard.restored.lock();
         chunk.retain(|d| !restored.take_fetched(&batch_keys[d.full.clone()]));
-        linked += chunk.len() as u64;
+        let linked = chunk.len() as u64;
         link_runs(chunk);
         restored.add_walked(chunk_end);
-        drop(restored);
-        if last {
+        linked
+    };
+    // The usual batch: one hold, and the batch's vector moved, not copied.
+    if decoded.len() <= LINK_CHUNK_KEYS {
+        return link(decoded, end.clone());
+    }
+    let mut rest = decoded.into_iter().peekable();
+    let mut linked = 0;
+    loop {
+        let chunk: Vec<Decoded<'_>> = rest.by_ref().take(LINK_CHUNK_KEYS).collect();
+        let chunk_end = match (rest.peek(), chunk.last()) {
+            (Some(_), Some(last)) => Upper::Key(successor(&batch_keys[last.full.clone()])),
+            _ => end.clone(),
+        };
+        let ended = rest.peek().is_none();
+        linked += link(chunk, chunk_end);
+        if ended {
             return linked;
         }
     }
@@ -1291,6 +1296,42 @@ mod tests {
         assert_eq!(got, want);
         // Unlinked records are dropped with the batch (a walk drops those requests restored).
         drop(merged);
+    }
+
+    #[test]
+    fn a_batch_longer_than_a_lock_hold_is_linked_in_chunks_up_to_its_end() {
+        let catalog = kv_catalog();
+        let mut batch_keys = Vec::new();
+        // Keys the tail created past the B-tree's last image: all in one batch.
+        let writes: Vec<TailWrite> = (0..200).map(|k| tail_write(k, 6, Some(k * 10))).collect();
+        let guard = crossbeam_epoch::pin();
+        let (decoded, both) = merge_tail(&catalog, &writes, Vec::new(), &mut batch_keys, &guard).unwrap();
+        drop(guard);
+        assert_eq!((decoded.len(), both), (200, 0));
+        let shard = Shard {
+            lo: Vec::new(),
+            hi: Upper::End,
+            done: AtomicBool::new(false),
+            restored: Mutex::new(Restored::default()),
+            tail: 0..0,
+        };
+        // A request restored key 100 first (absent, say): the walk leaves it alone.
+        shard.restored.lock().add_fetched(&full(100));
+        assert_eq!(link_batch(&shard, decoded, &batch_keys, &Upper::End), 199);
+        assert_eq!(shard.restored.lock().walked_to, Some(Upper::End));
+        let table = catalog.table(0).unwrap();
+        let mut keys = 0;
+        table.primary.scan(
+            &crate::storage::KeyRange::all(),
+            crate::storage::Direction::Forward,
+            usize::MAX,
+            &mut |_, r| {
+                keys += 1;
+                assert!(!r.word().is_locked(), "a linked record left locked");
+                true
+            },
+        );
+        assert_eq!(keys, 199);
     }
 
     #[test]
