@@ -79,13 +79,9 @@ pub struct Indexer {
     /// The last closed file read to its end without finding its end block (named if the
     /// round stalls on it).
     unended: Option<PathBuf>,
-    /// How many times a lookup that finds nothing, or a read that makes no progress, is tried
-    /// again (1 ms apart) before the file counts as missing or the round as stuck: a logger may
-    /// be between renaming `data.log` and creating the next one. 0 during recovery, when
-    /// nothing else writes the directories.
-    retries: usize,
-    /// Reading at a restart ([`Indexer::at_rest`]): records of epochs above the round's are
-    /// void for good, and are skipped instead of kept pending.
+    /// Reading at a restart ([`Indexer::at_rest`]): nothing else writes the directories, so
+    /// nothing is looked for again ([`Indexer::retries`]), and records of epochs above the
+    /// round's are void for good, and are skipped instead of kept pending.
     at_rest: bool,
 }
 
@@ -112,7 +108,6 @@ impl Indexer {
             holes,
             indexed_epoch: progress.indexed_epoch,
             unended: None,
-            retries: LOOKUP_ATTEMPTS,
             at_rest: false,
         }
     }
@@ -124,9 +119,15 @@ impl Indexer {
     /// sweeps take hours. Records of epochs above a round's persistent epoch are void for good
     /// there and are skipped (a running Indexer keeps them until their epoch is persistent).
     pub fn at_rest(mut self) -> Indexer {
-        self.retries = 0;
         self.at_rest = true;
         self
+    }
+
+    /// How many times a lookup that finds nothing, or a read that makes no progress, is tried
+    /// again (1 ms apart) before the file counts as missing or the round as stuck: a logger may
+    /// be between renaming `data.log` and creating the next one. None at rest.
+    fn retries(&self) -> usize {
+        if self.at_rest { 0 } else { LOOKUP_ATTEMPTS }
     }
 
     /// Every record of an epoch ≤ this is in the B-tree.
@@ -252,7 +253,7 @@ impl Indexer {
                 let before = self.cursors[logger];
                 let reached = self.read_logger(logger, target, p, batch, &mut batch_bytes, &mut stats)?;
                 stalled = if self.cursors[logger] == before { stalled + 1 } else { 0 };
-                if !reached && stalled > self.retries {
+                if !reached && stalled > self.retries() {
                     let reason = format!("no progress reading logger {logger}'s file {}", before.file_seq);
                     return match self.unended.take() {
                         Some(file) => {
@@ -315,7 +316,7 @@ impl Indexer {
         {
             return Ok(true);
         }
-        let retries = self.retries;
+        let retries = self.retries();
         let Some(path) = settled(retries, || find_file(self.fs.as_ref(), &dir, cursor.file_seq))? else {
             if cursor.file_seq == target.file_seq {
                 return Err(corrupt(
@@ -497,7 +498,8 @@ impl Sink for TailWrites {
 
 /// Leaves in `writes` each key's write with the largest TID, in key order.
 fn newest_per_key(writes: &mut TailWrites) {
-    sort_by_key(writes);
+    // With words of the keys copied beside them: a write's key lives behind a pointer.
+    crate::storage::key::sort_by_head_words(writes, |w| w.full.as_slice());
     writes.dedup_by(|later, kept| {
         if later.full != kept.full {
             return false;
@@ -507,12 +509,6 @@ fn newest_per_key(writes: &mut TailWrites) {
         }
         true
     });
-}
-
-/// Sorts `writes` by key, comparing words of the keys copied beside them (a write's key lives
-/// behind a pointer).
-fn sort_by_key(writes: &mut TailWrites) {
-    crate::storage::key::sort_by_head_words(writes, |w| w.full.as_slice());
 }
 
 /// Runs a directory lookup until it finds something, `1 + retries` times at most: a logger

@@ -560,7 +560,8 @@ impl IndexedLogging {
         report.bytes = stats.bytes;
         recovery::record_void_epochs(&mut report, &pepoch, max_epoch_seen);
         recovery::settle_directory(fs, options, &replay, &discard, &pepoch, &report)?;
-        if resume != progress {
+        let tail_indexed = resume != progress;
+        if tail_indexed {
             store.apply(&Default::default(), &resume, Some(pepoch.epoch))?;
         }
         let manifest = checkpoint::loader::read_manifest(fs, &options.log_dirs[0])?;
@@ -598,7 +599,7 @@ impl IndexedLogging {
         *self.shared.store.write() = Some(store);
         let mut r = self.report.lock();
         r.kind = if has_log { "instant" } else { "fresh" };
-        r.tail_indexed = resume != progress;
+        r.tail_indexed = tail_indexed;
         r.tail_bytes = stats.bytes;
         r.tail_writes = stats.writes;
         r.store_open_ms = store_open_ms;

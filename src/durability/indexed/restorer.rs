@@ -652,8 +652,8 @@ impl Restorer {
                 let read = read.unwrap_or_else(|e| fatal_with(&self.store, &e.to_string()));
                 let ended = read < WALK_BATCH_KEYS;
                 let end = if ended { shard.hi.clone() } else { Upper::Key(successor(&position)) };
-                let guard = (!shard.tail.is_empty()).then(|| self.tail.read());
-                let tail = guard.as_ref().map_or(&[][..], |tail| &tail[shard.tail.clone()]);
+                let guard = self.shard_tail(shard);
+                let tail = guard.as_deref().unwrap_or_default();
                 let below = tail[tail_at..].partition_point(|w| end.above(&w.full));
                 if below > 0 {
                     let merged =
@@ -758,15 +758,19 @@ impl Restorer {
         self.shard_lows.partition_point(|lo| lo.as_bytes() <= full).saturating_sub(1)
     }
 
-    /// The tail's write of `full` (in `shard`), if the tail holds one.
-    fn tail_write(&self, shard: &Shard, full: &[u8]) -> Option<(Tid, Option<Row>)> {
-        // Most shards have no tail writes (every one, after a crash the Indexer had caught up
-        // with): no lock then, which every fetching thread would share.
+    /// `shard`'s writes of the tail, `None` if it has none (or the walk has ended and the tail
+    /// is gone). Most shards have none (every one, after a crash the Indexer had caught up
+    /// with): no lock then, which every fetching thread would share.
+    fn shard_tail(&self, shard: &Shard) -> Option<parking_lot::MappedRwLockReadGuard<'_, [TailWrite]>> {
         if shard.tail.is_empty() {
             return None;
         }
-        let tail = self.tail.read();
-        let mine = tail.get(shard.tail.clone())?;
+        parking_lot::RwLockReadGuard::try_map(self.tail.read(), |tail| tail.get(shard.tail.clone())).ok()
+    }
+
+    /// The tail's write of `full` (in `shard`), if the tail holds one.
+    fn tail_write(&self, shard: &Shard, full: &[u8]) -> Option<(Tid, Option<Row>)> {
+        let mine = self.shard_tail(shard)?;
         let at = mine.binary_search_by(|w| w.full.as_slice().cmp(full)).ok()?;
         Some((mine[at].tid, mine[at].row.clone()))
     }
@@ -922,11 +926,26 @@ fn decode<'c>(
 ) -> Result<Option<Decoded<'c>>, WalkError> {
     let Some((table, key)) = table_of(catalog, full)? else { return Ok(None) };
     let (tid, row) = decode_image(image).map_err(WalkError::Image)?;
+    Ok(Some(to_link(table, key, full, row, tid, guard, batch_keys)))
+}
+
+/// `row` at `tid` as the locked record a link of `key` (full key `full`) takes, its slot's load
+/// started and its full key appended to `batch_keys`: an image's ([`decode`]) or a tail
+/// write's ([`decode_tail`]).
+fn to_link<'c>(
+    table: &'c Table,
+    key: &[u8],
+    full: &[u8],
+    row: Row,
+    tid: Tid,
+    guard: &crossbeam_epoch::Guard,
+    batch_keys: &mut Vec<u8>,
+) -> Decoded<'c> {
     prefetch_link(table, key, guard);
     let start = batch_keys.len();
     batch_keys.extend_from_slice(full);
     let record = Record::present_locked(key, row, tid);
-    Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
+    Decoded { table, record, full: start..batch_keys.len() }
 }
 
 /// The table of a full key and its primary key; `None` if the table was created after the
@@ -1033,11 +1052,7 @@ fn decode_tail<'c>(
     batch_keys: &mut Vec<u8>,
 ) -> Result<Option<Decoded<'c>>, WalkError> {
     let Some((table, key)) = table_of(catalog, &write.full)? else { return Ok(None) };
-    prefetch_link(table, key, guard);
-    let start = batch_keys.len();
-    batch_keys.extend_from_slice(&write.full);
-    let record = Record::present_locked(key, row, write.tid);
-    Ok(Some(Decoded { table, record, full: start..batch_keys.len() }))
+    Ok(Some(to_link(table, key, &write.full, row, write.tid, guard, batch_keys)))
 }
 
 /// The newer of a key's image and its write in the tail (`None` if the newer is a delete, or
@@ -1238,6 +1253,17 @@ mod tests {
         Row::new(vec![crate::storage::Value::Int(k), crate::storage::Value::Int(v)])
     }
 
+    /// A shard of `lo..hi` (`None`: to the end), nothing restored and no tail writes.
+    fn test_shard(lo: &[u8], hi: Option<&[u8]>) -> Shard {
+        Shard {
+            lo: lo.to_vec(),
+            hi: hi.map_or(Upper::End, |hi| Upper::Key(hi.to_vec())),
+            done: AtomicBool::new(false),
+            restored: Mutex::new(Restored::default()),
+            tail: 0..0,
+        }
+    }
+
     fn tail_write(k: i64, epoch: u64, v: Option<i64>) -> TailWrite {
         TailWrite { full: full(k), tid: Tid::new(epoch, 1), row: v.map(|v| kv_row(k, v)) }
     }
@@ -1308,13 +1334,7 @@ mod tests {
         let (decoded, both) = merge_tail(&catalog, &writes, Vec::new(), &mut batch_keys, &guard).unwrap();
         drop(guard);
         assert_eq!((decoded.len(), both), (200, 0));
-        let shard = Shard {
-            lo: Vec::new(),
-            hi: Upper::End,
-            done: AtomicBool::new(false),
-            restored: Mutex::new(Restored::default()),
-            tail: 0..0,
-        };
+        let shard = test_shard(b"", None);
         // A request restored key 100 first (absent, say): the walk leaves it alone.
         shard.restored.lock().add_fetched(&full(100));
         assert_eq!(link_batch(&shard, decoded, &batch_keys, &Upper::End), 199);
@@ -1347,13 +1367,7 @@ mod tests {
         let guard = crossbeam_epoch::pin();
         let (decoded, _) = merge_tail(&catalog, &writes, Vec::new(), &mut batch_keys, &guard).unwrap();
         drop(guard);
-        let shard = Shard {
-            lo: Vec::new(),
-            hi: Upper::End,
-            done: AtomicBool::new(false),
-            restored: Mutex::new(Restored::default()),
-            tail: 0..0,
-        };
+        let shard = test_shard(b"", None);
         let table = catalog.table(0).unwrap();
         let linking = AtomicBool::new(true);
         let looks = std::thread::scope(|scope| {
@@ -1383,14 +1397,7 @@ mod tests {
 
     #[test]
     fn each_shard_is_dealt_the_tail_writes_of_its_range() {
-        let shard = |lo: &[u8], hi: Option<&[u8]>| Shard {
-            lo: lo.to_vec(),
-            hi: hi.map_or(Upper::End, |hi| Upper::Key(hi.to_vec())),
-            done: AtomicBool::new(false),
-            restored: Mutex::new(Restored::default()),
-            tail: 0..0,
-        };
-        let mut shards = [shard(b"", Some(b"c")), shard(b"c", Some(b"m")), shard(b"m", None)];
+        let mut shards = [test_shard(b"", Some(b"c")), test_shard(b"c", Some(b"m")), test_shard(b"m", None)];
         let write = |k: &[u8]| TailWrite { full: k.to_vec(), tid: Tid::new(1, 1), row: None };
         deal_tail(&mut shards, &[write(b"a"), write(b"b"), write(b"m"), write(b"z")]);
         let ranges: Vec<_> = shards.iter().map(|s| s.tail.clone()).collect();
