@@ -10,7 +10,9 @@
 
 use lazarus::durability::indexed::restorer::{RESTORE_START_DELAY_MAX_MS, WALKERS_MAX};
 use lazarus::durability::indexed::store::INDEX_FILE;
-use lazarus::durability::indexed::{IndexMode, IndexedLogging, IndexedOptions, TAIL_IN_MEMORY_LIMIT_BYTES};
+use lazarus::durability::indexed::{
+    IndexMode, IndexedLogging, IndexedOptions, TAIL_IN_MEMORY_LIMIT_BYTES, UNINDEXED_LIMIT_BYTES,
+};
 use lazarus::durability::{DurabilityTicket, LogScheme};
 use lazarus::storage::{Direction, KeyRange, ParamValue, Value};
 use lazarus::{Database, DatabaseConfig};
@@ -699,6 +701,11 @@ fn restore_settings_out_of_range_are_refused() {
     o.tail_in_memory_max_bytes = TAIL_IN_MEMORY_LIMIT_BYTES + 1;
     let Err(e) = IndexedLogging::new(o) else { panic!("a tail bound over the limit was accepted") };
     assert!(e.to_string().contains(&format!("must be at most {TAIL_IN_MEMORY_LIMIT_BYTES} bytes")), "{e}");
+    let mut o = options(root.path(), IndexMode::Async);
+    o.unindexed_max_bytes = UNINDEXED_LIMIT_BYTES + 1;
+    let Err(e) = IndexedLogging::new(o) else { panic!("an unindexed bound over the limit was accepted") };
+    let expected = format!("unindexed log's bound must be at most {UNINDEXED_LIMIT_BYTES} bytes (0: none), not");
+    assert!(e.to_string().contains(&expected), "{e}");
     for walkers in [0, WALKERS_MAX + 1] {
         let mut o = options(root.path(), IndexMode::Async);
         o.restore_walkers = Some(walkers);
@@ -712,6 +719,8 @@ fn restore_settings_out_of_range_are_refused() {
     assert!(stderr.contains("front load must be in [0, 0.9], not 2"), "{stderr}");
     let stderr = serve_refuses(&["--restore-start-delay-ms", "10001", "--dir", dir.to_str().unwrap()]);
     assert!(stderr.contains("start delay must be 0..=10000 ms, not 10001"), "{stderr}");
+    let stderr = serve_refuses(&["--unindexed-max-mib", "16385", "--dir", dir.to_str().unwrap()]);
+    assert!(stderr.contains("--unindexed-max-mib") && stderr.contains("0..=16384"), "{stderr}");
 }
 
 /// Runs `lazarus serve --durability indexed <args>`, asserts that it refused to start, and
@@ -1015,5 +1024,99 @@ fn checkpoints_truncate_the_sequential_log_only_behind_the_indexer() {
     let (db, scheme) = open(o);
     scheme.wait_restored();
     assert_eq!(dump(&db), before);
+    db.close().unwrap();
+}
+
+/// Commits puts of keys `from..` one at a time until more than `bound_bytes` of sequential log
+/// are durable and unindexed (the Indexer idle: `options` runs it only when asked), checking at
+/// each that the acknowledgement is held exactly when the lag is past `bound_bytes` (never, for a
+/// scheme without a bound). Returns the ticket of the first commit past it.
+fn put_past_the_bound(
+    db: &Database,
+    scheme: &IndexedLogging,
+    from: i64,
+    bound_bytes: u64,
+    held: bool,
+) -> DurabilityTicket {
+    let mut w = db.worker();
+    for k in from..from + 100_000 {
+        let ticket = w.call("put", &[int(k), int(k)]).unwrap().committed.durability;
+        scheme.sequential().wait_durable(&ticket).unwrap();
+        let lag_bytes = scheme.unindexed_bytes();
+        let acknowledged = scheme.is_durable(&ticket);
+        if lag_bytes != scheme.unindexed_bytes() {
+            continue; // a logger synced in between: no verdict on this one
+        }
+        assert_eq!(acknowledged, !(held && lag_bytes > bound_bytes), "key {k}, {lag_bytes} bytes unindexed");
+        if lag_bytes > bound_bytes {
+            return ticket;
+        }
+    }
+    panic!("100,000 puts did not leave {bound_bytes} bytes unindexed");
+}
+
+#[test]
+fn ailir_acknowledgements_wait_for_an_indexer_past_the_unindexed_bound() {
+    const BOUND_BYTES: u64 = 4096;
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), IndexMode::Async);
+    o.unindexed_max_bytes = BOUND_BYTES;
+    let (db, scheme) = open(o);
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let ticket = put_past_the_bound(&db, &scheme, 0, BOUND_BYTES, true);
+    // Its acknowledgement waits for an Indexer round, and comes with it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| tx.send(scheme.wait_durable(&ticket)).unwrap());
+        let waited = rx.recv_timeout(std::time::Duration::from_millis(300));
+        assert!(waited.is_err(), "acknowledged past the bound without a round: {waited:?}");
+        scheme.index_now().unwrap();
+        let acknowledged = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert!(matches!(acknowledged, Ok(Ok(()))), "not acknowledged after the round: {acknowledged:?}");
+    });
+    // The loggers' and the Indexer's counts of file bytes agree: nothing is left once indexed.
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || {
+            scheme.index_now().unwrap();
+            scheme.unindexed_bytes() == 0
+        }),
+        "{} bytes unindexed after a round of a quiet log",
+        scheme.unindexed_bytes()
+    );
+    db.close().unwrap();
+    // Without a bound the same lag holds nothing back.
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), IndexMode::Async);
+    o.unindexed_max_bytes = 0;
+    let (db, scheme) = open(o);
+    db.load_module("kv.proc", SOURCE).unwrap();
+    let ticket = put_past_the_bound(&db, &scheme, 0, BOUND_BYTES, false);
+    assert!(scheme.is_durable(&ticket), "held back with no bound");
+    db.close().unwrap();
+}
+
+#[test]
+fn the_tail_a_restart_reads_counts_as_unindexed_but_holds_back_no_write() {
+    const BOUND_BYTES: u64 = 4096;
+    let root = tempfile::tempdir().unwrap();
+    let (image, _) = crash_image(root.path());
+    let mut o = options(&image, IndexMode::Async);
+    o.unindexed_max_bytes = BOUND_BYTES;
+    // The Indexer defers to the walk (past half the bound it would not, but it looks only
+    // every `index_interval_ms`, 10 s here): it indexes only when asked.
+    o.restore_paused = true;
+    o.walk_defer_max_ms = 600_000;
+    let (db, scheme) = open(o);
+    let tail_bytes = scheme.report.lock().tail_bytes;
+    assert!(tail_bytes > BOUND_BYTES, "the crash image's tail is only {tail_bytes} bytes");
+    let at_open = scheme.unindexed_bytes();
+    assert!(at_open >= tail_bytes, "{at_open} bytes unindexed at the open, the tail read was {tail_bytes}");
+    // Only what was written since the open counts against the bound: the tail stays unindexed
+    // meanwhile, and the first writes past the bound are held.
+    let ticket = put_past_the_bound(&db, &scheme, 1000, at_open + BOUND_BYTES, true);
+    scheme.index_now().unwrap();
+    assert!(scheme.is_durable(&ticket), "not acknowledged once indexed");
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
     db.close().unwrap();
 }

@@ -1362,6 +1362,13 @@ struct ServeArgs {
     /// (docs/indexed.md, "The first replies") [default: 50].
     #[arg(long)]
     restore_start_delay_ms: Option<u64>,
+    /// `indexed`: the most sequential log, in MiB, written since the server started and not yet
+    /// copied into the indexed log before write replies wait for the Indexer, 0 to 16,384 (0: no
+    /// bound). A crash leaves at most about this much for the restart to read before it
+    /// listens (about 3-9 ms a MiB on this project's VMs); a write load faster than the Indexer
+    /// runs at the Indexer's pace (docs/indexed.md, "The Indexer's lag is bounded") [default: 16].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16_384))]
+    unindexed_max_mib: Option<u64>,
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -1390,6 +1397,9 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             }
             if let Some(delay_ms) = args.restore_start_delay_ms {
                 options.restore_start_delay_ms = delay_ms;
+            }
+            if let Some(max_mib) = args.unindexed_max_mib {
+                options.unindexed_max_bytes = max_mib << 20;
             }
             // The server's threads start and its first requests are answered in small pages
             // (`docs/indexed.md`, "The first replies").
@@ -1506,6 +1516,9 @@ struct InstantBenchArgs {
     /// `lazarus serve --restore-start-delay-ms` for the Lazarus targets [default: the server's].
     #[arg(long)]
     restore_start_delay_ms: Option<u64>,
+    /// `lazarus serve --unindexed-max-mib` for the Lazarus targets [default: the server's].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16_384))]
+    unindexed_max_mib: Option<u64>,
     /// Restart each crashed server at once on its own directory, as after a real crash, instead
     /// of on a synced copy of one crash image per workload (each workload then preloads its own;
     /// docs/indexed.md, "The walk's share of the CPU").
@@ -1549,6 +1562,7 @@ fn instant_bench(args: &InstantBenchArgs) -> anyhow::Result<ExitCode> {
         restore_cpu_share: args.restore_cpu_share,
         restore_front_load: args.restore_front_load,
         restore_start_delay_ms: args.restore_start_delay_ms,
+        unindexed_max_mib: args.unindexed_max_mib,
         in_place: args.in_place,
     };
     let results = instant_bench::run(&options)?;

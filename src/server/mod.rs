@@ -125,6 +125,9 @@ pub struct RecoveryInfo {
     /// The share of the machine the restore's walk may take now while requests are served
     /// (instant recovery; 1: not held back, and after a blocking recovery).
     pub walk_share: f64,
+    /// Bytes of durable sequential log not yet in the indexed log: what a restart now would read
+    /// before it listens (`--durability indexed`, `indexed-sync`; 0 for the other schemes).
+    pub unindexed_log_bytes: u64,
 }
 
 impl Default for RecoveryInfo {
@@ -138,6 +141,7 @@ impl Default for RecoveryInfo {
             walk_cpu_ms: 0.0,
             process_cpu_ms: 0.0,
             walk_share: 1.0,
+            unindexed_log_bytes: 0,
         }
     }
 }

@@ -71,6 +71,10 @@ pub struct Indexer {
     dirs: Vec<PathBuf>,
     /// Where each logger's next unread block starts.
     cursors: Vec<LogPosition>,
+    /// Bytes of log file the cursors have moved over since this Indexer was made, counted as
+    /// the loggers count what they made durable (headers and end blocks included):
+    /// [`Indexer::passed_bytes`].
+    passed_bytes: u64,
     pending: Vec<PendingWrite>,
     pending_bytes: usize,
     /// Void epoch ranges: records of these epochs are never indexed.
@@ -103,6 +107,7 @@ impl Indexer {
             fs,
             dirs,
             cursors,
+            passed_bytes: 0,
             pending: Vec::new(),
             pending_bytes: 0,
             holes,
@@ -138,6 +143,12 @@ impl Indexer {
     /// Sets the indexed epoch (recovery: everything persistent was indexed before opening).
     pub fn set_indexed_epoch(&mut self, epoch: u64) {
         self.indexed_epoch = epoch;
+    }
+
+    /// Bytes of log file read since this Indexer was made, headers and end blocks included
+    /// (the loggers' count: [`crate::durability::value::ValueLogging::durable_log_bytes`]).
+    pub fn passed_bytes(&self) -> u64 {
+        self.passed_bytes
     }
 
     /// Records read but not yet persistent.
@@ -394,6 +405,8 @@ impl Indexer {
             read_bytes += header.size_bytes();
             at = end;
         }
+        assert!(at >= cursor.offset, "a cursor never moves back in its file");
+        self.passed_bytes += at - cursor.offset;
         self.cursors[logger].offset = at;
         if closed && !ended && at >= limit {
             // No end block (yet): the round retries, and names this file if it never comes.

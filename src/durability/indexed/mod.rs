@@ -60,6 +60,12 @@ const WALK_DEFER_LIMIT_MS: u64 = 600_000;
 pub const TAIL_IN_MEMORY_MAX_BYTES: u64 = 1 << 30;
 /// Most [`IndexedOptions::tail_in_memory_max_bytes`] accepted.
 pub const TAIL_IN_MEMORY_LIMIT_BYTES: u64 = 16 << 30;
+/// The default of [`IndexedOptions::unindexed_max_bytes`]: a restart reads a tail this long in
+/// about 50 ms on this project's VMs (3 ms a MB; up to 9 in their slow sittings), inside the
+/// 100 ms a first reply may take.
+pub const UNINDEXED_MAX_BYTES: u64 = 16 << 20;
+/// Most [`IndexedOptions::unindexed_max_bytes`] accepted.
+pub const UNINDEXED_LIMIT_BYTES: u64 = TAIL_IN_MEMORY_LIMIT_BYTES;
 
 /// AILIR or SILIR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +109,13 @@ pub struct IndexedOptions {
     /// database opens, as the paper does, in bounded batches. At most
     /// [`TAIL_IN_MEMORY_LIMIT_BYTES`].
     pub tail_in_memory_max_bytes: u64,
+    /// AILIR: the most sequential log, in bytes, written since the open and not yet indexed,
+    /// before acknowledgements wait for the Indexer (0: no bound). It bounds the tail a crash
+    /// leaves for the restart to read before it listens: a write load faster than the Indexer
+    /// is held to the Indexer's pace instead (`docs/indexed.md`, "The Indexer's lag is
+    /// bounded"). At most [`UNINDEXED_LIMIT_BYTES`]; SILIR's acknowledgements wait for the
+    /// Indexer anyway.
+    pub unindexed_max_bytes: u64,
     /// The most of the machine's CPU the restore's walk takes while the database serves
     /// requests, in (0, 1] (1: as much as the kernel gives it). Unloaded, the walk runs at full
     /// speed whatever this says (`docs/indexed.md`, "The walk's share of the CPU").
@@ -143,6 +156,7 @@ impl IndexedOptions {
             restore_walkers: None,
             walk_defer_max_ms: WALK_DEFER_MAX_MS,
             tail_in_memory_max_bytes: TAIL_IN_MEMORY_MAX_BYTES,
+            unindexed_max_bytes: UNINDEXED_MAX_BYTES,
             restore_cpu_share: restorer::RESTORE_CPU_SHARE,
             restore_front_load: restorer::RESTORE_FRONT_LOAD,
             restore_awaits_serving: false,
@@ -185,6 +199,11 @@ struct Shared {
     indexer: Mutex<Option<Indexer>>,
     /// Every record of an epoch ≤ this is in the indexed log.
     indexed_epoch: AtomicU64,
+    /// Bytes of sequential log between the Indexer's resume positions and the durable positions
+    /// at the open (the tail read into memory, which the running Indexer reads again).
+    unindexed_at_open_bytes: AtomicU64,
+    /// [`Indexer::passed_bytes`] after its last round.
+    indexer_passed_bytes: AtomicU64,
     indexed_lock: Mutex<()>,
     indexed_cv: Condvar,
     stop: AtomicBool,
@@ -260,6 +279,7 @@ impl Shared {
         }
         *self.resume_seqs.lock() = indexer.resume_file_seqs();
         let epoch = indexer.indexed_epoch();
+        self.indexer_passed_bytes.store(indexer.passed_bytes(), Ordering::SeqCst);
         drop(guard);
         let _guard = self.indexed_lock.lock();
         self.indexed_epoch.fetch_max(epoch, Ordering::SeqCst);
@@ -302,7 +322,46 @@ impl Shared {
         if self.options.mode != IndexMode::Async || since_last_round >= defer_max {
             return false;
         }
+        // At the bound the clients' acknowledgements wait for the Indexer, so its round starts
+        // at half of it: one started at the bound held every write for the second it took
+        // (`docs/indexed.md`, "The Indexer's lag is bounded"). The tail this start read does not
+        // count, as for the acknowledgements: it waits for the walk's end or the deferral's bound.
+        let max_bytes = self.options.unindexed_max_bytes;
+        if max_bytes > 0 && self.unindexed_since_open_bytes() > max_bytes / 2 {
+            return false;
+        }
         self.restorer.lock().as_ref().is_some_and(|r| r.walking())
+    }
+
+    /// Bytes of durable sequential log not yet indexed: what a restart now would read before
+    /// it listens (less the records of epochs a crash would void). Both counts are of whole file
+    /// bytes, so they agree up to the end blocks recovery appends to the files it closes.
+    fn unindexed_bytes(&self) -> u64 {
+        let durable = self.unindexed_at_open_bytes.load(Ordering::SeqCst) + self.inner.durable_log_bytes();
+        durable.saturating_sub(self.indexer_passed_bytes.load(Ordering::SeqCst))
+    }
+
+    /// [`Shared::unindexed_bytes`] less what is left of the tail this start read: the
+    /// acknowledgements' bound counts only what was written since the open, so that a restart's
+    /// first writes do not wait for the Indexer's first round.
+    fn unindexed_since_open_bytes(&self) -> u64 {
+        let at_open = self.unindexed_at_open_bytes.load(Ordering::SeqCst);
+        let at_open_left = at_open.saturating_sub(self.indexer_passed_bytes.load(Ordering::SeqCst));
+        self.unindexed_bytes().saturating_sub(at_open_left)
+    }
+
+    /// Whether an AILIR acknowledgement of `epoch` may go out as far as the Indexer's lag is
+    /// concerned: its records are indexed, or the lag is within
+    /// [`IndexedOptions::unindexed_max_bytes`]. Once the Indexer has failed, or is stopping,
+    /// the sequential log alone decides (it holds every acknowledged write either way).
+    fn within_lag(&self, epoch: u64) -> bool {
+        let max_bytes = self.options.unindexed_max_bytes;
+        self.options.mode != IndexMode::Async
+            || max_bytes == 0
+            || epoch <= self.indexed_epoch.load(Ordering::SeqCst)
+            || self.unindexed_since_open_bytes() <= max_bytes
+            || self.failed.get().is_some()
+            || self.stop.load(Ordering::SeqCst)
     }
 
     fn stop_indexer(&self) {
@@ -336,6 +395,12 @@ impl IndexedLogging {
             return Err(DurabilityError::Failed(format!(
                 "the unindexed tail read into memory must be at most {TAIL_IN_MEMORY_LIMIT_BYTES} bytes, not {}",
                 options.tail_in_memory_max_bytes
+            )));
+        }
+        if options.unindexed_max_bytes > UNINDEXED_LIMIT_BYTES {
+            return Err(DurabilityError::Failed(format!(
+                "the unindexed log's bound must be at most {UNINDEXED_LIMIT_BYTES} bytes (0: none), not {}",
+                options.unindexed_max_bytes
             )));
         }
         if options.walk_defer_max_ms > WALK_DEFER_LIMIT_MS {
@@ -384,6 +449,8 @@ impl IndexedLogging {
             store: parking_lot::RwLock::new(None),
             indexer: Mutex::new(None),
             indexed_epoch: AtomicU64::new(0),
+            unindexed_at_open_bytes: AtomicU64::new(0),
+            indexer_passed_bytes: AtomicU64::new(0),
             indexed_lock: Mutex::new(()),
             indexed_cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -419,6 +486,13 @@ impl IndexedLogging {
     pub fn index_now(&self) -> Result<u64, DurabilityError> {
         self.shared.index_round()?;
         Ok(self.indexed_epoch())
+    }
+
+    /// Bytes of durable sequential log not yet indexed: about what a restart now would read
+    /// before it opens ([`IndexedOptions::unindexed_max_bytes`] bounds what was written since
+    /// this open).
+    pub fn unindexed_bytes(&self) -> u64 {
+        self.shared.unindexed_bytes()
     }
 
     /// Why the Indexer stopped, if it failed (an I/O error on the indexed log or the sequential
@@ -457,6 +531,15 @@ impl IndexedLogging {
     /// The checkpoint manager's state.
     pub fn checkpoints(&self) -> &checkpoint::CheckpointStatus {
         &self.checkpoint_status
+    }
+
+    /// Blocks until an AILIR acknowledgement of `epoch` is within the Indexer's lag
+    /// ([`Shared::within_lag`]); each round's end wakes it.
+    fn wait_within_lag(&self, epoch: u64) {
+        let mut guard = self.shared.indexed_lock.lock();
+        while !self.shared.within_lag(epoch) {
+            self.shared.indexed_cv.wait_for(&mut guard, Duration::from_millis(20));
+        }
     }
 
     /// Blocks until every record of an epoch ≤ `epoch` is indexed; fails once the Indexer has.
@@ -539,8 +622,13 @@ impl IndexedLogging {
         let at_rest =
             || Indexer::new(options.fs.clone(), options.log_dirs.clone(), &progress, pepoch.holes.clone()).at_rest();
         let max_bytes = self.shared.options.tail_in_memory_max_bytes;
-        let (tail, stats, resume) = match at_rest().read_tail(&pepoch, max_bytes)? {
-            Some((tail, stats)) => (tail, stats, progress.clone()),
+        let mut reader = at_rest();
+        let (tail, stats, resume) = match reader.read_tail(&pepoch, max_bytes)? {
+            Some((tail, stats)) => {
+                // The running Indexer reads it again from the same positions.
+                self.shared.unindexed_at_open_bytes.store(reader.passed_bytes(), Ordering::SeqCst);
+                (tail, stats, progress.clone())
+            }
             None => {
                 // Too long to hold in memory: indexed first (at rest, so complete: every later
                 // record is void), and the running Indexer resumes at each logger's next file.
@@ -718,16 +806,21 @@ impl LogScheme for IndexedLogging {
             (IndexMode::Sync, DurabilityTicket::Epoch(e)) => {
                 sequential && *e <= self.indexed_epoch() && self.shared.failed.get().is_none()
             }
+            (IndexMode::Async, DurabilityTicket::Epoch(e)) => sequential && self.shared.within_lag(*e),
             _ => sequential,
         }
     }
 
     fn wait_durable(&self, ticket: &DurabilityTicket) -> Result<(), DurabilityError> {
         self.shared.inner.wait_durable(ticket)?;
-        let (IndexMode::Sync, DurabilityTicket::Epoch(epoch)) = (self.shared.options.mode, ticket) else {
-            return Ok(());
-        };
-        self.wait_indexed(*epoch)
+        match (self.shared.options.mode, ticket) {
+            (IndexMode::Sync, DurabilityTicket::Epoch(epoch)) => self.wait_indexed(*epoch),
+            (IndexMode::Async, DurabilityTicket::Epoch(epoch)) => {
+                self.wait_within_lag(*epoch);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     fn wait_committed_durable(&self) -> Result<(), DurabilityError> {
@@ -877,6 +970,7 @@ impl crate::server::RecoveryStatus for IndexedLogging {
 
     fn status(&self) -> crate::server::RecoveryInfo {
         let report = self.report.lock().clone();
+        let unindexed_log_bytes = self.unindexed_bytes();
         match self.restore_progress() {
             Some(p) => crate::server::RecoveryInfo {
                 state: if p.done { "done" } else { "restoring" },
@@ -887,10 +981,13 @@ impl crate::server::RecoveryStatus for IndexedLogging {
                 walk_cpu_ms: p.walk_cpu_ms,
                 process_cpu_ms: p.process_cpu_ms.unwrap_or(0.0),
                 walk_share: p.walk_share,
+                unindexed_log_bytes,
             },
-            None => {
-                crate::server::RecoveryInfo { elapsed_ms: report.open_ms, ..crate::server::RecoveryInfo::default() }
-            }
+            None => crate::server::RecoveryInfo {
+                elapsed_ms: report.open_ms,
+                unindexed_log_bytes,
+                ..crate::server::RecoveryInfo::default()
+            },
         }
     }
 }

@@ -58,6 +58,9 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
     let mut unsynced = false;
     // The largest epoch of a record this logger has written, in any of its files.
     let mut max_record_epoch = 0u64;
+    // Bytes of the files this logger closed since the scheme started (their whole lengths, end
+    // blocks included): with the current file's durable length, what it has made durable.
+    let mut closed_bytes = 0u64;
     loop {
         let stopping = logger.wait_for_work(Duration::from_millis(scheme.options.sync_interval_ms));
         if scheme.has_failed() {
@@ -81,6 +84,7 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
             }
             synced_epoch = epoch_now;
             logger.publish(bound, current.seq, current.file.len_bytes(), max_record_epoch);
+            logger.publish_durable_bytes(closed_bytes + current.file.len_bytes());
             scheme.wake_pepoch();
         }
         if current.max_epoch >= current.first_epoch + scheme.options.rotate_epochs {
@@ -90,8 +94,11 @@ fn logger_loop(scheme: &SchemeShared, logger: &LoggerShared, first_seq: u64) -> 
                 current.file.sync_data()?;
                 unsynced = false;
             }
-            current = rotate(scheme, logger, current, epoch_now)?;
+            let closed_len_bytes;
+            (current, closed_len_bytes) = rotate(scheme, logger, current, epoch_now)?;
+            closed_bytes += closed_len_bytes;
             logger.publish(bound, current.seq, current.file.len_bytes(), max_record_epoch);
+            logger.publish_durable_bytes(closed_bytes + current.file.len_bytes());
         }
         if stopping {
             return Ok(());
@@ -179,12 +186,14 @@ fn create_file(scheme: &SchemeShared, logger: &LoggerShared, seq: u64, epoch: u6
     Ok(CurrentFile { file, seq, max_epoch: 0, first_epoch: epoch })
 }
 
+/// Closes the current file and starts the next; returns the new file and the closed file's
+/// length, end block included.
 fn rotate(
     scheme: &SchemeShared,
     logger: &LoggerShared,
     current: CurrentFile,
     epoch: u64,
-) -> std::io::Result<CurrentFile> {
+) -> std::io::Result<(CurrentFile, u64)> {
     let fs = &scheme.options.fs;
     let old: PathBuf = logger.dir.join(files::old_log_name(current.max_epoch, current.seq));
     // Recovery reads a closed file whole; its end block is how it knows the file is whole.
@@ -193,10 +202,11 @@ fn rotate(
     file.stage(|out| out.extend_from_slice(&end));
     file.append_staged()?;
     file.sync_data()?;
+    let closed_len_bytes = file.len_bytes();
     drop(file);
     fs.rename(&logger.dir.join(files::CURRENT_LOG), &old)?;
     fs.sync_dir(&logger.dir)?;
-    create_file(scheme, logger, current.seq + 1, epoch)
+    Ok((create_file(scheme, logger, current.seq + 1, epoch)?, closed_len_bytes))
 }
 
 /// Runs the distinguished pepoch thread until the scheme stops or fails.

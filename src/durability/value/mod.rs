@@ -144,6 +144,9 @@ pub struct LoggerShared {
     /// The last published `e_l`, the durable position that covers it, and the largest epoch of
     /// a record in the log up to that position.
     durable: Mutex<(u64, DurablePosition, u64)>,
+    /// Bytes this logger has made durable since the scheme started, in its files' whole lengths
+    /// (headers and end blocks included): [`ValueLogging::durable_log_bytes`].
+    durable_total_bytes: AtomicU64,
     failed: Arc<OnceLock<String>>,
 }
 
@@ -158,6 +161,7 @@ impl LoggerShared {
             wake_cv: Condvar::new(),
             stop: AtomicBool::new(false),
             durable: Mutex::new((0, position, 0)),
+            durable_total_bytes: AtomicU64::new(0),
             failed,
         }
     }
@@ -184,6 +188,12 @@ impl LoggerShared {
     fn publish(&self, epoch: u64, file_seq: u64, durable_len_bytes: u64, max_record_epoch: u64) {
         let position = DurablePosition { logger: self.id as u32, file_seq, durable_len_bytes };
         *self.durable.lock() = (epoch, position, max_record_epoch);
+    }
+
+    /// Publishes how many bytes this logger has made durable since the scheme started.
+    fn publish_durable_bytes(&self, total_bytes: u64) {
+        let before = self.durable_total_bytes.swap(total_bytes, Ordering::Relaxed);
+        debug_assert!(before <= total_bytes, "a logger's durable bytes never fall");
     }
 
     /// The last published `e_l`, position and largest record epoch.
@@ -403,6 +413,14 @@ impl ValueLogging {
     /// crash keeps (the indexed schemes' Indexer) uses this, not the `pepoch` file on disk.
     pub(crate) fn durable_pepoch(&self) -> Pepoch {
         self.shared.written_pepoch.lock().clone()
+    }
+
+    /// Bytes of log file the loggers have synced since the scheme started (every file's whole
+    /// length up to its durable position: headers and end blocks included), summed over the
+    /// loggers. A reader that counts the file bytes it has passed the same way (the Indexer)
+    /// knows from the difference how much durable log it has still to read.
+    pub fn durable_log_bytes(&self) -> u64 {
+        self.shared.loggers.iter().map(|l| l.durable_total_bytes.load(Ordering::Relaxed)).sum()
     }
 
     /// The checkpoint manager's state: the last checkpoint installed, the last error.

@@ -183,7 +183,8 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 "recovery_state:{}\r\nrecovery_percent:{:.1}\r\nrecovery_keys_restored:{}\r\n\
                  recovery_keys_restored_on_demand:{}\r\nrecovery_elapsed_ms:{:.1}\r\n\
                  recovery_walk_cpu_ms:{:.1}\r\nrecovery_process_cpu_ms:{:.1}\r\nrecovery_fetch_cpu_ms:{:.1}\r\n\
-                 recovery_walk_share:{:.3}\r\nrecovery_listening_ms:{:.1}\r\nrecovery_first_fetch_ms:{}\r\n",
+                 recovery_walk_share:{:.3}\r\nrecovery_listening_ms:{:.1}\r\nrecovery_first_fetch_ms:{}\r\n\
+                 recovery_unindexed_log_bytes:{}\r\n",
                 recovery.state,
                 recovery.percent,
                 recovery.keys_restored,
@@ -197,7 +198,8 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 match shared.first_fetch_us.load(Ordering::Relaxed) {
                     u64::MAX => "-1".to_string(),
                     us => format!("{:.1}", us as f64 / 1e3),
-                }
+                },
+                recovery.unindexed_log_bytes
             ),
         ),
         ("Keyspace", format!("db0:keys={},expires=0,avg_ttl=0\r\n", shared.stored_rows())),

@@ -143,6 +143,8 @@ pub struct InstantBenchOptions {
     pub restore_front_load: Option<f64>,
     /// `lazarus serve --restore-start-delay-ms` for the Lazarus targets (`None`: its default).
     pub restore_start_delay_ms: Option<u64>,
+    /// `lazarus serve --unindexed-max-mib` for the Lazarus targets (`None`: its default).
+    pub unindexed_max_mib: Option<u64>,
     /// Restart each crashed server at once on its own directory, as after a real crash, instead
     /// of on a copy of one crash image per workload (each workload then preloads its own). The
     /// copy and its sync take seconds, in which a VM host may take back the memory the killed
@@ -293,6 +295,9 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
             }
             if let Some(delay_ms) = options.restore_start_delay_ms {
                 c.args(["--restore-start-delay-ms", &delay_ms.to_string()]);
+            }
+            if let Some(max_mib) = options.unindexed_max_mib {
+                c.args(["--unindexed-max-mib", &max_mib.to_string()]);
             }
             c
         }
