@@ -1096,27 +1096,41 @@ fn ailir_acknowledgements_wait_for_an_indexer_past_the_unindexed_bound() {
 }
 
 #[test]
-fn the_tail_a_restart_reads_counts_as_unindexed_but_holds_back_no_write() {
+fn the_tail_a_restart_reads_and_writes_during_its_walk_count_as_unindexed_but_hold_back_nothing() {
     const BOUND_BYTES: u64 = 4096;
     let root = tempfile::tempdir().unwrap();
     let (image, _) = crash_image(root.path());
     let mut o = options(&image, IndexMode::Async);
     o.unindexed_max_bytes = BOUND_BYTES;
-    // The Indexer defers to the walk (past half the bound it would not, but it looks only
-    // every `index_interval_ms`, 10 s here): it indexes only when asked.
     o.restore_paused = true;
+    o.index_interval_ms = 5;
     o.walk_defer_max_ms = 600_000;
     let (db, scheme) = open(o);
     let tail_bytes = scheme.report.lock().tail_bytes;
     assert!(tail_bytes > BOUND_BYTES, "the crash image's tail is only {tail_bytes} bytes");
     let at_open = scheme.unindexed_bytes();
     assert!(at_open >= tail_bytes, "{at_open} bytes unindexed at the open, the tail read was {tail_bytes}");
-    // Only what was written since the open counts against the bound: the tail stays unindexed
-    // meanwhile, and the first writes past the bound are held.
-    let ticket = put_past_the_bound(&db, &scheme, 1000, at_open + BOUND_BYTES, true);
-    scheme.index_now().unwrap();
-    assert!(scheme.is_durable(&ticket), "not acknowledged once indexed");
+    let indexed_at_open = scheme.indexed_epoch();
+    // The Indexer defers to the held walk, and four bounds' worth of writes are acknowledged
+    // meanwhile, each at once.
+    let mut w = db.worker();
+    for k in 2000.. {
+        if scheme.unindexed_bytes() > at_open + 4 * BOUND_BYTES {
+            break;
+        }
+        let ticket = w.call("put", &[int(k), int(k)]).unwrap().committed.durability;
+        scheme.sequential().wait_durable(&ticket).unwrap();
+        let acknowledged = eventually(std::time::Duration::from_secs(2), || scheme.is_durable(&ticket));
+        assert!(acknowledged, "key {k} held back during the walk, {} bytes unindexed", scheme.unindexed_bytes());
+    }
+    assert_eq!(scheme.indexed_epoch(), indexed_at_open, "the Indexer ran a round during the walk");
+    // After the walk the Indexer indexes all of it.
     scheme.set_restore_paused(false);
     scheme.wait_restored();
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || scheme.unindexed_bytes() == 0),
+        "{} bytes unindexed after the walk",
+        scheme.unindexed_bytes()
+    );
     db.close().unwrap();
 }

@@ -1362,11 +1362,12 @@ struct ServeArgs {
     /// (docs/indexed.md, "The first replies") [default: 50].
     #[arg(long)]
     restore_start_delay_ms: Option<u64>,
-    /// `indexed`: the most sequential log, in MiB, written since the server started and not yet
-    /// copied into the indexed log before write replies wait for the Indexer, 0 to 16,384 (0: no
-    /// bound). A crash leaves at most about this much for the restart to read before it
-    /// listens (about 3-9 ms a MiB on this project's VMs); a write load faster than the Indexer
-    /// runs at the Indexer's pace (docs/indexed.md, "The Indexer's lag is bounded") [default: 16].
+    /// `indexed`: the most sequential log, in MiB, written since the server's restore and not
+    /// yet copied into the indexed log before write replies wait for the Indexer, 0 to 16,384
+    /// (0: no bound). A crash leaves about this much for the restart to read before it listens
+    /// (about 3-9 ms a MiB on this project's VMs), plus what a restore running at the crash had
+    /// not yet indexed; a write load faster than the Indexer runs at the Indexer's pace
+    /// (docs/indexed.md, "The Indexer's lag is bounded") [default: 16].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16_384))]
     unindexed_max_mib: Option<u64>,
 }

@@ -112,9 +112,10 @@ pub struct IndexedOptions {
     /// AILIR: the most sequential log, in bytes, written since the open and not yet indexed,
     /// before acknowledgements wait for the Indexer (0: no bound). It bounds the tail a crash
     /// leaves for the restart to read before it listens: a write load faster than the Indexer
-    /// is held to the Indexer's pace instead (`docs/indexed.md`, "The Indexer's lag is
-    /// bounded"). At most [`UNINDEXED_LIMIT_BYTES`]; SILIR's acknowledgements wait for the
-    /// Indexer anyway.
+    /// is held to the Indexer's pace instead. The tail a restart read and the writes made while
+    /// its restore walks are not counted; the Indexer indexes them after the walk, or after
+    /// `walk_defer_max_ms` (`docs/indexed.md`, "The Indexer's lag is bounded"). At most
+    /// [`UNINDEXED_LIMIT_BYTES`]; SILIR's acknowledgements wait for the Indexer anyway.
     pub unindexed_max_bytes: u64,
     /// The most of the machine's CPU the restore's walk takes while the database serves
     /// requests, in (0, 1] (1: as much as the kernel gives it). Unloaded, the walk runs at full
@@ -200,8 +201,14 @@ struct Shared {
     /// Every record of an epoch ≤ this is in the indexed log.
     indexed_epoch: AtomicU64,
     /// Bytes of sequential log between the Indexer's resume positions and the durable positions
-    /// at the open (the tail read into memory, which the running Indexer reads again).
+    /// at the open (the tail read into memory, which the running Indexer reads again). The
+    /// durable log since those positions is this plus the loggers' count
+    /// ([`Shared::durable_bytes`]), in which the Indexer's count is its position.
     unindexed_at_open_bytes: AtomicU64,
+    /// Where, in [`Shared::durable_bytes`]'s count, the log that
+    /// [`IndexedOptions::unindexed_max_bytes`] bounds begins: the tail a restart read and the
+    /// writes made while the restore walked are left out.
+    bounded_from_bytes: AtomicU64,
     /// [`Indexer::passed_bytes`] after its last round.
     indexer_passed_bytes: AtomicU64,
     indexed_lock: Mutex<()>,
@@ -296,6 +303,10 @@ impl Shared {
         let mut last_round = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
             let pepoch = self.inner.pepoch();
+            if self.options.mode == IndexMode::Async && self.walking() {
+                // The bound leaves out what is written while the walk runs (below).
+                self.bounded_from_bytes.fetch_max(self.durable_bytes(), Ordering::SeqCst);
+            }
             if pepoch > seen && !self.yields_to_walk(last_round.elapsed()) {
                 // A failed round has recorded the failure (`index_round`).
                 if self.index_round().is_err() {
@@ -322,32 +333,36 @@ impl Shared {
         if self.options.mode != IndexMode::Async || since_last_round >= defer_max {
             return false;
         }
-        // At the bound the clients' acknowledgements wait for the Indexer, so its round starts
-        // at half of it: one started at the bound held every write for the second it took
-        // (`docs/indexed.md`, "The Indexer's lag is bounded"). The tail this start read does not
-        // count, as for the acknowledgements: it waits for the walk's end or the deferral's bound.
-        let max_bytes = self.options.unindexed_max_bytes;
-        if max_bytes > 0 && self.unindexed_since_open_bytes() > max_bytes / 2 {
-            return false;
-        }
+        self.walking()
+    }
+
+    /// Whether a restore of this open is walking.
+    fn walking(&self) -> bool {
         self.restorer.lock().as_ref().is_some_and(|r| r.walking())
     }
 
-    /// Bytes of durable sequential log not yet indexed: what a restart now would read before
-    /// it listens (less the records of epochs a crash would void). Both counts are of whole file
-    /// bytes, so they agree up to the end blocks recovery appends to the files it closes.
-    fn unindexed_bytes(&self) -> u64 {
-        let durable = self.unindexed_at_open_bytes.load(Ordering::SeqCst) + self.inner.durable_log_bytes();
-        durable.saturating_sub(self.indexer_passed_bytes.load(Ordering::SeqCst))
+    /// Bytes of durable sequential log from the Indexer's resume positions at the open: the tail
+    /// read then and what the loggers made durable since. The Indexer's count of the bytes it
+    /// passed ([`Indexer::passed_bytes`]) is its position in the same count: both are of whole
+    /// file bytes, so they agree up to the end blocks recovery appends to the files it closes.
+    fn durable_bytes(&self) -> u64 {
+        self.unindexed_at_open_bytes.load(Ordering::SeqCst) + self.inner.durable_log_bytes()
     }
 
-    /// [`Shared::unindexed_bytes`] less what is left of the tail this start read: the
-    /// acknowledgements' bound counts only what was written since the open, so that a restart's
-    /// first writes do not wait for the Indexer's first round.
-    fn unindexed_since_open_bytes(&self) -> u64 {
-        let at_open = self.unindexed_at_open_bytes.load(Ordering::SeqCst);
-        let at_open_left = at_open.saturating_sub(self.indexer_passed_bytes.load(Ordering::SeqCst));
-        self.unindexed_bytes().saturating_sub(at_open_left)
+    /// Bytes of durable sequential log not yet indexed: what a restart now would read before
+    /// it listens (less the records of epochs a crash would void).
+    fn unindexed_bytes(&self) -> u64 {
+        self.durable_bytes().saturating_sub(self.indexer_passed_bytes.load(Ordering::SeqCst))
+    }
+
+    /// The part of [`Shared::unindexed_bytes`] that the acknowledgements' bound counts: not the
+    /// tail this start read nor what was written while its restore walked (`bounded_from_bytes`).
+    /// A restart's first writes must not wait for the round that indexes the tail, and the
+    /// Indexer leaves the CPU to the walk (`yields_to_walk`), so writes during it would each
+    /// wait for the walk's end.
+    fn unindexed_bounded_bytes(&self) -> u64 {
+        let from = self.bounded_from_bytes.load(Ordering::SeqCst).max(self.indexer_passed_bytes.load(Ordering::SeqCst));
+        self.durable_bytes().saturating_sub(from)
     }
 
     /// Whether an AILIR acknowledgement of `epoch` may go out as far as the Indexer's lag is
@@ -359,7 +374,7 @@ impl Shared {
         self.options.mode != IndexMode::Async
             || max_bytes == 0
             || epoch <= self.indexed_epoch.load(Ordering::SeqCst)
-            || self.unindexed_since_open_bytes() <= max_bytes
+            || self.unindexed_bounded_bytes() <= max_bytes
             || self.failed.get().is_some()
             || self.stop.load(Ordering::SeqCst)
     }
@@ -450,6 +465,7 @@ impl IndexedLogging {
             indexer: Mutex::new(None),
             indexed_epoch: AtomicU64::new(0),
             unindexed_at_open_bytes: AtomicU64::new(0),
+            bounded_from_bytes: AtomicU64::new(0),
             indexer_passed_bytes: AtomicU64::new(0),
             indexed_lock: Mutex::new(()),
             indexed_cv: Condvar::new(),
@@ -489,8 +505,8 @@ impl IndexedLogging {
     }
 
     /// Bytes of durable sequential log not yet indexed: about what a restart now would read
-    /// before it opens ([`IndexedOptions::unindexed_max_bytes`] bounds what was written since
-    /// this open).
+    /// before it opens ([`IndexedOptions::unindexed_max_bytes`] bounds the part written since
+    /// this open's restore).
     pub fn unindexed_bytes(&self) -> u64 {
         self.shared.unindexed_bytes()
     }
@@ -627,6 +643,7 @@ impl IndexedLogging {
             Some((tail, stats)) => {
                 // The running Indexer reads it again from the same positions.
                 self.shared.unindexed_at_open_bytes.store(reader.passed_bytes(), Ordering::SeqCst);
+                self.shared.bounded_from_bytes.store(reader.passed_bytes(), Ordering::SeqCst);
                 (tail, stats, progress.clone())
             }
             None => {
