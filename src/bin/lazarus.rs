@@ -1367,7 +1367,7 @@ struct ServeArgs {
     /// (0: no bound). A crash leaves about this much for the restart to read before it listens
     /// (about 3-9 ms a MiB on this project's VMs), plus what a restore running at the crash had
     /// not yet indexed; a write load faster than the Indexer runs at the Indexer's pace
-    /// (docs/indexed.md, "The Indexer's lag is bounded") [default: 16].
+    /// (docs/indexed.md, "The Indexer's lag is bounded") [default: 32].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16_384))]
     unindexed_max_mib: Option<u64>,
 }
