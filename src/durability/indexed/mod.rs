@@ -304,11 +304,13 @@ impl Shared {
         let mut last_round = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
             let pepoch = self.inner.pepoch();
-            if self.options.mode == IndexMode::Async && self.walking() {
+            // Asked once a look: the restorer's lock is the walkers' and INFO's too.
+            let walking = self.options.mode == IndexMode::Async && self.walking();
+            if walking {
                 // The bound leaves out what is written while the walk runs (below).
                 self.bounded_from_bytes.fetch_max(self.durable_bytes(), Ordering::SeqCst);
             }
-            if pepoch > seen && !self.yields_to_walk(last_round.elapsed()) {
+            if pepoch > seen && !self.yields_to_walk(walking, last_round.elapsed()) {
                 // A failed round has recorded the failure (`index_round`).
                 if self.index_round().is_err() {
                     return;
@@ -329,12 +331,9 @@ impl Shared {
     /// an asynchronous Indexer's position is no one's durability (SILIR's commits wait for it,
     /// so it never yields). At most [`IndexedOptions::walk_defer_max_ms`] since the last round,
     /// which bounds the tail a crash during a long restore leaves to index before the next start.
-    fn yields_to_walk(&self, since_last_round: Duration) -> bool {
-        let defer_max = Duration::from_millis(self.options.walk_defer_max_ms);
-        if self.options.mode != IndexMode::Async || since_last_round >= defer_max {
-            return false;
-        }
-        self.walking()
+    /// `walking`: an AILIR restore walks now.
+    fn yields_to_walk(&self, walking: bool, since_last_round: Duration) -> bool {
+        walking && since_last_round < Duration::from_millis(self.options.walk_defer_max_ms)
     }
 
     /// Whether a restore of this open is walking.
