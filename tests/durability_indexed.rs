@@ -383,6 +383,66 @@ fn the_unindexed_tail_is_restored_from_memory_by_fetches_and_by_the_walk() {
     db.close().unwrap();
 }
 
+/// A read ahead of the restore (`Table::read_ahead`, the server's GET) answers a key not yet
+/// restored with its recovered state, the newer of its image and its write in the unindexed
+/// tail, without restoring it; a second read of the key restores it; a key in memory is read
+/// there. The walk then restores every key as if none had been read.
+#[test]
+fn a_read_ahead_of_the_restore_answers_the_recovered_state_and_restores_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let (image, _, before) = crash_image_and_indexed_state(root.path());
+    let values: std::collections::BTreeMap<i64, i64> =
+        before.0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect();
+    let mut o = options(&image, IndexMode::Async);
+    o.restore_paused = true;
+    let (db, scheme) = open(o);
+    assert!(scheme.report.lock().tail_writes > 0, "no unindexed tail to read ahead of");
+    let table = db.catalog().table_by_name("kv").expect("table kv").clone();
+    let key = |k: i64| lazarus::storage::key::encode_key(&[Value::Int(k)]).unwrap();
+    let read =
+        |k: i64| table.read_ahead(key(k).as_bytes()).map(|row| row.map(|row| row.get(1).unwrap().as_int().unwrap()));
+    let keys = 0..60;
+    for k in keys.clone() {
+        assert_eq!(read(k), Some(values.get(&k).copied()), "key {k} read ahead");
+        assert!(!table.is_restored(key(k).as_bytes()), "key {k} was restored by its read");
+    }
+    let progress = scheme.restore_progress().unwrap();
+    assert_eq!((progress.images_restored, progress.on_demand_keys), (0, 0), "{progress:?}");
+    assert_eq!(progress.read_ahead_keys, keys.clone().count() as u64, "{progress:?}");
+    // Read again: restored now, and read from memory by the caller.
+    for k in 0..10 {
+        assert_eq!(read(k), None, "key {k}, read a second time, was read ahead again");
+        assert!(table.is_restored(key(k).as_bytes()), "key {k}, read a second time, is not restored");
+    }
+    let progress = scheme.restore_progress().unwrap();
+    assert_eq!(progress.on_demand_keys, 10, "{progress:?}");
+    assert_eq!(progress.images_restored, (0..10).filter(|k| values.contains_key(k)).count() as u64);
+    // A write restores its key first; a read ahead of it then reads memory.
+    let mut w = db.worker();
+    w.call("put", &[int(20), int(-20)]).unwrap();
+    assert_eq!(read(20), None, "a written key was read ahead of the restore");
+    let get = |w: &mut lazarus::db::Worker, k: i64| w.call("get", &[int(k)]).unwrap().values[0].as_int().unwrap();
+    assert_eq!(get(&mut w, 20), -20);
+    assert_eq!(get(&mut w, 30), values.get(&30).copied().unwrap_or(-1));
+    drop(w);
+    scheme.set_restore_paused(false);
+    scheme.wait_restored();
+    assert_eq!(read(31), None, "a read ahead after the restore ended");
+    let mut want = before;
+    let mut rows: Vec<Vec<Value>> = want.0.into_iter().filter(|r| r[0].as_int() != Some(20)).collect();
+    rows.push(vec![
+        Value::Int(20),
+        Value::Int(-20),
+        Value::text(if values.contains_key(&20) { "updated" } else { "new" }),
+    ]);
+    rows.sort_by_key(|r| r[0].as_int());
+    want.0 = rows;
+    want.1 = want.0.iter().map(|r| r[1].as_int().unwrap()).collect::<Vec<_>>();
+    want.1.sort_unstable();
+    assert_eq!(dump(&db), want, "after the walk");
+    db.close().unwrap();
+}
+
 /// A tail longer than the memory bound is indexed into the B-tree before the open, as the paper
 /// does, and the restore reads the B-tree alone.
 #[test]

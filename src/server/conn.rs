@@ -133,6 +133,11 @@ impl Conn {
         }
     }
 
+    /// Counts a request answered without [`Conn::handle`] (a GET read ahead of a restore).
+    pub fn note_answered(&self) {
+        self.shared.commands_processed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// What [`Conn::handle`] would wait for before running `args`, during an instant restore:
     /// keys to fetch from the indexed log, or the whole table for a range read. `None` outside a
     /// restore, for what is already in memory, and for a command MULTI only queues.
@@ -146,8 +151,14 @@ impl Conn {
         if RANGE_COMMANDS.contains(&spec.name) {
             return keyspace.is_restoring(&self.shared.db).then_some(RestoreNeed::Table);
         }
-        let keys = keyspace.unrestored(&self.shared.db, spec.keys(args));
-        (!keys.is_empty()).then_some(RestoreNeed::Keys(keys))
+        let mut keys = keyspace.unrestored(&self.shared.db, spec.keys(args));
+        if keys.is_empty() {
+            return None;
+        }
+        if spec.name == "get" && keys.len() == 1 {
+            return keys.pop().map(RestoreNeed::ReadAhead);
+        }
+        Some(RestoreNeed::Keys(keys))
     }
 
     fn queue(&mut self, spec: &'static CommandSpec, args: Args) -> Reply {

@@ -58,11 +58,21 @@ struct WaitRequest {
 }
 
 /// A parked connection handed back to its loop: by the durability waiter (`ok`: its replies may
-/// be written; not ok: the scheme failed, close it) or by the restore pool (its keys are in memory).
+/// be written; not ok: the scheme failed, close it) or by the restore pool (its keys are in
+/// memory, or its next request, a GET, was answered from the indexed log: `answer`).
 pub struct Resume {
     key: usize,
     client_id: u64,
     ok: bool,
+    answer: Option<Reply>,
+}
+
+impl Resume {
+    /// The connection's next request is answered with `reply` instead of being run (a GET read
+    /// ahead of an instant restore).
+    pub fn answer(&mut self, reply: Reply) {
+        self.answer = Some(reply);
+    }
 }
 
 /// What other threads hand a loop.
@@ -146,7 +156,7 @@ impl LoopHandle {
 fn run_waiter(shared: &Shared, requests: &Receiver<WaitRequest>, inbox: &Inbox, waker: &Waker) {
     while let Ok(request) = requests.recv() {
         let ok = request.tickets.iter().all(|ticket| shared.db.scheme().wait_durable(ticket).is_ok());
-        inbox.resume(waker, Resume { key: request.key, client_id: request.client_id, ok });
+        inbox.resume(waker, Resume { key: request.key, client_id: request.client_id, ok, answer: None });
     }
 }
 
@@ -228,6 +238,9 @@ impl EventLoop {
                 match clients.get_mut(resume.key) {
                     Some(client) if client.conn.id == resume.client_id && resume.ok => {
                         client.waiting = false;
+                        if let Some(reply) = resume.answer {
+                            client.answer_next(reply);
+                        }
                         ready.push(resume.key);
                     }
                     Some(client) if client.conn.id == resume.client_id => self.close(&mut clients, resume.key),
@@ -313,7 +326,7 @@ impl Client {
                 return Turn::Close;
             }
             if let (Some(need), Some(pool)) = (self.restore_pending.take(), &ctx.restore) {
-                let resume = Resume { key, client_id: self.conn.id, ok: true };
+                let resume = Resume { key, client_id: self.conn.id, ok: true, answer: None };
                 let (inbox, waker) = (Arc::clone(&ctx.inbox), Arc::clone(&ctx.waker));
                 pool.submit(RestoreRequest { need, resume, inbox, waker });
                 self.waiting = true;
@@ -377,6 +390,19 @@ impl Client {
             if self.conn.closing || self.out.len() >= OUTPUT_FLUSH_BYTES || self.conn.tickets_len() >= TICKETS_MAX {
                 return;
             }
+        }
+    }
+
+    /// Answers the next request with `reply` without running it (the restore pool read it ahead
+    /// of the restore; the connection was parked with that request first in line).
+    fn answer_next(&mut self, reply: Reply) {
+        if self.requests.pop_front().is_none() {
+            debug_assert!(false, "an answer for a connection with no request waiting");
+            return;
+        }
+        self.conn.note_answered();
+        if !self.conn.silent_close {
+            reply.encode(&mut self.out);
         }
     }
 

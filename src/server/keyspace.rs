@@ -125,6 +125,16 @@ impl Keyspace {
         unrestored
     }
 
+    /// During an instant restore, GET's entry for `key` read from the indexed log without
+    /// restoring the key (`docs/indexed.md`, "Reads ahead of the restore"): `None` outside a
+    /// restore, for a key in memory, and for one the restore restored instead (a repeated read):
+    /// the command then runs as usual. `Some(None)`: the key is absent or expired at `now_ms`.
+    pub fn read_ahead(&self, db: &Database, key: &[u8], now_ms: i64) -> Option<Option<Entry>> {
+        let mut read = None;
+        self.for_each_restoring_key(db, std::iter::once(key), |table, _, encoded| read = table.read_ahead(encoded));
+        read.map(|row| row.and_then(|row| live_entry(&row, now_ms)))
+    }
+
     /// Whether an instant restore is still bringing the table into memory.
     pub fn is_restoring(&self, db: &Database) -> bool {
         db.catalog().table(self.table).is_some_and(|table| table.is_restoring())

@@ -115,6 +115,9 @@ pub struct RecoveryInfo {
     pub keys_restored: u64,
     /// Keys a client's request restored ahead of the background walk (instant recovery).
     pub keys_restored_on_demand: u64,
+    /// GETs of keys not restored yet answered from the indexed log without restoring the key
+    /// (instant recovery; `docs/indexed.md`, "Reads ahead of the restore").
+    pub keys_read_ahead: u64,
     /// How long recovery took, in milliseconds.
     pub elapsed_ms: f64,
     /// CPU milliseconds the restore's walk took (instant recovery, once the walk has ended).
@@ -137,6 +140,7 @@ impl Default for RecoveryInfo {
             percent: 100.0,
             keys_restored: 0,
             keys_restored_on_demand: 0,
+            keys_read_ahead: 0,
             elapsed_ms: 0.0,
             walk_cpu_ms: 0.0,
             process_cpu_ms: 0.0,

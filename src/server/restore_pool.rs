@@ -17,6 +17,8 @@
 
 use super::Shared;
 use super::event_loop::{Inbox, Resume};
+use super::keyspace::{Entry, now_ms};
+use super::resp::Reply;
 use crate::durability::indexed::governor::ThreadClock;
 use mio::Waker;
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -39,6 +41,11 @@ pub const QUEUED_PER_RUNNER: usize = 8;
 pub enum RestoreNeed {
     /// These keys (of the keyspace table) fetched from the indexed log.
     Keys(Vec<Vec<u8>>),
+    /// A GET of this key, not in memory: answered from the indexed log without restoring the
+    /// key if the restore allows it ([`Keyspace::read_ahead`]), else fetched as in `Keys`.
+    ///
+    /// [`Keyspace::read_ahead`]: super::keyspace::Keyspace::read_ahead
+    ReadAhead(Vec<u8>),
     /// The whole keyspace table restored (KEYS, SCAN, DBSIZE, FLUSHDB read ranges).
     Table,
 }
@@ -185,10 +192,18 @@ impl RestorePool {
         // Read when the thread goes to sleep (a thread's CPU clock stands still while it sleeps):
         // a system call per wake-up, not per request.
         let mut clock = ThreadClock::start();
-        while let Some(request) = self.next(&mut clock, shared) {
+        while let Some(mut request) = self.next(&mut clock, shared) {
             match &request.need {
                 RestoreNeed::Keys(keys) => {
                     shared.keyspace.restore_ahead(&shared.db, keys.iter().map(Vec::as_slice));
+                    shared.note_fetch_ended();
+                }
+                RestoreNeed::ReadAhead(key) => {
+                    match shared.keyspace.read_ahead(&shared.db, key, now_ms()) {
+                        Some(entry) => request.resume.answer(entry.map_or(Reply::Nil, Entry::into_reply)),
+                        // Restored (or to be restored): the loop runs the GET.
+                        None => shared.keyspace.restore_ahead(&shared.db, std::iter::once(key.as_slice())),
+                    }
                     shared.note_fetch_ended();
                 }
                 RestoreNeed::Table => {

@@ -75,6 +75,13 @@ pub trait RestoreGate: Send + Sync {
     fn is_restored(&self, table: &Table, key: &[u8]) -> bool;
     /// Returns once every key of `table` is restored.
     fn wait_table(&self, table: &Table);
+    /// A read of `key` of `table` that need not restore it: `None` if the key is restored (read
+    /// it from memory), else its recovered row (`Some(None)`: absent), which is its state at some
+    /// moment of this call, as nothing writes a key before it is restored. Answering `None`
+    /// (the default) is always correct: the caller then restores the key and reads it.
+    fn read_ahead(&self, _table: &Table, _key: &[u8]) -> Option<Option<Row>> {
+        None
+    }
 }
 
 /// A table's restore gate: set before transactions run, cleared when its restore ends.
@@ -211,6 +218,15 @@ impl Table {
         !self.restore.active.load(Ordering::Relaxed)
             || self.point.contains(key)
             || self.gate_slow(|gate| gate.is_restored(self, key)).unwrap_or(true)
+    }
+
+    /// During a restore, a read of `key` that does not restore it ([`RestoreGate::read_ahead`]):
+    /// `None` outside a restore and for a key in memory (read it there), else its recovered row.
+    pub fn read_ahead(&self, key: &[u8]) -> Option<Option<Row>> {
+        if !self.restore.active.load(Ordering::Relaxed) || self.point.contains(key) {
+            return None;
+        }
+        self.gate_slow(|gate| gate.read_ahead(self, key)).flatten()
     }
 
     /// During a restore, waits until the whole table is in memory (range reads).

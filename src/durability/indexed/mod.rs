@@ -994,6 +994,7 @@ impl crate::server::RecoveryStatus for IndexedLogging {
                 percent: p.percent(),
                 keys_restored: p.images_restored,
                 keys_restored_on_demand: p.on_demand_keys,
+                keys_read_ahead: p.read_ahead_keys,
                 elapsed_ms: p.elapsed_ms,
                 walk_cpu_ms: p.walk_cpu_ms,
                 process_cpu_ms: p.process_cpu_ms.unwrap_or(0.0),

@@ -69,6 +69,20 @@
 //! table's gate is removed and the database is fully in memory; the indexed log is only a log
 //! again.
 //!
+//! # Reads ahead of the restore
+//!
+//! A single-key read (the server's GET) of a key not restored yet need not restore it: its
+//! recovered state ([`Restorer::recovered`]) is its value, since every write restores its key
+//! first and nothing else changes it ([`RestoreGate::read_ahead`]). The read then costs the
+//! B-tree lookup alone; the row is not linked into the point and ordered indexes (a random
+//! insert into the ordered one), not added to the shard's fetched keys, and its memory is not
+//! taken until the walk installs the key in order, at its share of the CPU. Under a read-only
+//! load over a large keyspace, where at first nearly every request misses, that is most of what
+//! a miss cost. A key is checked not restored before and after its lookup, so the value read
+//! was its state at the second check. A key read ahead twice (remembered by a lossy table of
+//! [`READ_AHEAD_FILTER_SLOTS`] hashes) is restored on its second read, so a hot key costs one
+//! lookup and one fetch, not a lookup per read.
+//!
 //! # Failure
 //!
 //! If the indexed log cannot be read in the middle of a restore, the tables are half in memory
@@ -109,6 +123,8 @@ pub const WALKERS_MAX: usize = 16;
 pub const READER_RENEW_MS: u64 = 100;
 /// Read transactions kept for on-demand fetches (a thread uses the slot its id picks).
 const READER_SLOTS: usize = 256;
+/// Slots of the table remembering keys read ahead of the restore (a power of two; 512 KiB).
+pub const READ_AHEAD_FILTER_SLOTS: usize = 1 << 16;
 /// The default of [`RestoreSettings::cpu_share`]: while requests are served the walk takes at
 /// most about a third of the machine. On 2 cores under 200 clients this served about half the
 /// steady rate during a 5 M-key restore still shorter than Redis's AOF load, where leaving the
@@ -243,6 +259,10 @@ pub struct RestoreProgress {
     /// Keys restored on demand: images a request's fetch installed, and requested keys the
     /// indexed log did not hold.
     pub on_demand_keys: u64,
+    /// Reads answered from the indexed log without restoring their key (single-key reads of
+    /// keys not restored yet, each counted once per read; module docs, "Reads ahead of the
+    /// restore").
+    pub read_ahead_keys: u64,
     /// Images in memory: installed by the walk or by a request's fetch, each counted once (what
     /// [`RestoreProgress::percent`] counts; `walked_keys + on_demand_keys` counts twice an image
     /// fetched before the walk passed it, and counts keys that were never there).
@@ -374,6 +394,11 @@ pub struct Restorer {
     total_keys: AtomicU64,
     walked_keys: AtomicU64,
     on_demand_keys: AtomicU64,
+    /// Reads answered from the indexed log without restoring their key.
+    read_ahead_keys: AtomicU64,
+    /// Hashes of keys read ahead of the restore, one per slot: a key read twice is restored
+    /// ([`Restorer::read_before`]).
+    read_ahead_filter: Box<[AtomicU64]>,
     images_restored: AtomicU64,
     walk_cpu_ns: AtomicU64,
     /// The process's CPU clock when the walk began, and what it had spent when the walk ended.
@@ -438,6 +463,8 @@ impl Restorer {
             total_keys: AtomicU64::new(total_keys),
             walked_keys: AtomicU64::new(0),
             on_demand_keys: AtomicU64::new(0),
+            read_ahead_keys: AtomicU64::new(0),
+            read_ahead_filter: (0..READ_AHEAD_FILTER_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             images_restored: AtomicU64::new(0),
             walk_cpu_ns: AtomicU64::new(0),
             process_cpu_ns: (AtomicU64::new(0), Mutex::new(None)),
@@ -469,6 +496,7 @@ impl Restorer {
             total_keys: self.total_keys.load(Ordering::Relaxed),
             walked_keys: self.walked_keys.load(Ordering::Relaxed),
             on_demand_keys: self.on_demand_keys.load(Ordering::Relaxed),
+            read_ahead_keys: self.read_ahead_keys.load(Ordering::Relaxed),
             images_restored: self.images_restored.load(Ordering::Relaxed),
             elapsed_ms: finished.unwrap_or_else(|| self.started.elapsed().as_secs_f64() * 1e3),
             walkers: self.walkers,
@@ -780,21 +808,69 @@ impl Restorer {
         &self.shards[self.shard_index(full)]
     }
 
-    /// Restores `key` of `table` (full key `full`) on demand: looks it up in the B-tree and, unless
-    /// the walk or another request restored it meanwhile, installs its image if it has one and
-    /// notes it restored either way.
-    fn fetch(&self, table: &Table, key: &[u8], full: &[u8]) {
-        let shard = self.shard_of(full);
-        if shard.done.load(Ordering::Acquire) || shard.restored.lock().contains(full) {
-            return;
-        }
-        // The B-tree is read outside the shard's lock, so fetches overlap each other and the walk.
+    /// The recovered state of `full` (in `shard`): its image or its write in the tail, whichever
+    /// is newer; `None` if it has neither (absent at the crash). Read outside the shard's lock,
+    /// so that fetches and reads overlap each other and the walk.
+    fn recovered(&self, shard: &Shard, full: &[u8]) -> Option<(Tid, Row)> {
         let image = match self.with_reader(|reader| reader.get(full)) {
             Ok(image) => image,
             Err(e) => fatal_with(&self.store, &format!("an on-demand fetch cannot read the indexed log: {e}")),
         };
         let image = image.map(|image| decode_image(&image).unwrap_or_else(|m| fatal_with(&self.store, &m)));
-        let decoded = newest(image, self.tail_write(shard, full));
+        newest(image, self.tail_write(shard, full))
+    }
+
+    /// Whether `shard` holds `full` restored (waiting for its lock).
+    fn holds_restored(shard: &Shard, full: &[u8]) -> bool {
+        shard.done.load(Ordering::Acquire) || shard.restored.lock().contains(full)
+    }
+
+    /// Reads `key` of `table` (full key `full`) without restoring it ("Reads ahead of the
+    /// restore" in the module docs): `None` if it is restored (the caller reads it from memory),
+    /// else its recovered row, `Some(None)` if it has none. A key read this way before (as far
+    /// as [`Restorer::read_ahead_filter`] remembers) is restored instead, and `None` returned.
+    fn read_ahead(&self, table: &Table, key: &[u8], full: &[u8]) -> Option<Option<Row>> {
+        let shard = self.shard_of(full);
+        if Self::holds_restored(shard, full) {
+            return None;
+        }
+        if self.read_before(full) {
+            self.fetch(table, key, full);
+            return None;
+        }
+        let decoded = self.recovered(shard, full);
+        // Every write restores its key first, so while the key is not restored nothing has
+        // changed it since the crash: what the logs hold is its state at this check. Restored
+        // meanwhile, it may have been written, and the caller reads it from memory.
+        if Self::holds_restored(shard, full) {
+            return None;
+        }
+        self.read_ahead_keys.fetch_add(1, Ordering::Relaxed);
+        Some(decoded.map(|(_, row)| row))
+    }
+
+    /// Whether `full` was read ahead of the restore before (a slot of
+    /// [`Restorer::read_ahead_filter`] holds its hash), remembering it if not. A lossy memory:
+    /// two keys sharing a slot push each other out, so a repeated read may be missed (and read
+    /// ahead again), or taken for a repeat (and restored), which is only slower.
+    fn read_before(&self, full: &[u8]) -> bool {
+        use std::hash::BuildHasher;
+        let hash = foldhash::fast::FixedState::with_seed(0).hash_one(full);
+        let slot = &self.read_ahead_filter[(hash as usize) & (READ_AHEAD_FILTER_SLOTS - 1)];
+        // Never 0, the empty slot's value.
+        let mark = hash | 1;
+        slot.swap(mark, Ordering::Relaxed) == mark
+    }
+
+    /// Restores `key` of `table` (full key `full`) on demand: looks it up in the B-tree and, unless
+    /// the walk or another request restored it meanwhile, installs its image if it has one and
+    /// notes it restored either way.
+    fn fetch(&self, table: &Table, key: &[u8], full: &[u8]) {
+        let shard = self.shard_of(full);
+        if Self::holds_restored(shard, full) {
+            return;
+        }
+        let decoded = self.recovered(shard, full);
         if decoded.is_some() {
             prefetch_link(table, key, &crossbeam_epoch::pin());
         }
@@ -1110,6 +1186,10 @@ impl RestoreGate for Restorer {
 
     fn restore_key(&self, table: &Table, key: &[u8]) {
         with_full_key(table.id, key, |full| self.fetch(table, key, full));
+    }
+
+    fn read_ahead(&self, table: &Table, key: &[u8]) -> Option<Option<Row>> {
+        with_full_key(table.id, key, |full| self.read_ahead(table, key, full))
     }
 
     fn wait_table(&self, table: &Table) {

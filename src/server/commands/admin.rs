@@ -181,7 +181,7 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
             "Recovery",
             format!(
                 "recovery_state:{}\r\nrecovery_percent:{:.1}\r\nrecovery_keys_restored:{}\r\n\
-                 recovery_keys_restored_on_demand:{}\r\nrecovery_elapsed_ms:{:.1}\r\n\
+                 recovery_keys_restored_on_demand:{}\r\nrecovery_keys_read_ahead:{}\r\nrecovery_elapsed_ms:{:.1}\r\n\
                  recovery_walk_cpu_ms:{:.1}\r\nrecovery_process_cpu_ms:{:.1}\r\nrecovery_fetch_cpu_ms:{:.1}\r\n\
                  recovery_walk_share:{:.3}\r\nrecovery_listening_ms:{:.1}\r\nrecovery_first_fetch_ms:{}\r\n\
                  recovery_unindexed_log_bytes:{}\r\n",
@@ -189,6 +189,7 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 recovery.percent,
                 recovery.keys_restored,
                 recovery.keys_restored_on_demand,
+                recovery.keys_read_ahead,
                 recovery.elapsed_ms,
                 recovery.walk_cpu_ms,
                 recovery.process_cpu_ms,

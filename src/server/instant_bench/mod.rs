@@ -171,6 +171,9 @@ pub struct RunResult {
     /// Keys the server restored on demand (for requests that missed) rather than by its walk,
     /// from its last `INFO recovery`; `None` for Redis, or when recovery did not finish.
     pub restored_on_demand: Option<u64>,
+    /// GETs the server answered from its indexed log without restoring their key, from the
+    /// same `INFO`; `None` as above.
+    pub read_ahead: Option<u64>,
     /// CPU milliseconds of the restore's walk, and of the whole server while the walk ran
     /// (serving and on-demand fetches included), from the same `INFO`; `None` as above.
     pub restore_cpu_ms: Option<(f64, f64)>,
@@ -260,7 +263,8 @@ fn report(result: RunResult) -> RunResult {
         result.after_recovery_per_s,
         match (result.restored_on_demand, result.restore_cpu_ms) {
             (Some(n), Some((walk, process))) => format!(
-                ", {n} keys restored on demand, CPU while restoring: walk {:.2} s of the server's {:.2} s{}",
+                ", {n} keys restored on demand, {} read ahead, CPU while restoring: walk {:.2} s of the server's {:.2} s{}",
+                result.read_ahead.unwrap_or(0),
                 walk / 1e3,
                 process / 1e3,
                 result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default()
@@ -512,6 +516,7 @@ fn restart_under_load(
         recovered_ms,
         during_recovery_per_s: during,
         restored_on_demand: info_field(final_info, "recovery_keys_restored_on_demand"),
+        read_ahead: info_field(final_info, "recovery_keys_read_ahead"),
         restore_cpu_ms: info_field(final_info, "recovery_walk_cpu_ms")
             .zip(info_field(final_info, "recovery_process_cpu_ms")),
         fetch_cpu_ms: info_field(final_info, "recovery_fetch_cpu_ms"),
