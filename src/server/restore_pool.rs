@@ -7,8 +7,13 @@
 //! the loop, and with a loop per core only two fetches would ever be in flight. So the loop parks
 //! the connection, and one of [`RESTORE_THREADS`] threads here fetches its keys and hands it
 //! back to its loop, which then runs the request (its keys now in memory). Many fetches overlap,
-//! as they did when each connection had a thread. A command that reads a range (KEYS, SCAN,
-//! DBSIZE, FLUSHDB) waits here for the whole table, not on its loop.
+//! as they did when each connection had a thread. A GET is read ahead instead
+//! (`Keyspace::read_ahead`): the thread reads the key's recovered state without restoring it and
+//! hands the connection back with the reply, which the loop writes in the GET's place. A command
+//! that reads a range (KEYS, SCAN, DBSIZE, FLUSHDB) waits here for the whole table, not on its
+//! loop. (Read ahead on the loops themselves, GETs were served less: a loop that reads the B-tree
+//! waits in it, and each wait stalls its connections; `docs/PERFORMANCE.md`, "Instant
+//! recovery", "Session 58".)
 //!
 //! This is only about who waits: [`super::conn::Conn::handle`] restores a command's keys itself
 //! before it runs (and a range read waits for the table inside the transaction), so a request
