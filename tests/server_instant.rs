@@ -284,6 +284,23 @@ fn instant_bench_in_place_writes_timelines_the_report_reads() {
 
 /// Runs instant-bench over SLR and AILIR with `workloads` (read-write among them), checks the
 /// read-write timelines and summary, and that the servers were preloaded `preloads` times.
+/// A Redis target without `redis-server` is refused before any preload, with what to install.
+#[test]
+fn instant_bench_refuses_redis_targets_without_redis_server_at_once() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lazarus"))
+        .args(["instant-bench", "--keys", "300", "--targets", "ailir,redis-everysec", "--workloads", "read-only"])
+        .args(["--clients", "4", "--duration-s", "1", "--first-port", "19300", "--out"])
+        .arg(out.path())
+        .env("PATH", out.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("need redis-server on the PATH"), "{stderr}");
+    assert!(!stderr.contains("keys preloaded"), "a target ran before the refusal: {stderr}");
+}
+
 fn instant_bench_writes_timelines(extra: &[&str], workloads: &str, first_port: u16, preloads: usize) {
     let out = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_lazarus"))

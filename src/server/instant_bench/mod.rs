@@ -205,6 +205,9 @@ pub fn run(options: &InstantBenchOptions) -> Result<Vec<RunResult>, InstantBench
     {
         return Err(InstantBenchError::Config("window 100..=10000 ms, duration 0.5..=3600 s, settle 0..=600 s".into()));
     }
+    if options.targets.iter().any(|t| matches!(t, Target::Redis(_))) {
+        redis_installed()?;
+    }
     std::fs::create_dir_all(&options.out_dir).map_err(io("create the output directory"))?;
     let mut results = Vec::new();
     let mut port = options.first_port;
@@ -319,6 +322,19 @@ fn start(options: &InstantBenchOptions, target: &Target, dir: &Path, port: u16) 
     let stderr = if matches!(target, Target::Lazarus(_)) { Stdio::inherit() } else { Stdio::null() };
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
     command.spawn().map_err(io(format!("start {target:?}")))
+}
+
+/// Checks that `redis-server` runs, before any target's preload: a missing one would otherwise
+/// be found only when its turn comes, after the Lazarus targets' minutes of runs.
+fn redis_installed() -> Result<(), InstantBenchError> {
+    let probe = Command::new("redis-server").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    match probe {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(InstantBenchError::Config(
+            "the redis-* targets need redis-server on the PATH (Debian: apt-get install redis-server)".into(),
+        )),
+        Err(e) => Err(InstantBenchError::Io { context: "run redis-server --version".into(), source: e }),
+    }
 }
 
 /// Connects until the server accepts; returns the address and the time it first accepted.
