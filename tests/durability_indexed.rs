@@ -335,10 +335,7 @@ fn the_restored_percent_counts_each_image_once() {
 fn the_unindexed_tail_is_restored_from_memory_by_fetches_and_by_the_walk() {
     let root = tempfile::tempdir().unwrap();
     let (image, indexed, before) = crash_image_and_indexed_state(root.path());
-    let values = |state: &State| -> std::collections::BTreeMap<i64, i64> {
-        state.0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
-    };
-    let (old, new) = (values(&indexed), values(&before));
+    let (old, new) = (values_of(&indexed.0), values_of(&before.0));
     // The tail updates, deletes and creates keys, against the images.
     assert!(old.iter().any(|(k, v)| new.get(k).is_some_and(|n| n != v)), "no key updated in the tail");
     assert!(old.keys().any(|k| !new.contains_key(k)), "no key deleted in the tail");
@@ -391,10 +388,7 @@ fn the_unindexed_tail_is_restored_from_memory_by_fetches_and_by_the_walk() {
 fn a_read_ahead_of_the_restore_answers_the_recovered_state_and_restores_nothing() {
     let root = tempfile::tempdir().unwrap();
     let (image, indexed, before) = crash_image_and_indexed_state(root.path());
-    let state = |state: &State| -> std::collections::BTreeMap<i64, i64> {
-        state.0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
-    };
-    let (values, images) = (state(&before), state(&indexed));
+    let (values, images) = (values_of(&before.0), values_of(&indexed.0));
     let keys = 0..60;
     // Among the keys read: some whose tail write (an update, a delete, a create) is newer than
     // their image, and some the tail left alone.
@@ -482,8 +476,7 @@ fn a_tail_longer_than_the_memory_bound_is_indexed_before_the_open() {
 fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     let root = tempfile::tempdir().unwrap();
     let (image, before) = crash_image(root.path());
-    let expected: std::collections::BTreeMap<i64, i64> =
-        before.0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect();
+    let expected = values_of(&before.0);
     let mut o = options(&image, IndexMode::Async);
     o.restore_paused = true;
     let (db, scheme) = open(o);
@@ -528,8 +521,7 @@ fn requests_during_the_restore_see_restored_unrestored_and_absent_keys() {
     want.insert(absent[0], 42);
     assert_eq!(counter.join().unwrap(), want.len() as i64, "a count during the restore saw a partial table");
     let (rows, by_v) = dump(&db);
-    let got: std::collections::BTreeMap<i64, i64> =
-        rows.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect();
+    let got = values_of(&rows);
     assert_eq!(got, want);
     let mut want_v: Vec<i64> = want.values().copied().collect();
     want_v.sort_unstable();
@@ -577,7 +569,12 @@ fn big_crash_image(root: &Path) -> (std::path::PathBuf, std::collections::BTreeM
 }
 
 fn rows_of(db: &Database) -> std::collections::BTreeMap<i64, i64> {
-    dump(db).0.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
+    values_of(&dump(db).0)
+}
+
+/// Rows of `kv` ([`dump`]'s) as key → value.
+fn values_of(rows: &[Vec<Value>]) -> std::collections::BTreeMap<i64, i64> {
+    rows.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
 }
 
 /// Four clients, each owning the keys ≡ its number mod 4 in 0..BIG_KEYS + 200 (the last 200
