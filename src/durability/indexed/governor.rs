@@ -15,6 +15,12 @@
 //! walker that was preempted is not charged for the wait); the rest of the process is the
 //! process's CPU clock minus the walk's.
 //!
+//! What the machine leaves idle the walk may take on top of its share ([`MachineIdle`]): in a
+//! period after one in which CPUs sat idle, the allowance grows by an estimate of that idle time.
+//! Under a load that waits on the disk rather than the CPU (writes waiting for their group
+//! commit) the walk then restores faster without taking CPU the requests want; under a load that
+//! keeps every core busy nothing changes (`docs/indexed.md`, "The walk's share of the CPU").
+//!
 //! The share need not be constant: a [`ShareSchedule`] makes it a function of how much of the
 //! database is restored, larger at first and smaller at the end (`front_load`), with the same
 //! restore time as the constant share. While little is restored, most requests miss and each
@@ -24,6 +30,7 @@
 //! goes on").
 
 use parking_lot::Mutex;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,6 +42,22 @@ pub const PERIOD_MS: u64 = 10;
 pub const SERVING_CPU_PER_MILLE: u64 = 50;
 
 const PERIOD_NS: u64 = PERIOD_MS * 1_000_000;
+
+/// The most `cpuidle` counter files [`MachineIdle`] reads at each period's start: on a machine
+/// with more (CPUs × idle states), reading them every 10 ms would cost more than the idle time
+/// is worth, and the walk keeps to its share alone.
+pub const IDLE_FILES_MAX: usize = 64;
+
+/// Of the CPU the walk took past its share in a period, the part counted as idle again when the
+/// next period's spare is estimated. Below 1, so that CPU the walk took keeps justifying less of
+/// itself each period and fades once the machine has no idle time left; at 1/2 the walk settles
+/// at two thirds of the idle time there was without it.
+const SPARE_REUSE: f64 = 0.5;
+
+/// The weight of the newest period in the estimate of the machine's spare CPU (an exponential
+/// average over about four periods: one period's idle time is noisy, and a `cpuidle` counter
+/// advances only when its CPU wakes).
+const SPARE_NEWEST_WEIGHT: f64 = 0.25;
 
 /// The largest `front_load` a [`ShareSchedule`] takes: the share at the end is then a tenth of
 /// the mean, and the walk's last keys are restored at a crawl that the requests hardly need.
@@ -146,6 +169,68 @@ fn cpu_ns(clock: libc::clockid_t) -> u64 {
         .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
+/// The machine's idle CPU time, from the kernel's `cpuidle` counters
+/// (`/sys/devices/system/cpu/cpuN/cpuidle/stateK/time`, microseconds each CPU spent in each idle
+/// state), kept open and re-read at offset 0.
+pub struct MachineIdle {
+    counters: Vec<std::fs::File>,
+}
+
+impl MachineIdle {
+    /// The counters of every CPU's idle states, or `None` where the kernel has none (no
+    /// `cpuidle` driver, not Linux) or more than [`IDLE_FILES_MAX`].
+    pub fn open() -> Option<MachineIdle> {
+        MachineIdle::open_under(std::path::Path::new("/sys/devices/system/cpu"))
+    }
+
+    fn open_under(root: &std::path::Path) -> Option<MachineIdle> {
+        let mut counters = Vec::new();
+        for cpu in std::fs::read_dir(root).ok()?.flatten() {
+            let name = cpu.file_name();
+            let is_cpu = name.to_str().and_then(|n| n.strip_prefix("cpu")).is_some_and(|n| n.parse::<u32>().is_ok());
+            if !is_cpu {
+                continue;
+            }
+            let Ok(states) = std::fs::read_dir(cpu.path().join("cpuidle")) else { continue };
+            for state in states.flatten().filter(|s| s.file_name().to_str().is_some_and(|n| n.starts_with("state"))) {
+                counters.push(std::fs::File::open(state.path().join("time")).ok()?);
+                if counters.len() > IDLE_FILES_MAX {
+                    return None;
+                }
+            }
+        }
+        let idle = MachineIdle { counters };
+        (!idle.counters.is_empty() && idle.idle_ns().is_some()).then_some(idle)
+    }
+
+    /// Nanoseconds all CPUs have spent idle since boot (`None` if a counter cannot be read).
+    pub fn idle_ns(&self) -> Option<u64> {
+        let mut total_us = 0u64;
+        let mut text = [0u8; 32];
+        for counter in &self.counters {
+            let len = counter.read_at(&mut text, 0).ok()?;
+            let us: u64 = std::str::from_utf8(text.get(..len)?).ok()?.trim().parse().ok()?;
+            total_us = total_us.saturating_add(us);
+        }
+        Some(total_us.saturating_mul(1_000))
+    }
+}
+
+/// Where a governor reads the machine's idle CPU time (`None`: unknown, or no idle time to add).
+pub type IdleClock = Box<dyn Fn() -> Option<u64> + Send + Sync>;
+
+/// What the thread rolling a period keeps from one period to the next (under its lock).
+struct RollState {
+    /// The process's CPU time when the current period began.
+    process_ns: u64,
+    /// The machine's idle time when the current period began.
+    idle_ns: Option<u64>,
+    /// The current period's allowance at the share alone, without spare CPU.
+    share_allowance_ns: u64,
+    /// The estimate of the CPU a period leaves idle, nanoseconds a period.
+    spare_ns: f64,
+}
+
 /// Holds the walkers to their share of the CPU while the database serves (module docs).
 pub struct Governor {
     /// The share as the restore goes on, and the cores it is a share of.
@@ -157,9 +242,9 @@ pub struct Governor {
     /// The fraction of the images restored, in millionths, as the walkers last reported it.
     restored_ppm: AtomicU64,
     epoch: Instant,
-    /// The process's CPU time when the current period began; its lock is held by the thread
-    /// rolling the period, which alone stores the two fields below.
-    period_process_ns: Mutex<u64>,
+    /// The roller's state; its lock is held by the thread rolling the period, which alone
+    /// stores the two fields below.
+    roll_state: Mutex<RollState>,
     /// When the current period began, from `epoch`, and the walk's CPU time then.
     period_start_ns: AtomicU64,
     period_walk_ns: AtomicU64,
@@ -172,6 +257,10 @@ pub struct Governor {
     held_ns: AtomicU64,
     /// The process's CPU clock (a fake one in tests).
     process_ns: fn() -> u64,
+    /// The machine's idle clock.
+    idle_ns: IdleClock,
+    /// CPU nanoseconds the walk was allowed past its share, for the progress report.
+    spare_allowed_ns: AtomicU64,
 }
 
 /// This process's CPU time in nanoseconds, all threads.
@@ -181,13 +270,24 @@ pub fn process_cpu_ns() -> u64 {
 
 impl Governor {
     /// A governor giving the walk the share `schedule` says (each in (0, 1]) of `cores` cores
-    /// while the database serves; a share of 1 holds nothing back.
+    /// while the database serves, and what the machine leaves idle ([`MachineIdle`], where the
+    /// kernel counts it); a share of 1 holds nothing back.
     pub fn new(schedule: ShareSchedule, cores: usize) -> Governor {
-        Governor::with_process_clock(schedule, cores, process_cpu_ns)
+        let idle_ns: IdleClock = match MachineIdle::open() {
+            Some(idle) => Box::new(move || idle.idle_ns()),
+            None => Box::new(|| None),
+        };
+        Governor::with_clocks(schedule, cores, process_cpu_ns, idle_ns)
     }
 
-    /// [`Governor::new`] reading the process's CPU time from `process_ns`.
+    /// [`Governor::new`] reading the process's CPU time from `process_ns`, without idle time.
     pub fn with_process_clock(schedule: ShareSchedule, cores: usize, process_ns: fn() -> u64) -> Governor {
+        Governor::with_clocks(schedule, cores, process_ns, Box::new(|| None))
+    }
+
+    /// [`Governor::new`] reading the process's CPU time from `process_ns` and the machine's idle
+    /// time from `idle_ns`.
+    pub fn with_clocks(schedule: ShareSchedule, cores: usize, process_ns: fn() -> u64, idle_ns: IdleClock) -> Governor {
         for share in [schedule.start, schedule.end] {
             assert!(share > 0.0 && share <= 1.0, "a share of the CPU is in (0, 1], not {share}");
         }
@@ -198,7 +298,12 @@ impl Governor {
             period_allowance_ns: AtomicU64::new(allowance_ns(schedule.at(0.0), cores)),
             restored_ppm: AtomicU64::new(0),
             epoch,
-            period_process_ns: Mutex::new(process_ns()),
+            roll_state: Mutex::new(RollState {
+                process_ns: process_ns(),
+                idle_ns: idle_ns(),
+                share_allowance_ns: allowance_ns(schedule.at(0.0), cores),
+                spare_ns: 0.0,
+            }),
             period_start_ns: AtomicU64::new(0),
             period_walk_ns: AtomicU64::new(0),
             period_debt_ns: AtomicU64::new(0),
@@ -206,6 +311,8 @@ impl Governor {
             walk_ns: AtomicU64::new(0),
             held_ns: AtomicU64::new(0),
             process_ns,
+            idle_ns,
+            spare_allowed_ns: AtomicU64::new(0),
         }
     }
 
@@ -247,6 +354,11 @@ impl Governor {
         Duration::from_nanos(self.held_ns.load(Ordering::Relaxed))
     }
 
+    /// The CPU time serving periods allowed the walk past its share, from the machine's idle time.
+    pub fn spare_allowed(&self) -> Duration {
+        Duration::from_nanos(self.spare_allowed_ns.load(Ordering::Relaxed))
+    }
+
     fn now_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
@@ -254,7 +366,7 @@ impl Governor {
     /// Starts a new period at `now_ns` (unless another thread is doing so): it is a serving one if
     /// the rest of the process took [`SERVING_CPU_PER_MILLE`] of a core in the one that ended.
     fn roll(&self, now_ns: u64) {
-        let Some(mut period_process_ns) = self.period_process_ns.try_lock() else { return };
+        let Some(mut state) = self.roll_state.try_lock() else { return };
         let start_ns = self.period_start_ns.load(Ordering::Acquire);
         if now_ns < start_ns + PERIOD_NS {
             return;
@@ -264,17 +376,29 @@ impl Governor {
         let used_ns = walk_ns.saturating_sub(self.period_walk_ns.load(Ordering::Acquire));
         // The process's clock counts what the walk took in this period, not the debt it started with.
         let taken_ns = used_ns.saturating_sub(self.period_debt_ns.load(Ordering::Relaxed));
-        let others_ns = process_ns.saturating_sub(*period_process_ns).saturating_sub(taken_ns);
+        let others_ns = process_ns.saturating_sub(state.process_ns).saturating_sub(taken_ns);
         let elapsed_ns = now_ns - start_ns;
         let ended_allowance_ns = self.period_allowance_ns.load(Ordering::Acquire);
-        let allowance_ns = self.allowance_now_ns();
+        let idle_ns = (self.idle_ns)();
+        // Only what the spare allowed counts: a batch past the whole allowance is overshoot
+        // (paid back as debt), not idle time the walk used.
+        let spare_allowed_ns = ended_allowance_ns.saturating_sub(state.share_allowance_ns);
+        let past_share_ns = taken_ns.saturating_sub(state.share_allowance_ns).min(spare_allowed_ns);
+        state.spare_ns = next_spare_ns(state.spare_ns, state.idle_ns, idle_ns, past_share_ns, elapsed_ns);
+        state.idle_ns = idle_ns;
+        let share_allowance_ns = self.allowance_now_ns();
+        state.share_allowance_ns = share_allowance_ns;
+        let allowance_ns = with_spare_ns(share_allowance_ns, state.spare_ns, self.cores);
         let debt_ns = if self.serving.load(Ordering::Acquire) {
             overshoot_ns(used_ns, ended_allowance_ns, allowance_ns)
         } else {
             0
         };
         let serving = others_ns.saturating_mul(1000) >= elapsed_ns.saturating_mul(SERVING_CPU_PER_MILLE);
-        *period_process_ns = process_ns;
+        state.process_ns = process_ns;
+        if serving {
+            self.spare_allowed_ns.fetch_add(allowance_ns - share_allowance_ns, Ordering::Relaxed);
+        }
         self.period_allowance_ns.store(allowance_ns, Ordering::Release);
         self.serving.store(serving, Ordering::Release);
         // The new period starts with the ended one's overshoot already used (at most `used_ns`,
@@ -296,6 +420,29 @@ impl Governor {
         let restored = self.restored_ppm.load(Ordering::Relaxed) as f64 / 1e6;
         allowance_ns(self.schedule.at(restored), self.cores)
     }
+}
+
+/// The estimate of a period's spare CPU after a period of `elapsed_ns` in which the machine's
+/// idle clock went from `before` to `after` and the walk took `past_share_ns` past its share:
+/// the idle time, plus [`SPARE_REUSE`] of what the walk took past its share (idle time there
+/// would have been without it), per [`PERIOD_NS`], averaged into `spare_ns`. Without an idle
+/// clock the estimate is 0.
+fn next_spare_ns(spare_ns: f64, before: Option<u64>, after: Option<u64>, past_share_ns: u64, elapsed_ns: u64) -> f64 {
+    let (Some(before), Some(after)) = (before, after) else { return 0.0 };
+    let spare_then_ns = after.saturating_sub(before) as f64 + SPARE_REUSE * past_share_ns as f64;
+    let per_period_ns = spare_then_ns * PERIOD_NS as f64 / elapsed_ns.max(1) as f64;
+    spare_ns * (1.0 - SPARE_NEWEST_WEIGHT) + per_period_ns * SPARE_NEWEST_WEIGHT
+}
+
+/// A period's allowance: `share_ns` (the share's) plus the spare CPU, together at most the whole
+/// machine's period; `u64::MAX` (no limit) stays so.
+fn with_spare_ns(share_ns: u64, spare_ns: f64, cores: usize) -> u64 {
+    if share_ns == u64::MAX {
+        return u64::MAX;
+    }
+    let machine_ns = PERIOD_NS.saturating_mul(cores.max(1) as u64);
+    // Truncating: a fraction of a nanosecond is nothing to allow.
+    share_ns.saturating_add(spare_ns.max(0.0) as u64).min(machine_ns.max(share_ns))
 }
 
 /// How far the walk's `used_ns` in a held period went past its allowance (`ended_ns`), at most
@@ -425,6 +572,98 @@ mod tests {
         // A period that ends while the loop runs allows a few more: bounds, not counts.
         assert!(early >= 6, "only {early} batches of 1 ms passed at the start of a front-loaded restore");
         assert!(late <= 3, "{late} batches of 1 ms passed at the end of a front-loaded restore");
+    }
+
+    /// How long a governor of one core at `share`, whose process serves throughout, holds 40 ms of
+    /// walk in 1 ms batches, with the machine's idle clock `idle_ns`.
+    fn held_with_idle(clock: &'static AtomicU64, process: fn() -> u64, idle_ns: IdleClock) -> (Duration, Duration) {
+        let governor = Governor::with_clocks(ShareSchedule::constant(0.2), 1, process, idle_ns);
+        clock.fetch_add(PERIOD_MS * MS, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(PERIOD_MS + 1));
+        for _ in 0..40 {
+            clock.fetch_add(2 * MS, Ordering::Relaxed);
+            governor.charge(MS, 0.0);
+        }
+        (governor.held(), governor.spare_allowed())
+    }
+
+    #[test]
+    fn idle_machine_time_lets_the_walk_past_its_share() {
+        static BUSY: AtomicU64 = AtomicU64::new(0);
+        static IDLE: AtomicU64 = AtomicU64::new(0);
+        // A fifth of one core: 2 ms a period, so 40 ms of walk wait through about 20 periods on a
+        // machine without idle time.
+        let (held_busy, spare_busy) = held_with_idle(&BUSY, || BUSY.load(Ordering::Relaxed), Box::new(|| Some(0)));
+        assert!(held_busy >= Duration::from_millis(15 * PERIOD_MS), "held only {held_busy:?}");
+        assert_eq!(spare_busy, Duration::ZERO);
+        // A machine that leaves a core's worth of time idle throughout: the allowance grows
+        // towards the whole core within a few periods.
+        let start = Instant::now();
+        let idle: IdleClock = Box::new(move || Some(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)));
+        let (held_idle, spare_idle) = held_with_idle(&IDLE, || IDLE.load(Ordering::Relaxed), idle);
+        assert!(spare_idle > Duration::ZERO, "no spare CPU allowed on an idle machine");
+        assert!(held_idle * 2 < held_busy, "held {held_idle:?} with an idle core, {held_busy:?} without");
+    }
+
+    #[test]
+    fn the_spare_estimate_settles_below_the_idle_time_and_fades_without_it() {
+        // The feedback loop in whole periods: the machine would be idle `idle` without the walk,
+        // and the walk takes all the spare it is allowed.
+        let step = |spare: f64, idle: f64| {
+            let taken = spare.min(idle);
+            let elapsed = PERIOD_NS;
+            next_spare_ns(spare, Some(0), Some((idle - taken) as u64), taken as u64, elapsed)
+        };
+        let idle = 0.3 * PERIOD_NS as f64;
+        let mut spare = 0.0;
+        for _ in 0..200 {
+            spare = step(spare, idle);
+        }
+        assert!((spare - idle * 2.0 / 3.0).abs() < idle * 0.01, "settled at {spare}, idle {idle}");
+        // The idle time gone (requests want every core), the spare halves about every 3 periods.
+        for _ in 0..30 {
+            spare = step(spare, 0.0);
+        }
+        assert!(spare < idle * 0.01, "the spare did not fade: {spare}");
+        // Without an idle clock there is none.
+        assert_eq!(next_spare_ns(5.0, None, Some(9), 0, PERIOD_NS), 0.0);
+        // A period twice as long counts its idle time per period.
+        assert_eq!(
+            next_spare_ns(0.0, Some(0), Some(2 * PERIOD_NS), 0, 2 * PERIOD_NS),
+            PERIOD_NS as f64 * SPARE_NEWEST_WEIGHT
+        );
+        // The allowance never passes the machine, and no limit stays none.
+        assert_eq!(with_spare_ns(2 * MS, 50.0 * MS as f64, 1), PERIOD_NS);
+        assert_eq!(with_spare_ns(2 * MS, MS as f64, 2), 3 * MS);
+        assert_eq!(with_spare_ns(u64::MAX, MS as f64, 2), u64::MAX);
+    }
+
+    #[test]
+    fn machine_idle_sums_every_cpus_idle_states() {
+        let root = tempfile::tempdir().expect("temporary directory");
+        let write = |path: &str, text: &str| {
+            let path = root.path().join(path);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("directory");
+            std::fs::write(path, text).expect("counter");
+        };
+        write("cpu0/cpuidle/state0/time", "100\n");
+        write("cpu0/cpuidle/state1/time", "250\n");
+        write("cpu1/cpuidle/state0/time", "5\n");
+        // Not a CPU's idle state: skipped.
+        write("cpuidle/state0/time", "7000\n");
+        write("cpufreq/cpuidle/state0/time", "7000\n");
+        write("cpu1/cpuidle/driver/time", "7000\n");
+        let idle = MachineIdle::open_under(root.path()).expect("counters");
+        assert_eq!(idle.idle_ns(), Some(355_000));
+        write("cpu1/cpuidle/state0/time", "905\n");
+        assert_eq!(idle.idle_ns(), Some(1_255_000), "the counters are read again, not remembered");
+        // A counter that is not a number: no idle clock rather than a wrong one.
+        write("cpu1/cpuidle/state0/time", "n/a\n");
+        assert_eq!(idle.idle_ns(), None);
+        assert!(MachineIdle::open_under(root.path()).is_none());
+        // No cpuidle at all.
+        let empty = tempfile::tempdir().expect("temporary directory");
+        assert!(MachineIdle::open_under(empty.path()).is_none());
     }
 
     #[test]

@@ -999,6 +999,8 @@ impl crate::server::RecoveryStatus for IndexedLogging {
                 walk_cpu_ms: p.walk_cpu_ms,
                 process_cpu_ms: p.process_cpu_ms.unwrap_or(0.0),
                 walk_share: p.walk_share,
+                walk_held_ms: p.held_ms,
+                walk_spare_ms: p.spare_ms,
                 unindexed_log_bytes,
             },
             None => crate::server::RecoveryInfo {

@@ -126,10 +126,12 @@ const READER_SLOTS: usize = 256;
 /// Slots of the table remembering keys read ahead of the restore (a power of two; 512 KiB).
 pub const READ_AHEAD_FILTER_SLOTS: usize = 1 << 16;
 /// The default of [`RestoreSettings::cpu_share`]: while requests are served the walk takes at
-/// most about a third of the machine. On 2 cores under 200 clients this served about half the
-/// steady rate during a 5 M-key restore still shorter than Redis's AOF load, where leaving the
-/// share to the kernel served a third (`docs/indexed.md`, "The walk's share of the CPU").
-pub const RESTORE_CPU_SHARE: f64 = 0.35;
+/// most about a quarter of the machine. On 2 cores under 200 read-only clients this served 0.58
+/// of the steady rate during 5 M-key restores (median of 13 runs; 0.35 served 0.48, lower in 11
+/// of 13 alternating pairs), restores about a sixth longer and still shorter than Redis's AOF
+/// load in most runs, where leaving the share to the kernel served a third (`docs/indexed.md`,
+/// "The walk's share of the CPU").
+pub const RESTORE_CPU_SHARE: f64 = 0.28;
 /// The default of [`RestoreSettings::front_load`]: the walk's share starts at about twice
 /// [`RESTORE_CPU_SHARE`] and falls to 0.4 of it as the database fills, with the restore as long
 /// as at the constant share. On 2 cores under 200 read-only clients this served 0.48 of the
@@ -276,6 +278,9 @@ pub struct RestoreProgress {
     /// Milliseconds walkers slept to keep the walk to its share of the CPU while the database
     /// served (summed over walkers).
     pub held_ms: f64,
+    /// CPU milliseconds the governor allowed the walk past its share while the database served,
+    /// because the machine had left as much idle (allowed, not necessarily taken).
+    pub spare_ms: f64,
     /// CPU milliseconds the walkers spent (each walker's own CPU clock, added when it ends: 0
     /// until then).
     pub walk_cpu_ms: f64,
@@ -502,6 +507,7 @@ impl Restorer {
             walkers: self.walkers,
             shards: self.shards.len(),
             held_ms: self.governor.as_ref().map_or(0.0, |g| g.held().as_secs_f64() * 1e3),
+            spare_ms: self.governor.as_ref().map_or(0.0, |g| g.spare_allowed().as_secs_f64() * 1e3),
             walk_share: match &self.governor {
                 Some(g) if finished.is_none() => g.share_at(self.restored_fraction()),
                 _ => 1.0,

@@ -183,7 +183,7 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 "recovery_state:{}\r\nrecovery_percent:{:.1}\r\nrecovery_keys_restored:{}\r\n\
                  recovery_keys_restored_on_demand:{}\r\nrecovery_keys_read_ahead:{}\r\nrecovery_elapsed_ms:{:.1}\r\n\
                  recovery_walk_cpu_ms:{:.1}\r\nrecovery_process_cpu_ms:{:.1}\r\nrecovery_fetch_cpu_ms:{:.1}\r\n\
-                 recovery_walk_share:{:.3}\r\nrecovery_listening_ms:{:.1}\r\nrecovery_first_fetch_ms:{}\r\n\
+                 recovery_walk_share:{:.3}\r\nrecovery_walk_held_ms:{:.1}\r\nrecovery_walk_spare_ms:{:.1}\r\nrecovery_listening_ms:{:.1}\r\nrecovery_first_fetch_ms:{}\r\n\
                  recovery_unindexed_log_bytes:{}\r\n",
                 recovery.state,
                 recovery.percent,
@@ -195,6 +195,8 @@ fn sections(conn: &Conn) -> Vec<(&'static str, String)> {
                 recovery.process_cpu_ms,
                 shared.restore_fetch_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
                 recovery.walk_share,
+                recovery.walk_held_ms,
+                recovery.walk_spare_ms,
                 shared.listening_us as f64 / 1e3,
                 match shared.first_fetch_us.load(Ordering::Relaxed) {
                     u64::MAX => "-1".to_string(),

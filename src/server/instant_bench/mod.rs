@@ -180,6 +180,9 @@ pub struct RunResult {
     /// CPU milliseconds of the server's threads that fetched keys on demand (part of the
     /// server's above), from the same `INFO`; `None` as above.
     pub fetch_cpu_ms: Option<f64>,
+    /// Milliseconds the walk slept for its share, and CPU milliseconds it was allowed past its
+    /// share from the machine's idle time, from the same `INFO`; `None` as above.
+    pub walk_held_spare_ms: Option<(f64, f64)>,
     /// Milliseconds from the server's own start (its `main`, so without the spawn) until it
     /// listened, and until its first fetch on demand ended (`None`: no fetch), from its last
     /// `INFO` (recovery finished or not): which of the two a late first reply waited for; `None`
@@ -265,13 +268,23 @@ fn report(result: RunResult) -> RunResult {
         result.during_recovery_per_s,
         result.after_recovery_per_s,
         match (result.restored_on_demand, result.restore_cpu_ms) {
-            (Some(n), Some((walk, process))) => format!(
-                ", {n} keys restored on demand, {} read ahead, CPU while restoring: walk {:.2} s of the server's {:.2} s{}",
-                result.read_ahead.unwrap_or(0),
-                walk / 1e3,
-                process / 1e3,
-                result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default()
-            ),
+            (Some(n), Some((walk, process))) =>
+                format!(
+                    ", {n} keys restored on demand, {} read ahead, CPU while restoring: walk {:.2} s of the server's {:.2} s{}",
+                    result.read_ahead.unwrap_or(0),
+                    walk / 1e3,
+                    process / 1e3,
+                    result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default(),
+                ) + &result
+                    .walk_held_spare_ms
+                    .map(|(held, spare)| {
+                        format!(
+                            "; the walk slept {:.2} s for its share, allowed {:.2} s of idle CPU past it",
+                            held / 1e3,
+                            spare / 1e3
+                        )
+                    })
+                    .unwrap_or_default(),
             _ => String::new(),
         },
         match result.server_startup_ms {
@@ -536,6 +549,8 @@ fn restart_under_load(
         restore_cpu_ms: info_field(final_info, "recovery_walk_cpu_ms")
             .zip(info_field(final_info, "recovery_process_cpu_ms")),
         fetch_cpu_ms: info_field(final_info, "recovery_fetch_cpu_ms"),
+        walk_held_spare_ms: info_field(final_info, "recovery_walk_held_ms")
+            .zip(info_field(final_info, "recovery_walk_spare_ms")),
         server_startup_ms: info_field(latest_info, "recovery_listening_ms").map(|listening| {
             (listening, info_field(latest_info, "recovery_first_fetch_ms").filter(|&ms: &f64| ms >= 0.0))
         }),
