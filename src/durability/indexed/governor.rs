@@ -574,8 +574,9 @@ mod tests {
         assert!(late <= 3, "{late} batches of 1 ms passed at the end of a front-loaded restore");
     }
 
-    /// How long a governor of one core at `share`, whose process serves throughout, holds 40 ms of
-    /// walk in 1 ms batches, with the machine's idle clock `idle_ns`.
+    /// How long a governor of one core at a share of 0.2, whose process serves throughout, holds
+    /// 40 ms of walk in 1 ms batches with the machine's idle clock `idle_ns`, and how much CPU
+    /// past its share it allowed.
     fn held_with_idle(clock: &'static AtomicU64, process: fn() -> u64, idle_ns: IdleClock) -> (Duration, Duration) {
         let governor = Governor::with_clocks(ShareSchedule::constant(0.2), 1, process, idle_ns);
         clock.fetch_add(PERIOD_MS * MS, Ordering::Relaxed);
