@@ -128,11 +128,12 @@ pub struct RecoveryInfo {
     /// The share of the machine the restore's walk may take now while requests are served
     /// (instant recovery; 1: not held back, and after a blocking recovery).
     pub walk_share: f64,
-    /// Milliseconds the walk's threads slept to keep to their share while requests were served
-    /// (summed over the threads), and CPU milliseconds the share was raised by because the
-    /// machine left as much idle (instant recovery; `docs/indexed.md`, "The walk's share of the
+    /// Milliseconds the walk's threads slept to keep to their share while requests were served,
+    /// summed over the threads (instant recovery; `docs/indexed.md`, "The walk's share of the
     /// CPU").
     pub walk_held_ms: f64,
+    /// CPU milliseconds the walk's share was raised by because the machine left as much idle
+    /// (instant recovery; allowed, not necessarily taken).
     pub walk_spare_ms: f64,
     /// Bytes of durable sequential log not yet in the indexed log: what a restart now would read
     /// before it listens (`--durability indexed`, `indexed-sync`; 0 for the other schemes).
