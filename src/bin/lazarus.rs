@@ -1345,8 +1345,9 @@ struct ServeArgs {
     /// clients are served, in (0, 1]; 1 leaves it to the kernel. Smaller serves more requests
     /// during a restore under load and makes it slower; unloaded, the walk runs at full speed
     /// whatever this says (docs/indexed.md, "The walk's share of the CPU"). It is the share's
-    /// mean over the restore: the share starts above it and ends below it (--restore-front-load)
-    /// [default: 0.28].
+    /// mean over the restore: the share starts above it and ends below it (--restore-front-load).
+    /// On top of it the walk takes CPU time the machine leaves idle, where Linux counts it
+    /// (cpuidle) [default: 0.28].
     #[arg(long)]
     restore_cpu_share: Option<f64>,
     /// `indexed`, `indexed-sync`: how far the walk's share falls from the restore's start to its
