@@ -284,8 +284,6 @@ fn instant_bench_in_place_writes_timelines_the_report_reads() {
     instant_bench_writes_timelines(&["--in-place"], "read-write,read-only", 19200, 4);
 }
 
-/// Runs instant-bench over SLR and AILIR with `workloads` (read-write among them), checks the
-/// read-write timelines and summary, and that the servers were preloaded `preloads` times.
 /// A Redis target without `redis-server` is refused before any preload, with what to install.
 #[test]
 fn instant_bench_refuses_redis_targets_without_redis_server_at_once() {
@@ -303,6 +301,8 @@ fn instant_bench_refuses_redis_targets_without_redis_server_at_once() {
     assert!(!stderr.contains("keys preloaded"), "a target ran before the refusal: {stderr}");
 }
 
+/// Runs instant-bench over SLR and AILIR with `workloads` (read-write among them), checks the
+/// read-write timelines and summary, and that the servers were preloaded `preloads` times.
 fn instant_bench_writes_timelines(extra: &[&str], workloads: &str, first_port: u16, preloads: usize) {
     let out = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_lazarus"))

@@ -382,8 +382,8 @@ impl Governor {
         let idle_ns = (self.idle_ns)();
         // Only what the spare allowed counts: a batch past the whole allowance is overshoot
         // (paid back as debt), not idle time the walk used.
-        let spare_allowed_ns = ended_allowance_ns.saturating_sub(state.share_allowance_ns);
-        let past_share_ns = taken_ns.saturating_sub(state.share_allowance_ns).min(spare_allowed_ns);
+        let ended_spare_ns = ended_allowance_ns.saturating_sub(state.share_allowance_ns);
+        let past_share_ns = taken_ns.saturating_sub(state.share_allowance_ns).min(ended_spare_ns);
         state.spare_ns = next_spare_ns(state.spare_ns, state.idle_ns, idle_ns, past_share_ns, elapsed_ns);
         state.idle_ns = idle_ns;
         let share_allowance_ns = self.allowance_now_ns();

@@ -268,23 +268,21 @@ fn report(result: RunResult) -> RunResult {
         result.during_recovery_per_s,
         result.after_recovery_per_s,
         match (result.restored_on_demand, result.restore_cpu_ms) {
-            (Some(n), Some((walk, process))) =>
-                format!(
-                    ", {n} keys restored on demand, {} read ahead, CPU while restoring: walk {:.2} s of the server's {:.2} s{}",
-                    result.read_ahead.unwrap_or(0),
-                    walk / 1e3,
-                    process / 1e3,
-                    result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default(),
-                ) + &result
+            (Some(n), Some((walk, process))) => format!(
+                ", {n} keys restored on demand, {} read ahead, CPU while restoring: walk {:.2} s of the server's {:.2} s{}{}",
+                result.read_ahead.unwrap_or(0),
+                walk / 1e3,
+                process / 1e3,
+                result.fetch_cpu_ms.map(|f| format!(" (fetches {:.2} s)", f / 1e3)).unwrap_or_default(),
+                result
                     .walk_held_spare_ms
-                    .map(|(held, spare)| {
-                        format!(
-                            "; the walk slept {:.2} s for its share, allowed {:.2} s of idle CPU past it",
-                            held / 1e3,
-                            spare / 1e3
-                        )
-                    })
+                    .map(|(held, spare)| format!(
+                        "; the walk slept {:.2} s for its share, allowed {:.2} s of idle CPU past it",
+                        held / 1e3,
+                        spare / 1e3
+                    ))
                     .unwrap_or_default(),
+            ),
             _ => String::new(),
         },
         match result.server_startup_ms {
