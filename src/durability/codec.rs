@@ -145,40 +145,20 @@ impl Image {
 }
 
 /// The changed columns of an update, by position, in increasing order.
-///
-/// Held as the log encodes them (the `count` entries of a column patch, see the module doc),
-/// checked when decoded and read on demand. Why bytes and not decoded values: a Taurus or serial
-/// recovery holds every patch of a generation from its read to its replay, and one allocation of
-/// the logged bytes (about 11 bytes a fixed-width column) is a third of a vector of decoded
-/// columns (32 bytes a column, rounded up to the allocator's size class); recovery's read phase
-/// is mostly the first touch of the memory it fills (`docs/PERFORMANCE.md`, "Taurus",
-/// "Session 60").
 #[derive(Clone, Debug, PartialEq)]
 pub struct ColumnPatch {
-    count: u16,
-    /// `count` × (u16 position, value), positions strictly increasing, every value well formed.
-    bytes: Box<[u8]>,
+    columns: Vec<(u16, Value)>,
 }
 
 impl ColumnPatch {
-    /// The number of changed columns.
-    pub fn len(&self) -> usize {
-        usize::from(self.count)
+    /// The changed columns.
+    pub fn columns(&self) -> &[(u16, Value)] {
+        &self.columns
     }
 
-    /// Whether no column changed.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// The changed columns: each position, and its value as a view of the patch's bytes.
-    pub fn columns(&self) -> PatchColumns<'_> {
-        PatchColumns { reader: Reader::new(&self.bytes), left: self.count }
-    }
-
-    /// The changed columns' positions.
-    pub fn positions(&self) -> impl Iterator<Item = usize> + '_ {
-        self.columns().map(|(position, _)| usize::from(position))
+    /// The changed columns, by value (compiled replay moves them into its plan's frame).
+    pub fn into_columns(self) -> Vec<(u16, Value)> {
+        self.columns
     }
 
     /// Applies the patch to `row`: where it lies when every patched value fits there
@@ -186,51 +166,22 @@ impl ColumnPatch {
     /// a position is past its end.
     pub fn apply_in_place(&self, row: &mut InPlaceRow) -> Result<Option<Row>, &'static str> {
         self.check_width(row.row().len())?;
-        Ok(row.apply(self.columns().map(|(p, v)| (usize::from(p), v))))
+        Ok(row.apply(self.columns.iter().map(|(p, v)| (usize::from(*p), v.view()))))
     }
 
     /// The row `base` becomes with this patch applied; an error if a position is past its end.
     pub fn apply(&self, base: &Row) -> Result<Row, &'static str> {
         self.check_width(base.len())?;
-        Ok(base.with_changes(self.columns().map(|(p, v)| (usize::from(p), v))))
-    }
-
-    /// The last (largest) position, if any column changed.
-    fn last_position(&self) -> Option<u16> {
-        self.columns().last().map(|(position, _)| position)
+        Ok(base.with_changes(self.columns.iter().map(|(p, v)| (usize::from(*p), v.view()))))
     }
 
     fn check_width(&self, width: usize) -> Result<(), &'static str> {
-        if self.last_position().is_some_and(|position| usize::from(position) >= width) {
+        if self.columns.last().is_some_and(|&(position, _)| usize::from(position) >= width) {
             return Err("a column patch names a column past the row's end");
         }
         Ok(())
     }
 }
-
-/// The columns of a [`ColumnPatch`], decoded from its bytes as they are walked.
-#[derive(Clone)]
-pub struct PatchColumns<'a> {
-    reader: Reader<'a>,
-    left: u16,
-}
-
-impl<'a> Iterator for PatchColumns<'a> {
-    type Item = (u16, ValueRef<'a>);
-
-    fn next(&mut self) -> Option<(u16, ValueRef<'a>)> {
-        self.left = self.left.checked_sub(1)?;
-        let column = self.reader.patch_column();
-        // `Reader::patch` decoded every column before it built the patch.
-        Some(column.expect("a column patch's bytes were checked when it was decoded"))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (usize::from(self.left), Some(usize::from(self.left)))
-    }
-}
-
-impl ExactSizeIterator for PatchColumns<'_> {}
 
 impl<'a> RedoImage<'a> {
     /// The after-image whole (`Some`), or a delete (`None`).
@@ -407,7 +358,6 @@ impl From<FixedValue> for Value {
 }
 
 /// A cursor over bytes being decoded.
-#[derive(Clone)]
 pub struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -691,50 +641,19 @@ impl<'a> Reader<'a> {
         Ok((table, op, self.take(key_len)?))
     }
 
-    /// A column patch: positions strictly increasing, every value well formed (text UTF-8). The
-    /// patch keeps its bytes and decodes its columns again when they are read.
+    /// A column patch: positions strictly increasing.
     pub fn patch(&mut self) -> Result<ColumnPatch, DecodeError> {
         let count = self.u16()?;
-        let start = self.at;
-        let mut previous = None;
+        let mut columns: Vec<(u16, Value)> = Vec::with_capacity(usize::from(count));
         for _ in 0..count {
-            let at = self.at;
-            let (position, _) = self.patch_column()?;
-            if previous.is_some_and(|previous| previous >= position) {
-                return Err(DecodeError { offset: at, reason: "column patch positions not increasing" });
+            let position = self.u16()?;
+            if columns.last().is_some_and(|&(previous, _)| previous >= position) {
+                return self.fail("column patch positions not increasing");
             }
-            previous = Some(position);
+            let tag = self.u8()?;
+            self.body_to(tag, |value| columns.push((position, value)))?;
         }
-        Ok(ColumnPatch { count, bytes: self.bytes[start..self.at].into() })
-    }
-
-    /// One column of a patch: its position and its value, a view of the bytes.
-    fn patch_column(&mut self) -> Result<(u16, ValueRef<'a>), DecodeError> {
-        let position = self.u16()?;
-        let tag = self.u8()?;
-        Ok((position, self.value_ref_of(tag)?))
-    }
-
-    /// The body of a value whose tag, `tag`, has been read, as a view of the bytes.
-    fn value_ref_of(&mut self, tag: u8) -> Result<ValueRef<'a>, DecodeError> {
-        Ok(match tag {
-            TAG_NULL => ValueRef::Null,
-            TAG_BOOL => ValueRef::Bool(self.u8()? != 0),
-            TAG_INT => ValueRef::Int(i64::from_le_bytes(self.array()?)),
-            TAG_FLOAT => ValueRef::Float(f64::from_bits(u64::from_le_bytes(self.array()?))),
-            TAG_TEXT => {
-                let len = self.u32()? as usize;
-                let start = self.at;
-                let text = std::str::from_utf8(self.take(len)?)
-                    .map_err(|_| DecodeError { offset: start, reason: "text is not UTF-8" })?;
-                ValueRef::Text(text)
-            }
-            TAG_BYTES => {
-                let len = self.u32()? as usize;
-                ValueRef::Bytes(self.take(len)?)
-            }
-            _ => return self.fail("unknown value tag"),
-        })
+        Ok(ColumnPatch { columns })
     }
 
     /// A transaction entry.
@@ -907,7 +826,7 @@ mod tests {
         assert!(patched.len() < whole.len(), "patch {} bytes, row {} bytes", patched.len(), whole.len());
         let entry = Reader::new(&patched).entry().unwrap();
         let Image::Patch(patch) = &entry.writes[0].image else { panic!("not a patch: {:?}", entry.writes[0]) };
-        assert_eq!(patch.positions().collect::<Vec<_>>(), vec![2, 5]);
+        assert_eq!(patch.columns().iter().map(|c| c.0).collect::<Vec<_>>(), vec![2, 5]);
         assert_eq!(patch.apply(&before).unwrap(), after);
         let narrow = Row::from_refs(before.iter().take(3));
         assert!(patch.apply(&narrow).is_err(), "a base too narrow for the patch is an error");
@@ -931,7 +850,7 @@ mod tests {
         let same = encode_one(RedoImage::Patch { before: &before, after: &before });
         let entry = Reader::new(&same).entry().unwrap();
         let Image::Patch(patch) = &entry.writes[0].image else { panic!("an unchanged row is an empty patch") };
-        assert!(patch.is_empty() && patch.columns().next().is_none());
+        assert!(patch.columns().is_empty());
     }
 
     #[test]
@@ -950,37 +869,5 @@ mod tests {
         let mut bad = out.clone();
         bad[head + 2 + 2 + 2..head + 2 + 2 + 2 + 2].copy_from_slice(&1u16.to_le_bytes());
         assert_eq!(Reader::new(&bad).entry().unwrap_err().reason, "column patch positions not increasing");
-    }
-
-    /// A patch keeps its logged bytes; each read of its columns gives back every changed value as
-    /// logged, and a value that would not read back (text not UTF-8) fails the decode, not a read.
-    #[test]
-    fn a_patch_reads_each_column_back_as_logged_and_refuses_bad_text_when_decoded() {
-        let before = sample_row();
-        let mut after = before.clone();
-        after[0] = Value::Int(-9);
-        after[3] = Value::Float(1.25);
-        after[4] = Value::text("ünïcode");
-        after[5] = Value::bytes(&[7; 40]);
-        let (before, after) = (Row::from_slice(&before), Row::from_slice(&after));
-        let out = encode_one(RedoImage::Patch { before: &before, after: &after });
-        let entry = Reader::new(&out).entry().unwrap();
-        let Image::Patch(patch) = &entry.writes[0].image else { panic!("not a patch: {:?}", entry.writes[0]) };
-        assert_eq!(patch.len(), 4);
-        for _ in 0..2 {
-            let columns: Vec<(u16, Value)> = patch.columns().map(|(p, v)| (p, v.to_value())).collect();
-            let expected: Vec<(u16, Value)> = [0u16, 3, 4, 5]
-                .iter()
-                .map(|&p| (p, after.get(usize::from(p)).map_or(Value::Null, ValueRef::to_value)))
-                .collect();
-            assert_eq!(columns, expected);
-        }
-        assert_eq!(patch.columns().len(), 4, "the iterator knows how many columns are left");
-        // The text's first byte (after its u32 length) made a lone continuation byte.
-        let text_at = out.windows(2).position(|w| w == [0xc3, 0xbc]).expect("the text is logged");
-        let mut bad = out.clone();
-        bad[text_at] = 0x80;
-        let error = Reader::new(&bad).entry().unwrap_err();
-        assert_eq!((error.reason, error.offset), ("text is not UTF-8", text_at));
     }
 }

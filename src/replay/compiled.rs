@@ -353,8 +353,8 @@ pub fn apply_patch(
     // `update_row_in_place`): nothing can fail after the first column is set.
     super::check_patch(schema, &patch)?;
     let mut columns = ColumnSet::empty();
-    for p in patch.positions() {
-        columns.insert(p);
+    for &(p, _) in patch.columns() {
+        columns.insert(usize::from(p));
     }
     // The caller's lookup serves the skip test, the plan's read of the row and the install.
     let Some(record) = found else {
@@ -366,9 +366,9 @@ pub fn apply_patch(
     let cached = cache.plan(catalog, table, RedoOp::Patch, columns)?;
     let (plan, vals) = (&cached.plan, &mut cached.frame.vals);
     bind_key_parts(schema, key.as_bytes(), vals, |part| plan.slot_of_key_part.get(part).copied().flatten())?;
-    for (p, value) in patch.columns() {
+    for (p, value) in patch.into_columns() {
         if let Some(&Some(slot)) = plan.slot_of_column.get(usize::from(p)) {
-            set_slot(&mut vals[slot], value.to_value());
+            set_slot(&mut vals[slot], value);
         }
     }
     let storage = ReplayStorage::new(catalog, table, key.as_bytes(), tid)

@@ -221,11 +221,11 @@ const NO_ROW: &str = crate::storage::table::NO_ROW_TO_EDIT;
 /// same errors, and an edit in place cannot fail half-way.
 fn check_patch(schema: &TableSchema, patch: &ColumnPatch) -> Result<(), ReplayError> {
     for (p, value) in patch.columns() {
-        let position = usize::from(p);
+        let position = usize::from(*p);
         if position >= schema.columns.len() {
             return Err(ReplayError::Patch("a column patch names a column past the row's end"));
         }
-        schema.check_value_ref(position, value)?;
+        schema.check_value(position, value)?;
     }
     Ok(())
 }
@@ -313,7 +313,8 @@ impl Replayer {
         patch: ColumnPatch,
         found: Option<Record>,
     ) -> Result<bool, ReplayError> {
-        let plannable = !patch.is_empty() && patch.positions().all(|p| !table.schema.primary_key.contains(&p));
+        let plannable = !patch.columns().is_empty()
+            && patch.columns().iter().all(|&(p, _)| !table.schema.primary_key.contains(&usize::from(p)));
         match self.mode {
             ReplayMode::Compiled if plannable && table.schema.columns.len() <= PARAMS_MAX => {
                 compiled::apply_patch(&mut self.cache, catalog, table, key, tid, patch, found)

@@ -7,7 +7,7 @@
 
 use super::key::{self, Key, KeyError};
 use super::row::FixedShape;
-use super::value::{ColumnType, Columns, Row, Value, ValueRef};
+use super::value::{ColumnType, Columns, Row, Value};
 use std::collections::HashSet;
 
 /// Identifies a table within a database. Stable for the life of the catalog.
@@ -218,18 +218,6 @@ impl TableSchema {
     /// Checks that column `position` admits `value` (its type, or null if nullable).
     #[inline]
     pub fn check_value(&self, position: usize, value: &Value) -> Result<(), SchemaError> {
-        self.check_type(position, value.column_type())
-    }
-
-    /// [`TableSchema::check_value`] for a view of a value.
-    #[inline]
-    pub fn check_value_ref(&self, position: usize, value: ValueRef<'_>) -> Result<(), SchemaError> {
-        self.check_type(position, value.column_type())
-    }
-
-    /// Checks that column `position` admits a value of type `got` (`None`: null).
-    #[inline]
-    fn check_type(&self, position: usize, got: Option<ColumnType>) -> Result<(), SchemaError> {
         let Some(column) = self.columns.get(position) else {
             return Err(SchemaError::Arity {
                 table: self.name.clone(),
@@ -237,6 +225,7 @@ impl TableSchema {
                 got: position + 1,
             });
         };
+        let got = value.column_type();
         if !column.admits(got) {
             return Err(self.misfit(position, got));
         }

@@ -1182,7 +1182,7 @@ impl<'a> Replayer<'a> {
             match (&record, &write.image) {
                 (Some(record), Image::Patch(patch)) => {
                     record.prefetch_row();
-                    record.prefetch_row_columns(patch.positions());
+                    record.prefetch_row_columns(patch.columns().iter().map(|&(column, _)| usize::from(column)));
                 }
                 (Some(record), _) => record.prefetch_row(),
                 (None, _) => {}
