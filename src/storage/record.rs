@@ -96,6 +96,44 @@ impl Drop for Fields {
 #[derive(Clone)]
 pub struct Record(ThinArc<Fields, u8>);
 
+/// A record's row lent without a count ([`Record::stable_read_lent_row`]): valid while the pin
+/// it was read under lives.
+pub struct LentRow<'g> {
+    thin: ManuallyDrop<ThinArc<(), u8>>,
+    _pinned: std::marker::PhantomData<&'g Guard>,
+}
+
+impl std::ops::Deref for LentRow<'_> {
+    type Target = Row;
+
+    fn deref(&self) -> &Row {
+        Row::from_thin_ref(&self.thin)
+    }
+}
+
+/// A row a read hands out: lent from a record ([`LentRow`]), borrowed from the reader's own
+/// writes, or owned where the storage cannot lend (a snapshot's version, replay's storage).
+pub enum RowRef<'a> {
+    /// A record's row, without a count.
+    Lent(LentRow<'a>),
+    /// A row the reader holds.
+    Shared(&'a Row),
+    /// A row with its own count.
+    Owned(Row),
+}
+
+impl std::ops::Deref for RowRef<'_> {
+    type Target = Row;
+
+    fn deref(&self) -> &Row {
+        match self {
+            RowRef::Lent(row) => row,
+            RowRef::Shared(row) => row,
+            RowRef::Owned(row) => row,
+        }
+    }
+}
+
 /// The address of a record's allocation, as [`Record::into_raw`] gives it and indexes store it.
 pub type RawRecord = *const c_void;
 
@@ -256,6 +294,23 @@ impl Record {
     /// reads (each pin of its own cost a thread-local lookup, and every 128th a collection).
     pub fn stable_read_pinned(&self, guard: &Guard) -> (TidWord, Row) {
         self.stable_read_lent(guard, |word, row| (word, Row::from_thin(ThinArc::clone(row))))
+    }
+
+    /// [`Record::stable_read_pinned`] without taking a count of the row: the row is lent for as
+    /// long as `guard` lives. The word and the row are read as a consistent pair; the row's
+    /// bytes are not read here (rows do not change where they lie while transactions run, see
+    /// [`Record::stable_read_with`]).
+    ///
+    /// Why: the count's `lock incq` is the first touch of a row that is rarely in the cache, and
+    /// as a locked instruction it holds back the loads after it, so the misses of a
+    /// transaction's next reads cannot overlap it (`docs/PERFORMANCE.md`, "TPC-C", "Session 60").
+    pub fn stable_read_lent_row<'g>(&self, guard: &'g Guard) -> (TidWord, LentRow<'g>) {
+        let (word, raw) = self.stable_read_lent(guard, |word, row| (word, row.as_ptr()));
+        // SAFETY: `raw` is the record's row as the stable read saw it; the row is freed only
+        // through the collector, which waits for `guard`'s pin, and `LentRow` lives no longer
+        // than `guard`; `ManuallyDrop` leaves the record's count untouched.
+        let thin = ManuallyDrop::new(unsafe { ThinArc::<(), u8>::from_raw(raw) });
+        (word, LentRow { thin, _pinned: std::marker::PhantomData })
     }
 
     /// [`Record::stable_read_pinned`] without taking a count of the row: `read` sees the word and
