@@ -440,15 +440,19 @@ impl Record {
     /// Recovery's update in place: lends `edit` the current row, whose values it may set where
     /// they lie when this record holds the only reference of it ([`InPlaceRow::set`]). The caller
     /// must hold the lock and run while no reader can load the row (recovery, before
-    /// transactions start): a reader takes a reference of its own, so with none taken the row is
-    /// changed where it lies instead of being copied, swapped and retired.
+    /// transactions start): a counted reader takes a reference of its own, but a lent one
+    /// ([`Record::stable_read_lent_row`], [`Record::stable_read_with`]) takes none, so the count
+    /// alone would not keep an edit from a transaction's or a checkpoint's eyes; that no reader
+    /// runs does. Then the row is changed where it lies instead of being copied, swapped and
+    /// retired.
     pub(crate) fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut InPlaceRow) -> R) -> R {
         debug_assert!(self.word().is_locked(), "edit_unshared_row without the lock");
         let raw = self.fields().row.load(Ordering::Acquire);
         // SAFETY: `raw` is `ThinArc::into_raw` of the row this record holds a count of; only a
         // locked writer swaps it, and the caller is that writer. `ManuallyDrop` leaves the count
         // as it is; `InPlaceRow` cannot replace the row, only set values in it, and only when
-        // that count is the only one, so no other holder can observe the edit.
+        // that count is the only one, so no counted holder can observe the edit, and no lent
+        // reader runs (this function's contract).
         let mut current = ManuallyDrop::new(Row::from_thin(unsafe { ThinArc::<(), u8>::from_raw(raw) }));
         let out = edit(InPlaceRow::lend(&mut current));
         debug_assert_eq!(current.as_ptr().cast::<std::ffi::c_void>(), raw.cast_const());
