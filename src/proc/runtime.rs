@@ -14,7 +14,7 @@ use super::ir::{Procedure, Ty, Var};
 use super::limits::{LOOP_ITERATIONS_MAX, SCAN_LIMIT_MAX};
 use super::ops::RtResult;
 use crate::storage::point::{KeyHash, Prefetch};
-use crate::storage::{Direction, KeyRange, ParamValue, Row, RowRef, TableId, Value, ValueRef, key};
+use crate::storage::{Direction, KeyRange, ParamValue, Row, TableId, Value, ValueRef, key};
 use crate::txn::{Scan, Transaction, TxnError};
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -129,11 +129,6 @@ fn fit(v: &Value, var: &Var) -> Result<Value, String> {
 pub trait Storage {
     /// The row with primary key `pk` (values in key order).
     fn get_row(&mut self, table: TableId, pk: &[Value]) -> Result<Option<Row>, TxnError>;
-    /// [`Storage::get_row`], the row lent where the storage can: a transaction's read then takes
-    /// no count of it ([`crate::txn::Transaction::get_lent`]).
-    fn get_row_lent(&mut self, table: TableId, pk: &[Value]) -> Result<Option<RowRef<'_>>, TxnError> {
-        Ok(self.get_row(table, pk)?.map(RowRef::Owned))
-    }
     /// A bounded scan.
     fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError>;
     /// Inserts a row.
@@ -225,10 +220,6 @@ impl Storage for Transaction<'_> {
         self.get(table, pk)
     }
 
-    fn get_row_lent(&mut self, table: TableId, pk: &[Value]) -> Result<Option<RowRef<'_>>, TxnError> {
-        self.get_lent(table, pk)
-    }
-
     fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError> {
         self.scan(scan)
     }
@@ -279,14 +270,6 @@ pub fn get(tx: &mut dyn Storage, table: TableId, key: &[Value]) -> Result<Option
         return Ok(None);
     }
     tx.get_row(table, key)
-}
-
-/// [`get`], the row lent ([`Storage::get_row_lent`]).
-pub fn get_lent<'t>(tx: &'t mut dyn Storage, table: TableId, key: &[Value]) -> Result<Option<RowRef<'t>>, TxnError> {
-    if key.iter().any(Value::is_null) {
-        return Ok(None);
-    }
-    tx.get_row_lent(table, key)
 }
 
 /// The parts of a scan, evaluated.

@@ -22,7 +22,7 @@ pub mod value;
 
 pub use index::{Direction, IndexBackend, KeyRange, OrderedIndex};
 pub use key::Key;
-pub use record::{LentRow, Record, RowRef};
+pub use record::Record;
 pub use row::{FixedEntryKey, FixedShape, RowEncodingError};
 pub use schema::{Column, IndexSchema, SchemaError, TableId, TableSchema};
 pub use table::{Catalog, EntryKeys, Table};

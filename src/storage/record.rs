@@ -96,44 +96,6 @@ impl Drop for Fields {
 #[derive(Clone)]
 pub struct Record(ThinArc<Fields, u8>);
 
-/// A record's row lent without a count ([`Record::stable_read_lent_row`]): valid while the pin
-/// it was read under lives.
-pub struct LentRow<'g> {
-    thin: ManuallyDrop<ThinArc<(), u8>>,
-    _pinned: std::marker::PhantomData<&'g Guard>,
-}
-
-impl std::ops::Deref for LentRow<'_> {
-    type Target = Row;
-
-    fn deref(&self) -> &Row {
-        Row::from_thin_ref(&self.thin)
-    }
-}
-
-/// A row a read hands out: lent from a record ([`LentRow`]), borrowed from the reader's own
-/// writes, or owned where the storage cannot lend (a snapshot's version, replay's storage).
-pub enum RowRef<'a> {
-    /// A record's row, without a count.
-    Lent(LentRow<'a>),
-    /// A row the reader holds.
-    Shared(&'a Row),
-    /// A row with its own count.
-    Owned(Row),
-}
-
-impl std::ops::Deref for RowRef<'_> {
-    type Target = Row;
-
-    fn deref(&self) -> &Row {
-        match self {
-            RowRef::Lent(row) => row,
-            RowRef::Shared(row) => row,
-            RowRef::Owned(row) => row,
-        }
-    }
-}
-
 /// The address of a record's allocation, as [`Record::into_raw`] gives it and indexes store it.
 pub type RawRecord = *const c_void;
 
@@ -296,23 +258,6 @@ impl Record {
         self.stable_read_lent(guard, |word, row| (word, Row::from_thin(ThinArc::clone(row))))
     }
 
-    /// [`Record::stable_read_pinned`] without taking a count of the row: the row is lent for as
-    /// long as `guard` lives. The word and the row are read as a consistent pair; the row's
-    /// bytes are not read here (rows do not change where they lie while transactions run, see
-    /// [`Record::stable_read_with`]).
-    ///
-    /// Why: the count's `lock incq` is the first touch of a row that is rarely in the cache, and
-    /// as a locked instruction it holds back the loads after it, so the misses of a
-    /// transaction's next reads cannot overlap it (`docs/PERFORMANCE.md`, "TPC-C", "Session 60").
-    pub fn stable_read_lent_row<'g>(&self, guard: &'g Guard) -> (TidWord, LentRow<'g>) {
-        let (word, raw) = self.stable_read_lent(guard, |word, row| (word, row.as_ptr()));
-        // SAFETY: `raw` is the record's row as the stable read saw it; the row is freed only
-        // through the collector, which waits for `guard`'s pin, and `LentRow` lives no longer
-        // than `guard`; `ManuallyDrop` leaves the record's count untouched.
-        let thin = ManuallyDrop::new(unsafe { ThinArc::<(), u8>::from_raw(raw) });
-        (word, LentRow { thin, _pinned: std::marker::PhantomData })
-    }
-
     /// [`Record::stable_read_pinned`] without taking a count of the row: `read` sees the word and
     /// the row's values where they lie, and its result is returned once the word is seen
     /// unchanged around it. After a writer's change `read` runs again, so whatever a discarded run
@@ -440,11 +385,10 @@ impl Record {
     /// Recovery's update in place: lends `edit` the current row, whose values it may set where
     /// they lie when this record holds the only reference of it ([`InPlaceRow::set`]). The caller
     /// must hold the lock and run while no reader can load the row (recovery, before
-    /// transactions start): a counted reader takes a reference of its own, but a lent one
-    /// ([`Record::stable_read_lent_row`], [`Record::stable_read_with`]) takes none, so the count
-    /// alone would not keep an edit from a transaction's or a checkpoint's eyes; that no reader
-    /// runs does. Then the row is changed where it lies instead of being copied, swapped and
-    /// retired.
+    /// transactions start): a transaction's reader takes a reference of its own, but the
+    /// checkpointer's ([`Record::stable_read_with`]) takes none, so the count alone would not
+    /// keep an edit from a checkpoint's eyes; that no reader runs does. Then the row is changed
+    /// where it lies instead of being copied, swapped and retired.
     pub(crate) fn edit_unshared_row<R>(&self, edit: impl FnOnce(&mut InPlaceRow) -> R) -> R {
         debug_assert!(self.word().is_locked(), "edit_unshared_row without the lock");
         let raw = self.fields().row.load(Ordering::Acquire);
@@ -452,7 +396,7 @@ impl Record {
         // locked writer swaps it, and the caller is that writer. `ManuallyDrop` leaves the count
         // as it is; `InPlaceRow` cannot replace the row, only set values in it, and only when
         // that count is the only one, so no counted holder can observe the edit, and no lent
-        // reader runs (this function's contract).
+        // reader (the checkpointer's) runs (this function's contract).
         let mut current = ManuallyDrop::new(Row::from_thin(unsafe { ThinArc::<(), u8>::from_raw(raw) }));
         let out = edit(InPlaceRow::lend(&mut current));
         debug_assert_eq!(current.as_ptr().cast::<std::ffi::c_void>(), raw.cast_const());

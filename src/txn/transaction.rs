@@ -12,7 +12,7 @@ use crate::storage::key::{self, Key};
 use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::record::Record;
 use crate::storage::table::{Catalog, Table};
-use crate::storage::{Row, RowRef, TableId, Value};
+use crate::storage::{Row, TableId, Value};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -333,36 +333,6 @@ impl<'w> Transaction<'w> {
                 Ok(None)
             }
         }
-    }
-
-    /// [`Transaction::get`], the row lent for as long as the transaction is borrowed instead of
-    /// counted ([`Record::stable_read_lent_row`]): for a reader that copies values out of it.
-    pub fn get_lent(&mut self, table: TableId, pk: &[Value]) -> Result<Option<RowRef<'_>>, TxnError> {
-        let t = self.table_ref(table)?;
-        let key = t.schema.encode_primary_key(pk)?;
-        if self.snapshot.is_some() {
-            return Ok(self.get_by_key(t, &key)?.map(RowRef::Owned));
-        }
-        if let Some(slot) = self.write_slots.get(&self.writes, table, key.as_bytes()) {
-            return Ok(self.writes[slot].row.as_ref().map(RowRef::Shared));
-        }
-        let Some(record) = t.get(&key) else {
-            self.absences.push(Absence { table, key });
-            return Ok(None);
-        };
-        // The row borrows the transaction's pin; the read set is pushed field by field, as
-        // `push_read` would borrow the whole transaction.
-        let (word, row) = record.stable_read_lent_row(&self.pin);
-        if self.reads.len() >= self.ctx.limits.reads_max {
-            return Err(TxnError::TooLarge { what: "read set", limit: self.ctx.limits.reads_max });
-        }
-        self.reads.push(ReadEntry { record, observed: word });
-        if word.is_absent() {
-            // As in `get_by_key`: the absence check at validation catches a record unlinked since.
-            self.absences.push(Absence { table, key });
-            return Ok(None);
-        }
-        Ok(Some(RowRef::Lent(row)))
     }
 
     /// Inserts `row`; fails with [`TxnError::DuplicateKey`] if its primary key exists.
@@ -1389,38 +1359,5 @@ mod tests {
         assert_eq!(read(&mut w), ints(&[1, 1, 5]));
         let absent = [Value::Int(9)];
         assert!(!w.run(1, |tx| tx.update_columns_with(t, &absent, &[2], set(2, Value::Int(5)))).unwrap().0);
-    }
-
-    /// A lent read sees what a counted one sees (a row, the transaction's own write, nothing for
-    /// a missing or deleted key), and enters the read and absence sets as `get` does: a write by
-    /// another transaction after the read, or an insert of a key read missing, aborts this one.
-    #[test]
-    fn a_lent_read_sees_and_validates_as_get_does() {
-        let (db, t) = accounts();
-        let mut w = db.worker();
-        let key = |id: i64| [Value::Int(id)];
-        let lent = |tx: &mut super::Transaction<'_>, id: i64| tx.get_lent(t, &key(id)).unwrap().map(|r| Row::clone(&r));
-        let mut tx = w.begin();
-        assert_eq!(lent(&mut tx, 1), tx.get(t, &key(1)).unwrap());
-        assert_eq!(lent(&mut tx, 1), Some(ints(&[1, 1, 100])));
-        tx.update_with(t, &key(2), |old| Ok(old.with_values(&[(2, Value::Int(7))]))).unwrap();
-        assert_eq!(lent(&mut tx, 2), Some(ints(&[2, 2, 7])), "the transaction's own write");
-        assert_eq!(lent(&mut tx, 9), None, "a missing key");
-        tx.commit().unwrap();
-        assert!(w.run(1, |tx| tx.delete(t, &key(3))).unwrap().0);
-        assert_eq!(w.run(1, |tx| Ok(lent(tx, 3))).unwrap().0, None, "a deleted key");
-
-        let mut other = db.worker();
-        let mut reader = w.begin();
-        assert!(lent(&mut reader, 0).is_some());
-        other.run(1, |tx| tx.update_with(t, &key(0), |old| Ok(old.with_values(&[(2, Value::Int(1))])))).unwrap();
-        reader.put(t, ints(&[10, 10, 10])).unwrap();
-        assert!(matches!(reader.commit(), Err(TxnError::Conflict(_))), "row 0 changed after the lent read");
-
-        let mut reader = w.begin();
-        assert_eq!(lent(&mut reader, 11), None);
-        other.run(1, |tx| tx.insert(t, ints(&[11, 11, 11]))).unwrap();
-        reader.put(t, ints(&[12, 12, 12])).unwrap();
-        assert!(matches!(reader.commit(), Err(TxnError::Conflict(_))), "key 11 appeared after it was read missing");
     }
 }

@@ -462,7 +462,7 @@ impl Ctx<'_> {
         let (table, key, found) = (self.table(&g.table, s)?, KeyRead::of(&g.key), self.proc.found.index());
         let targets: Vec<(usize, usize)> = g.into.iter().map(|v| v.index()).zip(g.columns.iter().copied()).collect();
         Ok(Box::new(move |f, tx| {
-            let row = key.with(f, &loc, move |key| runtime::get_lent(tx, table, key))?;
+            let row = key.with(f, &loc, |key| runtime::get(tx, table, key))?;
             f.vals[found] = Value::Bool(row.is_some());
             match &row {
                 Some(row) => row.values_into(&targets, &mut f.vals),

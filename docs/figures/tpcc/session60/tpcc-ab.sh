@@ -1,11 +1,11 @@
 #!/bin/bash
-# usage: tpcc-ab.sh ROUNDS BIN... — TPC-C 1 warehouse / 1 thread, 10 s, --prefault-mib 2048, the
+# usage: [W=warehouses T=threads] tpcc-ab.sh ROUNDS BIN... — TPC-C (default 1 warehouse / 1 thread), 10 s, --prefault-mib 2048, the
 # binaries' order swapped every other round; prints txn/s per run, then per-binary medians.
 R=$1; shift; out=/tmp/s60/tpcc-ab.$$.txt; : > $out
 for r in $(seq $R); do
   bins=("$@"); if [ $((r % 2)) = 0 ]; then bins=(); for b in "$@"; do bins=("$b" "${bins[@]}"); done; fi
   for b in "${bins[@]}"; do
-    t=$($b bench --workload tpcc --warehouses 1 --threads 1 --duration-s 10 --prefault-mib 2048 2>&1 | awk '/^throughput/ {print $2}')
+    t=$($b bench --workload tpcc --warehouses ${W:-1} --threads ${T:-1} --duration-s 10 --prefault-mib 2048 2>&1 | awk '/^throughput/ {print $2}')
     echo "round $r bin $(basename $b) txn/s $t" | tee -a $out
   done
 done
