@@ -1,7 +1,8 @@
 #!/bin/bash
 # usage: [W=warehouses T=threads] tpcc-ab.sh ROUNDS BIN... — TPC-C (default 1 warehouse / 1 thread), 10 s, --prefault-mib 2048, the
 # binaries' order swapped every other round; prints txn/s per run, then per-binary medians.
-R=$1; shift; out=/tmp/s60/tpcc-ab.$$.txt; : > $out
+# Rows go to $WORK (default /tmp/s60).
+D=${WORK:-/tmp/s60}; mkdir -p $D; R=$1; shift; out=$D/tpcc-ab.$$.txt; : > $out
 for r in $(seq $R); do
   bins=("$@"); if [ $((r % 2)) = 0 ]; then bins=(); for b in "$@"; do bins=("$b" "${bins[@]}"); done; fi
   for b in "${bins[@]}"; do
