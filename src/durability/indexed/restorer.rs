@@ -625,6 +625,8 @@ impl Restorer {
     }
 
     /// One walker: takes shards in key order until none is left (or the walk is stopped).
+    /// Never inlined: `scripts/restore-callgrind.sh` counts the instructions under this symbol.
+    #[inline(never)]
     fn walk(&self, catalog: &ArcSwap<Catalog>) {
         let mut reader = None;
         let mut clock = ThreadClock::start();
