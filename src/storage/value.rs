@@ -531,6 +531,11 @@ pub trait Columns {
     fn column_types(&self) -> impl Iterator<Item = Option<ColumnType>> {
         self.columns().map(ValueRef::column_type)
     }
+    /// The types of the values at `positions`, in their order (`None`: null); panics past
+    /// [`Columns::width`]. A compiled update's check of the columns it set.
+    fn column_types_at(&self, positions: &[usize]) -> impl Iterator<Item = Option<ColumnType>> {
+        self.columns_at(positions).map(ValueRef::column_type)
+    }
 }
 
 /// A slice, an array or a vector of values.
