@@ -750,3 +750,58 @@ fn nested_int_expressions_give_the_interpreters_values_nulls_and_first_error() {
     let err = call(&db, "both_fail", &[int(1), int(0)]).unwrap_err().to_string();
     assert!(err.contains("integer overflow"), "the left operand's error comes first: {err}");
 }
+
+/// A key whose parts are typed int expressions is evaluated as ints and encoded from them
+/// (`proc::compile::typed::IntKey`, `Storage::get_row_ints`): the same rows, `found`, nulls and
+/// first errors as the reference interpreter, for a `select` and for an `update` that reads its
+/// row, with parts that are variables, constants, operators, a null and an overflow.
+#[test]
+fn keys_of_int_expressions_read_and_update_the_interpreters_rows() {
+    let db = db("
+        procedure key_get(w int, d int) {
+            select qty into q from line where w = w and o = d * 2 and n = abs(d) - 1;
+            return found, q;
+        }
+        procedure key_update(w int, d int) {
+            update line set qty = qty + d where w = w + 0 and o = d * 2 and n = abs(d) - 1;
+            let updated = found;
+            select qty into q from line where w = w and o = d * 2 and n = abs(d) - 1;
+            return updated, found, q;
+        }
+        procedure set_qty(w int, o int, n int, q int) { update line set qty = q where w = w and o = o and n = n; }");
+    for (o, n) in [(2, 0), (4, 1), (-4, 1)] {
+        ok(&db, "add_line", &[int(1), int(o), int(n), int(10 * o)]);
+    }
+    let registry = db.procedures();
+    let interpreted = |name: &str, args: &[ParamValue]| {
+        let ir = std::sync::Arc::clone(registry.get(registry.id_of(name).unwrap()).unwrap().ir());
+        db.worker().run(1, |tx| lazarus::proc::interp::run(&ir, tx, args)).map(|(v, _)| v).map_err(|e| e.to_string())
+    };
+    let reset = || {
+        for o in [2, 4, -4] {
+            ok(&db, "set_qty", &[int(1), int(o), int(o.abs() / 2 - 1), int(10 * o)]);
+        }
+    };
+    let null = ParamValue::Scalar(Value::Null);
+    let ws = [Some(1), Some(2), None];
+    let ds = [Some(1), Some(2), Some(-2), Some(3), Some(i64::MAX), Some(i64::MIN), None];
+    let mut found = 0;
+    for w in ws {
+        for d in ds {
+            let args = [w.map_or(null.clone(), int), d.map_or(null.clone(), int)];
+            for name in ["key_get", "key_update"] {
+                reset();
+                let compiled = call(&db, name, &args).map_err(|e| e.to_string());
+                let after_compiled = call(&db, "key_get", &args).map_err(|e| e.to_string());
+                reset();
+                assert_eq!(compiled, interpreted(name, &args), "{name}({args:?})");
+                let after_interpreted = call(&db, "key_get", &args).map_err(|e| e.to_string());
+                assert_eq!(after_compiled, after_interpreted, "{name}({args:?}): the row after");
+                found += usize::from(compiled.as_ref().is_ok_and(|v| v[0] == Value::Bool(true)));
+            }
+        }
+    }
+    // Rows were found and updated (w = 1, d = 1, 2, -2), and the overflows are errors.
+    assert_eq!(found, 6, "three keys found by each procedure");
+    assert!(call(&db, "key_get", &[int(1), int(i64::MAX)]).unwrap_err().to_string().contains("integer overflow"));
+}

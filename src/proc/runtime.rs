@@ -123,12 +123,32 @@ fn fit(v: &Value, var: &Var) -> Result<Value, String> {
     }
 }
 
+/// The most parts of a key [`Storage::get_row_ints`] takes: as many as a key encodes inline.
+pub const INT_KEY_PARTS_MAX: usize = 4;
+
+/// `pk`'s ints as values, for the storages that take a key of values.
+fn int_values(pk: &[i64]) -> [Value; INT_KEY_PARTS_MAX] {
+    assert!(pk.len() <= INT_KEY_PARTS_MAX, "an int key of {} parts", pk.len());
+    let mut values: [Value; INT_KEY_PARTS_MAX] = Default::default();
+    for (value, &i) in values.iter_mut().zip(pk) {
+        *value = Value::Int(i);
+    }
+    values
+}
+
 /// The storage interface compiled statements and the interpreter call: the engine's operations
 /// on rows by primary key, and scans. A dyn call per operation; the operation itself (a hash
 /// lookup, a row check, a key encoding) costs far more.
 pub trait Storage {
     /// The row with primary key `pk` (values in key order).
     fn get_row(&mut self, table: TableId, pk: &[Value]) -> Result<Option<Row>, TxnError>;
+    /// [`Storage::get_row`] of a key of ints, none null (a compiled key of typed int
+    /// expressions, [`INT_KEY_PARTS_MAX`] parts at most): the same row. By default the ints
+    /// become values; the transaction encodes them straight into the key.
+    fn get_row_ints(&mut self, table: TableId, pk: &[i64]) -> Result<Option<Row>, TxnError> {
+        let values = int_values(pk);
+        self.get_row(table, &values[..pk.len()])
+    }
     /// A bounded scan.
     fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError>;
     /// Inserts a row.
@@ -153,6 +173,19 @@ pub trait Storage {
     ) -> Result<bool, TxnError> {
         let _ = changed;
         self.update_row_with(table, pk, build)
+    }
+    /// [`Storage::update_columns_with`] of a key of ints, none null (a compiled key of typed int
+    /// expressions, [`INT_KEY_PARTS_MAX`] parts at most). By default the ints become values; the
+    /// transaction encodes them straight into the key.
+    fn update_columns_with_ints(
+        &mut self,
+        table: TableId,
+        pk: &[i64],
+        changed: &[usize],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        let values = int_values(pk);
+        self.update_columns_with(table, &values[..pk.len()], changed, build)
     }
     /// Sets columns of the row with primary key `pk` to `changes` (column, value; increasing
     /// columns, each once, none of them a primary-key column), an update that reads nothing of
@@ -220,6 +253,10 @@ impl Storage for Transaction<'_> {
         self.get(table, pk)
     }
 
+    fn get_row_ints(&mut self, table: TableId, pk: &[i64]) -> Result<Option<Row>, TxnError> {
+        self.get_ints(table, pk)
+    }
+
     fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError> {
         self.scan(scan)
     }
@@ -245,6 +282,16 @@ impl Storage for Transaction<'_> {
         build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError> {
         Transaction::update_columns_with(self, table, pk, changed, build)
+    }
+
+    fn update_columns_with_ints(
+        &mut self,
+        table: TableId,
+        pk: &[i64],
+        changed: &[usize],
+        build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        Transaction::update_columns_with_ints(self, table, pk, changed, build)
     }
 
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {

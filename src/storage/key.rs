@@ -648,6 +648,22 @@ fn encode_int_key(values: &[Value]) -> Option<Key> {
     encode_int_key_refs(values.iter().map(Value::view), values.len())
 }
 
+/// [`encode_int_key`] of a key given as its `i64` parts, the bytes it writes for the same
+/// values: a compiled key of typed int expressions (`proc::compile::typed::IntKey`) needs no
+/// `Value` a part. `None` for no part or more than [`INT_KEY_PARTS_INLINE`].
+#[inline]
+pub fn encode_int_parts(ints: &[i64]) -> Option<Key> {
+    if ints.is_empty() || ints.len() > INT_KEY_PARTS_INLINE {
+        return None;
+    }
+    let mut key = InlineKey::new();
+    for (part, &i) in key.bytes.chunks_exact_mut(INT_PART_BYTES).zip(ints) {
+        write_part(part, TAG_INT, ordered_int(i));
+        key.len += INT_PART_BYTES;
+    }
+    Some(key.finish())
+}
+
 /// [`encode_int_key`] of borrowed values (a row's key columns), `count` of them.
 #[inline]
 pub fn encode_int_key_refs<'a>(values: impl Iterator<Item = ValueRef<'a>>, count: usize) -> Option<Key> {
@@ -1025,6 +1041,11 @@ mod tests {
             prop_assert_eq!(fast.is_some(), all_ints && values.len() <= INT_KEY_PARTS_INLINE);
             if let Some(fast) = fast {
                 prop_assert_eq!(fast.as_ref(), generic.as_slice());
+            }
+            let parts = encode_int_parts(&ints);
+            prop_assert_eq!(parts.is_some(), ints.len() <= INT_KEY_PARTS_INLINE);
+            if let (Some(parts), None) = (parts, text_at.filter(|&at| at < ints.len())) {
+                prop_assert_eq!(parts.as_ref(), generic.as_slice());
             }
         }
 

@@ -266,6 +266,15 @@ impl TableSchema {
         key::encode_key(values).map_err(|source| SchemaError::Key { table: self.name.clone(), source })
     }
 
+    /// [`TableSchema::encode_primary_key`] of a key given as ints (a compiled key of typed int
+    /// expressions), to the same bytes, with the same error for a wrong number of parts.
+    pub fn encode_primary_key_ints(&self, ints: &[i64]) -> Result<Key, SchemaError> {
+        match key::encode_int_parts(ints) {
+            Some(key) if ints.len() == self.primary_key.len() => Ok(key),
+            _ => self.encode_primary_key(&ints.iter().map(|&i| Value::Int(i)).collect::<Vec<_>>()),
+        }
+    }
+
     /// Encodes the secondary-index entry key of `row` for index `index`: index columns, then the
     /// primary key.
     pub fn secondary_key_of<C: Columns + ?Sized>(

@@ -318,6 +318,14 @@ impl<'w> Transaction<'w> {
         self.get_by_key(t, &key)
     }
 
+    /// [`Transaction::get`] of a key given as ints (a compiled key of typed int expressions):
+    /// the key is encoded from them, no `Value` a part.
+    pub fn get_ints(&mut self, table: TableId, pk: &[i64]) -> Result<Option<Row>, TxnError> {
+        let t = self.table_ref(table)?;
+        let key = t.schema.encode_primary_key_ints(pk)?;
+        self.get_by_key(t, &key)
+    }
+
     /// Reads the row with encoded primary key `key`.
     pub fn get_by_key(&mut self, table: &Table, key: &Key) -> Result<Option<Row>, TxnError> {
         if let Some(slot) = self.write_slots.get(&self.writes, table.id, key.as_bytes()) {
@@ -406,6 +414,20 @@ impl<'w> Transaction<'w> {
         self.update_checked(table, pk, build, Some(changed))
     }
 
+    /// [`Transaction::update_columns_with`] of a key given as ints (a compiled key of typed int
+    /// expressions): the key is encoded from them, no `Value` a part.
+    pub(crate) fn update_columns_with_ints(
+        &mut self,
+        table: TableId,
+        pk: &[i64],
+        changed: &[usize],
+        build: impl FnOnce(Row) -> Result<Row, TxnError>,
+    ) -> Result<bool, TxnError> {
+        let t = self.table_ref(table)?;
+        let key = t.schema.encode_primary_key_ints(pk)?;
+        self.update_key(t, key, build, Some(changed))
+    }
+
     /// [`Transaction::update_with`], checking the new row whole (`changed` is `None`) or at the
     /// changed columns only.
     fn update_checked(
@@ -417,6 +439,18 @@ impl<'w> Transaction<'w> {
     ) -> Result<bool, TxnError> {
         let t = self.table_ref(table)?;
         let key = t.schema.encode_primary_key(pk)?;
+        self.update_key(t, key, build, changed)
+    }
+
+    /// [`Transaction::update_checked`] of the row with encoded primary key `key` in `t`.
+    fn update_key(
+        &mut self,
+        t: &'w Table,
+        key: Key,
+        build: impl FnOnce(Row) -> Result<Row, TxnError>,
+        changed: Option<&[usize]>,
+    ) -> Result<bool, TxnError> {
+        let table = t.id;
         if self.write_slots.get(&self.writes, table, key.as_bytes()).is_some() {
             // Our own write: no record to reuse; the write-set path of `update` applies.
             let Some(old) = self.get_by_key(t, &key)? else { return Ok(false) };

@@ -10,6 +10,7 @@ use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
 use super::prefetch::{self, InFlight, Iterations, LoopPrefetch, LoopVars, Part};
 use super::switch;
+use super::typed::{IntKey, IntKeyValue};
 use crate::storage::table::Catalog;
 use crate::storage::{Direction, FixedShape, Row, TableId, Value};
 use crate::txn::TxnError;
@@ -460,9 +461,15 @@ impl Ctx<'_> {
 
     fn get(&self, g: &GetOp, s: &Stmt, loc: Loc) -> Result<StmtFn, Diagnostic> {
         let (table, key, found) = (self.table(&g.table, s)?, KeyRead::of(&g.key), self.proc.found.index());
+        let int_key = IntKey::of(&g.key);
         let targets: Vec<(usize, usize)> = g.into.iter().map(|v| v.index()).zip(g.columns.iter().copied()).collect();
         Ok(Box::new(move |f, tx| {
-            let row = key.with(f, &loc, |key| runtime::get(tx, table, key))?;
+            let row = match int_key.as_ref().map(|k| k.eval(f)) {
+                Some(IntKeyValue::Ints(ints, n)) => tx.get_row_ints(table, &ints[..n])?,
+                Some(IntKeyValue::Null) => None,
+                Some(IntKeyValue::Error(message)) => return Err(loc.err(message)),
+                Some(IntKeyValue::Untyped) | None => key.with(f, &loc, |key| runtime::get(tx, table, key))?,
+            };
             f.vals[found] = Value::Bool(row.is_some());
             match &row {
                 Some(row) => row.values_into(&targets, &mut f.vals),
@@ -491,6 +498,9 @@ impl Ctx<'_> {
             }));
         }
         let reads_row = u.sets.iter().any(|(_, e)| e.reads_row());
+        // Only an update that reads its row takes the ints: one that does not is the storage's
+        // to do in place (replay), which takes a key of values.
+        let int_key = if reads_row { IntKey::of(&u.key) } else { None };
         // The new row is built from the changes in column order ([`Row::with_values`]); every
         // set expression reads the old row, never the new one, so their order is free. The
         // checker rejects a column set twice (`check::query`), which `with_values` relies on.
@@ -502,22 +512,36 @@ impl Ctx<'_> {
         assert!(changed.iter().all(|p| !u.table.primary_key.contains(p)), "an update sets a key column");
         Ok(Box::new(move |f, tx| {
             // The key is evaluated before the frame is lent to the set expressions.
-            let key = KeyValues::eval(&key, f, &loc)?;
+            let ints = match int_key.as_ref().map(|k| k.eval(f)) {
+                Some(IntKeyValue::Ints(ints, n)) => Some((ints, n)),
+                Some(IntKeyValue::Error(message)) => return Err(loc.err(message)),
+                // A null part (no row, nothing evaluated) is the generic path's to decide.
+                Some(IntKeyValue::Null | IntKeyValue::Untyped) | None => None,
+            };
+            let key = match ints {
+                Some(_) => None,
+                None => Some(KeyValues::eval(&key, f, &loc)?),
+            };
+            let key = key.as_ref().map_or(&[][..], KeyValues::as_slice);
             let mut changes = std::mem::take(&mut f.changes);
             changes.clear();
             let updated = if reads_row {
-                runtime::update_columns(tx, table, key.as_slice(), &changed, |old| {
+                let mut build = |old: Row| -> Result<Row, TxnError> {
                     f.row = Some(old);
                     let evaluated = eval_sets(&sets, f, &mut changes);
                     let new = f.row.take().map(|old| old.with_values(&changes));
                     evaluated.map_err(|m| loc.err(m))?;
                     new.ok_or_else(|| loc.err("update lost its row".into()))
-                })
+                };
+                match ints {
+                    Some((ints, n)) => tx.update_columns_with_ints(table, &ints[..n], &changed, &mut build),
+                    None => runtime::update_columns(tx, table, key, &changed, build),
+                }
             } else {
                 // Nothing reads the old row: the storage sets the columns where the row lies
                 // when no one else can see it (replay), else in a copy.
                 match eval_sets(&sets, f, &mut changes) {
-                    Ok(()) => runtime::update_in_place(tx, table, key.as_slice(), &changes),
+                    Ok(()) => runtime::update_in_place(tx, table, key, &changes),
                     Err(m) => Err(loc.err(m)),
                 }
             };

@@ -21,7 +21,7 @@
 
 use super::super::ir::{BinOp, Expr, ExprKind, Func, Ty, UnOp};
 use super::super::ops::{self, RtResult};
-use super::super::runtime::Frame;
+use super::super::runtime::{Frame, INT_KEY_PARTS_MAX};
 use super::expr::{ExprFn, is_arith, is_compare};
 use crate::storage::{Value, ValueRef};
 
@@ -116,6 +116,54 @@ fn has_inner_operator(e: &Expr) -> bool {
         ExprKind::Unary(_, x) => inner(x),
         ExprKind::Call(_, args) => args.iter().any(inner),
         _ => false,
+    }
+}
+
+/// A primary key whose parts are all typed int expressions (every TPC-C key), evaluated into
+/// `i64`s for [`Storage::get_row_ints`](super::super::runtime::Storage::get_row_ints): no `Value` a part through a generic closure, no buffer
+/// of values to drop, and the key encoded from the ints. The parts are evaluated in order, as
+/// the generic closures are, so the first error is theirs.
+pub(super) struct IntKey(Vec<IntArg>);
+
+/// What evaluating an [`IntKey`] gave.
+pub(super) enum IntKeyValue {
+    /// Every part: the first `n` of the array.
+    Ints([i64; INT_KEY_PARTS_MAX], usize),
+    /// Some part is null: no row has the key.
+    Null,
+    /// A part met a value not of its static type: evaluate the generic closures instead.
+    Untyped,
+    /// A runtime error, with the generic closures' message.
+    Error(String),
+}
+
+impl IntKey {
+    /// `key`'s parts as typed ints; `None` if one is not all typed or there are more than
+    /// [`INT_KEY_PARTS_MAX`].
+    pub(super) fn of(key: &[Expr]) -> Option<IntKey> {
+        if key.is_empty() || key.len() > INT_KEY_PARTS_MAX {
+            return None;
+        }
+        key.iter().map(int_arg).collect::<Option<Vec<_>>>().map(IntKey)
+    }
+
+    #[inline]
+    pub(super) fn eval(&self, f: &Frame) -> IntKeyValue {
+        let mut ints = [0; INT_KEY_PARTS_MAX];
+        let mut null = false;
+        for (out, part) in ints.iter_mut().zip(&self.0) {
+            match part.eval(f) {
+                Ok(Some(i)) => *out = i,
+                Ok(None) => null = true,
+                Err(halt) => {
+                    return match *halt {
+                        Halt::Untyped => IntKeyValue::Untyped,
+                        Halt::Error(message) => IntKeyValue::Error(message),
+                    };
+                }
+            }
+        }
+        if null { IntKeyValue::Null } else { IntKeyValue::Ints(ints, self.0.len()) }
     }
 }
 
