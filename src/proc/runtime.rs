@@ -230,6 +230,13 @@ pub trait Storage {
         None
     }
 
+    /// [`Storage::prefetch_key`] of a key of ints ([`INT_KEY_PARTS_MAX`] parts at most). By
+    /// default the ints become values; the transaction encodes them straight into the key.
+    fn prefetch_key_ints(&mut self, table: TableId, pk: &[i64]) -> Option<KeyHash> {
+        let values = int_values(pk);
+        self.prefetch_key(table, &values[..pk.len()])
+    }
+
     /// Whether [`Storage::prefetch_key`] does anything: loops skip evaluating the keys of later
     /// iterations for a storage that does not prefetch.
     fn prefetches(&self) -> bool {
@@ -300,6 +307,10 @@ impl Storage for Transaction<'_> {
 
     fn prefetch_key(&mut self, table: TableId, pk: &[Value]) -> Option<KeyHash> {
         Transaction::prefetch_key(self, table, pk)
+    }
+
+    fn prefetch_key_ints(&mut self, table: TableId, pk: &[i64]) -> Option<KeyHash> {
+        Transaction::prefetch_key_ints(self, table, pk)
     }
 
     fn prefetches(&self) -> bool {

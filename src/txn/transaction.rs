@@ -299,9 +299,22 @@ impl<'w> Transaction<'w> {
     pub fn prefetch_key(&self, table: TableId, pk: &[Value]) -> Option<KeyHash> {
         let t = self.table_ref(table).ok()?;
         let key = t.schema.encode_primary_key(pk).ok()?;
+        Some(self.prefetch_slot(t, &key))
+    }
+
+    /// [`Transaction::prefetch_key`] of a key given as ints (a loop's key whose parts are all
+    /// ints), encoded without a `Value` a part.
+    pub fn prefetch_key_ints(&self, table: TableId, pk: &[i64]) -> Option<KeyHash> {
+        let t = self.table_ref(table).ok()?;
+        let key = t.schema.encode_primary_key_ints(pk).ok()?;
+        Some(self.prefetch_slot(t, &key))
+    }
+
+    /// Starts loading the point-index slot line of `key` in `t`; its hash, for the later stages.
+    fn prefetch_slot(&self, t: &Table, key: &Key) -> KeyHash {
         let hash = t.point.hash_of(key.as_bytes());
         t.point.prefetch_pinned(hash, Prefetch::Slot, &self.pin);
-        Some(hash)
+        hash
     }
 
     /// The next stage of [`Transaction::prefetch_key`]'s hint: the key's record, then its row.
@@ -1486,6 +1499,27 @@ mod tests {
         .unwrap();
         assert_eq!(indexed_owners(&db, t), [1, 5, 9]);
         assert_eq!(w.run(1, |tx| tx.get(t, &key(1))).unwrap().0, Some(ints(&[1, 1, 7])));
+    }
+
+    /// A key given as ints reads, and prefetches under, what the same key given as values does;
+    /// a wrong number of parts is the same schema error.
+    #[test]
+    fn an_int_key_reads_and_prefetches_as_its_values_do() {
+        let (db, t) = accounts();
+        let mut w = db.worker();
+        let mut tx = w.begin();
+        for id in [2, 9] {
+            let values = [Value::Int(id)];
+            assert_eq!(
+                tx.prefetch_key_ints(t, &[id]).map(|h| format!("{h:?}")),
+                tx.prefetch_key(t, &values).map(|h| format!("{h:?}"))
+            );
+            assert_eq!(tx.get_ints(t, &[id]).unwrap(), tx.get(t, &values).unwrap());
+        }
+        assert_eq!(tx.get_ints(t, &[2]).unwrap(), Some(ints(&[2, 2, 100])));
+        let wrong = tx.get_ints(t, &[1, 2]).unwrap_err().to_string();
+        assert_eq!(wrong, tx.get(t, &[Value::Int(1), Value::Int(2)]).unwrap_err().to_string());
+        assert!(tx.prefetch_key_ints(t, &[1, 2]).is_none());
     }
 
     /// `lock_order` is the order a stable sort of the whole write set by (table, key) gives, and

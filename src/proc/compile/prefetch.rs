@@ -55,7 +55,7 @@
 //! current iteration's values right after, before its body runs.
 
 use super::super::ir::{Expr, ExprKind, Stmt, StmtKind, TableRef, VarId};
-use super::super::runtime::{Frame, Storage};
+use super::super::runtime::{Frame, INT_KEY_PARTS_MAX, Storage};
 use super::expr::ExprFn;
 use crate::storage::point::{KeyHash, Prefetch};
 use crate::storage::{TableId, Value};
@@ -274,6 +274,25 @@ impl Iterations<'_> {
         }
     }
 
+    /// Part `part`'s value in iteration `j` if it is an int (every TPC-C key part), read where
+    /// it lies, no `Value` built; `None` for any other value or none.
+    #[inline]
+    fn int_part(&self, part: &Part, j: usize, f: &Frame) -> Option<i64> {
+        let int = |v: &Value| if let Value::Int(i) = v { Some(*i) } else { None };
+        match (part, self) {
+            (Part::Const(v), _) => int(v),
+            (Part::Slot(slot), _) => int(&f.vals[*slot]),
+            (Part::LoopVar, Iterations::Range { start, .. }) => Some(start.saturating_add(j as i64)),
+            (Part::LoopVar, Iterations::Array(items)) => items.get(j).and_then(int),
+            (Part::ElementAtLoopVar(array), Iterations::Range { start, .. }) => {
+                let index = usize::try_from(start.saturating_add(j as i64)).ok()?;
+                f.array(*array).get(index).and_then(int)
+            }
+            (Part::Eval(e), _) => e(f).ok().as_ref().and_then(int),
+            (Part::ElementAtLoopVar(_), Iterations::Array(_)) => None,
+        }
+    }
+
     /// Part `part`'s value in iteration `j`; `None` when it has none (an element past the
     /// array's end, a failed evaluation): the key is then not prefetched.
     #[inline]
@@ -292,6 +311,26 @@ impl Iterations<'_> {
             (Part::ElementAtLoopVar(_), Iterations::Array(_)) => None,
         }
     }
+}
+
+/// Iteration `j`'s value of `key` as ints, when every part is one: the storage encodes them
+/// without a `Value` a part ([`Storage::prefetch_key_ints`]). A part of another value (text, a
+/// null) leaves the key to the values path.
+#[inline]
+fn int_key(
+    key: &CompiledKey,
+    j: usize,
+    f: &Frame,
+    iterations: Iterations<'_>,
+) -> Option<([i64; INT_KEY_PARTS_MAX], usize)> {
+    let mut ints = [0; INT_KEY_PARTS_MAX];
+    if key.parts.len() > INT_KEY_PARTS_MAX {
+        return None;
+    }
+    for (int, part) in ints.iter_mut().zip(&key.parts) {
+        *int = iterations.int_part(part, j, f)?;
+    }
+    Some((ints, key.parts.len()))
 }
 
 /// The key hashes of the iterations whose prefetches are under way, by iteration modulo
@@ -354,6 +393,10 @@ impl LoopPrefetch {
         }
         let hashes = &mut flight.hashes[j % IN_FLIGHT];
         for (hash, key) in hashes.iter_mut().zip(&self.keys) {
+            if let Some((ints, n)) = int_key(key, j, f, iterations) {
+                *hash = tx.prefetch_key_ints(key.table, &ints[..n]);
+                continue;
+            }
             let mut parts: [Value; KEY_PARTS_MAX] = Default::default();
             let evaluated = parts.iter_mut().zip(&key.parts).try_for_each(|(value, part)| {
                 *value = iterations.part(part, j, f)?;
