@@ -1,7 +1,9 @@
 //! The commit hook: a scheme sees every committing transaction at its serialization point, with its
 //! write set, procedure call and predecessors, and decides when it may be acknowledged.
 
-use lazarus::durability::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, WorkerLog};
+use lazarus::durability::{
+    CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, ViewNeeds, WorkerLog,
+};
 use lazarus::storage::Row;
 use lazarus::storage::{ParamValue, Value};
 use lazarus::txn::{ConflictReason, TxnError};
@@ -10,8 +12,8 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// (table, key, after-image, previous last writer) of one write.
-type SeenWrite = (u32, Vec<u8>, Option<Vec<Value>>, u64);
+/// (table, key, after-image, previous last writer, before-image) of one write.
+type SeenWrite = (u32, Vec<u8>, Option<Vec<Value>>, u64, Option<Vec<Value>>);
 
 /// What the recording scheme saw of one commit.
 #[derive(Clone, Debug)]
@@ -32,6 +34,8 @@ struct Recorder {
     abandoned: AtomicU64,
     next_seq: AtomicU64,
     durable_seq: AtomicU64,
+    /// What the workers ask of each view (`None`: the default, all of it).
+    needs: Option<ViewNeeds>,
 }
 
 struct RecorderWorker {
@@ -68,6 +72,9 @@ impl LogScheme for RecorderScheme {
 }
 
 impl WorkerLog for RecorderWorker {
+    fn view_needs(&self) -> ViewNeeds {
+        self.scheme.needs.unwrap_or(ViewNeeds::ALL)
+    }
     fn serialization_point(&mut self, _epoch: u64) -> u64 {
         self.scheme.next_seq.fetch_add(1, Ordering::SeqCst) + 1
     }
@@ -83,7 +90,10 @@ impl WorkerLog for RecorderWorker {
             writes: view
                 .writes
                 .iter()
-                .map(|w| (w.table, w.key.to_vec(), w.after.map(|r| r.to_vec()), w.previous_writer))
+                .map(|w| {
+                    let before = w.before.as_ref().map(|r| r.to_vec());
+                    (w.table, w.key.to_vec(), w.after.map(|r| r.to_vec()), w.previous_writer, before)
+                })
                 .collect(),
             read_last_writers: view.read_last_writers.to_vec(),
             procedure: view.invocation.map(|i| (i.procedure_id, i.args.to_vec())),
@@ -185,4 +195,37 @@ fn a_failed_validation_abandons_the_serialization_point_and_logs_nothing() {
     assert!(matches!(tx.commit(), Err(TxnError::Conflict(ConflictReason::ReadChanged))));
     assert_eq!(recorder.abandoned.load(Ordering::SeqCst), 1);
     assert_eq!(recorder.seen.lock().len(), before + 1, "only w1's commit is logged");
+}
+
+/// A scheme gets the parts of the view it asks for and nothing else (`none` asks for nothing,
+/// SiloR's value logging for the after-images alone), and what it asks for changes nothing the
+/// database stores.
+#[test]
+fn a_scheme_gets_the_parts_of_the_view_it_asks_for() {
+    for needs in [ViewNeeds::ALL, ViewNeeds::AFTER_IMAGES, ViewNeeds::NOTHING] {
+        let recorder = Arc::new(Recorder { needs: Some(needs), ..Recorder::default() });
+        let db = open(&recorder);
+        let mut w = db.worker();
+        w.call("put", &[int(1), int(10)]).unwrap();
+        w.call("put", &[int(2), int(20)]).unwrap();
+        w.call("copy", &[int(1), int(2)]).unwrap();
+        let seen = recorder.seen.lock().clone();
+        assert_eq!(seen.len(), 3, "{needs:?}");
+        let copy = &seen[2];
+        if needs.writes {
+            assert_eq!(copy.writes.len(), 1, "{needs:?}");
+            let (_, _, after, previous_writer, before) = &copy.writes[0];
+            assert_eq!(after, &Some(vec![Value::Int(2), Value::Int(10)]), "{needs:?}");
+            let expected_before = needs.before_images.then(|| vec![Value::Int(2), Value::Int(20)]);
+            assert_eq!(before, &expected_before, "{needs:?}");
+            assert_eq!(*previous_writer, if needs.dependencies { 2 } else { 0 }, "{needs:?}");
+        } else {
+            assert!(copy.writes.is_empty(), "{needs:?}");
+        }
+        let expected_writers: Vec<u64> = if needs.dependencies { vec![1, 2] } else { Vec::new() };
+        assert_eq!(copy.read_last_writers, expected_writers, "{needs:?}");
+        let t = db.catalog().table_by_name("kv").unwrap().id;
+        let row = w.run(1, |tx| tx.get(t, &[Value::Int(2)])).unwrap().0.expect("key 2");
+        assert_eq!(row.to_vec(), vec![Value::Int(2), Value::Int(10)], "{needs:?}");
+    }
 }

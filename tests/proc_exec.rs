@@ -805,3 +805,54 @@ fn keys_of_int_expressions_read_and_update_the_interpreters_rows() {
     assert_eq!(found, 6, "three keys found by each procedure");
     assert!(call(&db, "key_get", &[int(1), int(i64::MAX)]).unwrap_err().to_string().contains("integer overflow"));
 }
+
+/// An insert whose key columns hold ints hands the storage its key as ints
+/// (`Storage::insert_row_with_key_ints`), with the values in any column order: the same
+/// results, duplicate-key and null-key errors, and rows as the reference interpreter, whose
+/// inserts read the key back from the row.
+#[test]
+fn inserts_keyed_by_ints_store_what_the_interpreter_stores() {
+    let extra = "
+        procedure key_insert(w int, o int, n int) {
+            insert into line values (w, o * 2, n + 1, o);
+            select qty into q from line where w = w and o = o * 2 and n = n + 1;
+            return found, q;
+        }
+        procedure key_get(w int, o int, n int) {
+            select qty into q from line where w = w and o = o and n = n;
+            return found, q;
+        }";
+    let (compiled_db, interpreted_db) = (db(extra), db(extra));
+    let registry = interpreted_db.procedures();
+    let interpreted = |name: &str, args: &[ParamValue]| {
+        let ir = std::sync::Arc::clone(registry.get(registry.id_of(name).unwrap()).unwrap().ir());
+        let mut w = interpreted_db.worker();
+        w.run(1, |tx| lazarus::proc::interp::run(&ir, tx, args)).map(|(v, _)| v).map_err(|e| e.to_string())
+    };
+    let null = ParamValue::Scalar(Value::Null);
+    let calls: Vec<(&str, Vec<ParamValue>)> = vec![
+        ("key_insert", vec![int(1), int(3), int(0)]),
+        ("key_insert", vec![int(1), int(3), int(0)]),
+        ("key_insert", vec![int(1), int(-3), int(4)]),
+        ("key_insert", vec![null.clone(), int(3), int(0)]),
+        ("key_insert", vec![int(1), int(i64::MAX), int(0)]),
+        ("add_line", vec![int(2), int(6), int(1), int(7)]),
+        ("add_line", vec![int(2), int(6), int(1), int(8)]),
+        ("add_line_partial", vec![int(3), int(5), int(4)]),
+        ("add_line_partial", vec![int(3), int(5), int(4)]),
+        ("add_line_partial", vec![int(3), null.clone(), int(4)]),
+    ];
+    let mut inserted = 0;
+    for (name, args) in &calls {
+        let compiled = call(&compiled_db, name, args).map_err(|e| e.to_string());
+        assert_eq!(compiled, interpreted(name, args), "{name}({args:?})");
+        inserted += usize::from(compiled.is_ok());
+    }
+    assert_eq!(inserted, 4, "one insert of each new key succeeds");
+    for key in [[1, 6, 1], [1, -6, 5], [2, 6, 1], [3, 5, 4], [1, 3, 0]] {
+        let args: Vec<ParamValue> = key.iter().map(|&v| int(v)).collect();
+        let stored = call(&compiled_db, "key_get", &args).map_err(|e| e.to_string());
+        assert_eq!(stored, interpreted("key_get", &args), "the row under {key:?}");
+    }
+    assert_eq!(ok(&compiled_db, "key_get", &[int(2), int(6), int(1)]), [Value::Bool(true), Value::Int(7)]);
+}

@@ -105,6 +105,32 @@ impl CommitView<'_> {
     }
 }
 
+/// What a scheme reads of a [`CommitView`]: a commit builds only that. Building everything
+/// under `none` (the write list, a count taken on every overwritten row for its before-image,
+/// the read set's writers sorted) was 3 % of a TPC-C new-order's instructions
+/// (`docs/PERFORMANCE.md`, "TPC-C", "Session 63").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ViewNeeds {
+    /// [`CommitView::writes`]; without it the list is empty (the view then says nothing of
+    /// whether the transaction wrote).
+    pub writes: bool,
+    /// [`LoggedWrite::before`]; without it every one is `None`.
+    pub before_images: bool,
+    /// The last writers, of the records read ([`CommitView::read_last_writers`]) and of those
+    /// written ([`LoggedWrite::previous_writer`]): Taurus's RAW and WAW predecessors. Without
+    /// it the list is empty and every `previous_writer` 0.
+    pub dependencies: bool,
+}
+
+impl ViewNeeds {
+    /// The whole view: what a scheme that does not say gets.
+    pub const ALL: ViewNeeds = ViewNeeds { writes: true, before_images: true, dependencies: true };
+    /// The write list's keys and after-images alone.
+    pub const AFTER_IMAGES: ViewNeeds = ViewNeeds { writes: true, before_images: false, dependencies: false };
+    /// Nothing but the TID, the sequence number and the invocation.
+    pub const NOTHING: ViewNeeds = ViewNeeds { writes: false, before_images: false, dependencies: false };
+}
+
 /// When a transaction may be acknowledged. Interpreted only by the scheme that issued it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DurabilityTicket {
@@ -232,6 +258,13 @@ pub trait WorkerLog: Send {
     /// Called when validation failed after [`WorkerLog::serialization_point`].
     fn abandon(&mut self, commit_seq: u64);
 
-    /// Logs a transaction that passed validation. The write set is still locked.
+    /// Logs a transaction that passed validation. The write set is still locked. The view
+    /// holds what [`WorkerLog::view_needs`] asked for.
     fn log_commit(&mut self, view: &CommitView<'_>) -> Result<CommitTicket, DurabilityError>;
+
+    /// What [`WorkerLog::log_commit`] reads of its view. Asked at every commit; the answer must
+    /// not change over the worker's life.
+    fn view_needs(&self) -> ViewNeeds {
+        ViewNeeds::ALL
+    }
 }

@@ -2,7 +2,7 @@
 //! This is Silo without persistence ("MemSilo" in SiloR §6), the baseline every scheme is compared
 //! against.
 
-use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, WorkerLog};
+use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LogScheme, ViewNeeds, WorkerLog};
 
 /// The `none` scheme.
 #[derive(Debug, Default)]
@@ -41,6 +41,10 @@ impl LogScheme for NoLogging {
 }
 
 impl WorkerLog for NoWorkerLog {
+    fn view_needs(&self) -> ViewNeeds {
+        ViewNeeds::NOTHING
+    }
+
     fn serialization_point(&mut self, _epoch: u64) -> u64 {
         0
     }

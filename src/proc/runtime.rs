@@ -153,6 +153,13 @@ pub trait Storage {
     fn scan_rows(&mut self, scan: &Scan) -> Result<Vec<Row>, TxnError>;
     /// Inserts a row.
     fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError>;
+    /// [`Storage::insert_row`] of a row whose primary-key columns hold the ints `pk`, in key
+    /// order ([`INT_KEY_PARTS_MAX`] parts at most): the same insert. By default the key is read
+    /// from the row; the transaction encodes it from the ints.
+    fn insert_row_with_key_ints(&mut self, table: TableId, row: Row, pk: &[i64]) -> Result<(), TxnError> {
+        let _ = pk;
+        self.insert_row(table, row)
+    }
     /// Replaces the row with primary key `pk` by `build(old row)`; `false` if there is none.
     fn update_row_with(
         &mut self,
@@ -270,6 +277,10 @@ impl Storage for Transaction<'_> {
 
     fn insert_row(&mut self, table: TableId, row: Row) -> Result<(), TxnError> {
         self.insert(table, row)
+    }
+
+    fn insert_row_with_key_ints(&mut self, table: TableId, row: Row, pk: &[i64]) -> Result<(), TxnError> {
+        self.insert_with_key_ints(table, row, pk)
     }
 
     fn update_row_with(

@@ -132,6 +132,7 @@ pub struct Transaction<'w> {
     write_slots: WriteSlots,
     absences: Vec<Absence>,
     scans: Vec<ScanCheck>,
+    commit_scratch: CommitScratch,
     invocation: Option<Invocation>,
     /// Pinned for the transaction's life: the rows it reads are loaded under this one pin
     /// (`Record::stable_read_pinned`) instead of a pin per read.
@@ -152,6 +153,40 @@ struct SpareSets {
     write_slots: WriteSlots,
     absences: Vec<Absence>,
     scans: Vec<ScanCheck>,
+    commit_scratch: CommitScratch,
+}
+
+/// Buffers a commit fills and empties, kept with the sets ([`SpareSets`]) so that no commit grows
+/// them from empty: their growth (eleven `realloc`s a TPC-C new-order) and a stable sort's
+/// scratch were 2 % of a new-order's instructions (`docs/PERFORMANCE.md`, "TPC-C", "Session 63").
+#[derive(Default)]
+struct CommitScratch {
+    /// The lock order: positions in the write set ([`lock_order`]).
+    order: Vec<usize>,
+    /// The lock order's sort keys, each a write's table and position in one word.
+    sort_keys: Vec<u64>,
+    undo: Undo,
+    /// The placeholders [`Transaction::link_insert_run`] linked ahead: (write, record).
+    linked: Vec<(usize, Record)>,
+    /// The addresses of the records this commit locked, sorted ([`Transaction::validate`]).
+    mine: Vec<usize>,
+}
+
+impl CommitScratch {
+    /// Empties every buffer for reuse, or frees one that grew large.
+    fn recycle(&mut self) -> CommitScratch {
+        CommitScratch {
+            order: recycle(&mut self.order),
+            sort_keys: recycle(&mut self.sort_keys),
+            undo: Undo {
+                locked: recycle(&mut self.undo.locked),
+                placeholders: recycle(&mut self.undo.placeholders),
+                secondary_added: recycle(&mut self.undo.secondary_added),
+            },
+            linked: recycle(&mut self.linked),
+            mine: recycle(&mut self.mine),
+        }
+    }
 }
 
 /// The largest set (in entries) a thread keeps for reuse.
@@ -196,6 +231,7 @@ impl Drop for Transaction<'_> {
             write_slots,
             absences: recycle(&mut self.absences),
             scans: recycle(&mut self.scans),
+            commit_scratch: self.commit_scratch.recycle(),
         };
         // A thread running two transactions at once keeps the sets of the last one dropped.
         let _ = SPARE_SETS.try_with(|spare| *spare.borrow_mut() = Some(sets));
@@ -231,6 +267,7 @@ impl<'w> Transaction<'w> {
             write_slots: sets.write_slots,
             absences: sets.absences,
             scans: sets.scans,
+            commit_scratch: sets.commit_scratch,
             invocation: None,
             pin: crossbeam_epoch::pin(),
             snapshot: None,
@@ -367,6 +404,23 @@ impl<'w> Transaction<'w> {
         let t = self.table_ref(table)?;
         t.schema.check_row(&row)?;
         let key = t.schema.primary_key_of(&row)?;
+        self.insert_keyed(t, key, row)
+    }
+
+    /// [`Transaction::insert`] of a row whose primary-key columns hold the ints `pk` (a compiled
+    /// insert's key values): the key is encoded from them, not read back from the row, which
+    /// was a third of an insert's instructions (`docs/PERFORMANCE.md`, "TPC-C", "Session 63").
+    pub fn insert_with_key_ints(&mut self, table: TableId, row: Row, pk: &[i64]) -> Result<(), TxnError> {
+        let t = self.table_ref(table)?;
+        t.schema.check_row(&row)?;
+        let key = t.schema.encode_primary_key_ints(pk)?;
+        debug_assert!(t.schema.primary_key_of(&row).is_ok_and(|k| k == key), "ints that are not the row's key");
+        self.insert_keyed(t, key, row)
+    }
+
+    /// Inserts `row`, checked, under its primary key `key`.
+    fn insert_keyed(&mut self, t: &'w Table, key: Key, row: Row) -> Result<(), TxnError> {
+        let table = t.id;
         if let Some(slot) = self.write_slots.get(&self.writes, table, key.as_bytes()) {
             let entry = &mut self.writes[slot];
             if entry.row.is_some() {
@@ -739,7 +793,7 @@ impl<'w> Transaction<'w> {
         if error.is_retryable() {
             return error;
         }
-        match self.validate(&[]) {
+        match self.validate(&[], &mut Vec::new()) {
             Ok(()) => error,
             Err(conflict) => conflict,
         }
@@ -751,11 +805,20 @@ impl<'w> Transaction<'w> {
         if self.snapshot.is_some() {
             return self.commit_replay();
         }
+        let mut scratch = std::mem::take(&mut self.commit_scratch);
+        let committed = self.commit_with(&mut scratch);
+        // Dropping the transaction empties the buffers and keeps them for the thread's next one.
+        self.commit_scratch = scratch;
+        committed
+    }
+
+    /// [`Transaction::commit`] with the commit's buffers.
+    fn commit_with(&mut self, scratch: &mut CommitScratch) -> Result<Committed, TxnError> {
         // Phase 1: lock the write set in the global order (table id, then key): deadlock-free.
-        let order = lock_order(&self.writes);
-        let mut undo = Undo::default();
-        if let Err(e) = self.lock_phase(&order, &mut undo) {
-            self.release(&undo);
+        lock_order(&self.writes, &mut scratch.sort_keys, &mut scratch.order);
+        let CommitScratch { order, undo, linked, mine, .. } = scratch;
+        if let Err(e) = self.lock_phase(order, undo, linked) {
+            self.release(undo);
             return Err(e);
         }
         // Phase 2: the serialization point. The fence keeps the epoch read after the locks.
@@ -763,23 +826,23 @@ impl<'w> Transaction<'w> {
         fence(Ordering::SeqCst);
         let epoch = self.ctx.epochs.current();
         let commit_seq = self.log.serialization_point(epoch);
-        let tid = match self.validate(&order).and_then(|()| self.choose_tid(epoch)) {
+        let tid = match self.validate(order, mine).and_then(|()| self.choose_tid(epoch)) {
             Ok(tid) => tid,
             Err(e) => {
                 self.log.abandon(commit_seq);
-                self.release(&undo);
+                self.release(undo);
                 return Err(e);
             }
         };
         // Phase 3: log (locks still held), then install and release.
-        let ticket = match self.log(tid, commit_seq, &order) {
+        let ticket = match self.log(tid, commit_seq, order) {
             Ok(ticket) => ticket,
             Err(e) => {
-                self.release(&undo);
+                self.release(undo);
                 return Err(e);
             }
         };
-        self.install(tid, &order, &ticket, Latched::Yes);
+        self.install(tid, order, &ticket, Latched::Yes);
         *self.last_tid = tid;
         let durability = match ticket.durability {
             DurabilityTicket::Epoch(e) if order.is_empty() => DurabilityTicket::Epoch(self.observed_epoch().min(e)),
@@ -838,13 +901,19 @@ impl<'w> Transaction<'w> {
         rows.max(deletes)
     }
 
-    fn lock_phase(&mut self, order: &[usize], undo: &mut Undo) -> Result<(), TxnError> {
-        // Placeholders that `link_insert_run` linked ahead, by write, in `order`'s order.
-        let mut linked: Vec<(usize, Record)> = Vec::new();
+    /// Locks the writes in `order`; `linked` (empty) receives the placeholders linked ahead, by
+    /// write, in `order`'s order.
+    fn lock_phase(
+        &mut self,
+        order: &[usize],
+        undo: &mut Undo,
+        linked: &mut Vec<(usize, Record)>,
+    ) -> Result<(), TxnError> {
+        debug_assert!(linked.is_empty(), "placeholders of another commit");
         let (mut next_linked, mut run_end) = (0, 0);
         for (n, &i) in order.iter().enumerate() {
             if n >= run_end {
-                run_end = self.link_insert_run(order, n, undo, &mut linked)?;
+                run_end = self.link_insert_run(order, n, undo, linked)?;
             }
             // Borrowed from the transaction's catalog, not cloned: an `Arc<Table>` clone writes the
             // table's shared refcount, a line every worker writes on every operation.
@@ -932,18 +1001,16 @@ impl<'w> Transaction<'w> {
         undo_ptrs.binary_search(&(Record::as_ptr(record) as usize)).is_ok()
     }
 
-    fn validate(&self, order: &[usize]) -> Result<(), TxnError> {
-        let mine: Vec<usize> = {
-            let mut v: Vec<usize> = order
-                .iter()
-                .filter_map(|&i| self.writes[i].record.as_ref().map(|r| Record::as_ptr(r) as usize))
-                .collect();
-            v.sort_unstable();
-            v
-        };
+    /// Silo's validation of the read set, the absences and the scans; `mine` (empty) receives
+    /// the addresses of the records `order` locked.
+    fn validate(&self, order: &[usize], mine: &mut Vec<usize>) -> Result<(), TxnError> {
+        debug_assert!(mine.is_empty(), "records of another commit");
+        mine.extend(order.iter().filter_map(|&i| self.writes[i].record.as_ref().map(|r| Record::as_ptr(r) as usize)));
+        mine.sort_unstable();
+        let mine = &mine[..];
         for r in &self.reads {
             let now = r.record.word();
-            if now.unlocked() != r.observed.unlocked() || (now.is_locked() && !self.locked_by_me(&r.record, &mine)) {
+            if now.unlocked() != r.observed.unlocked() || (now.is_locked() && !self.locked_by_me(&r.record, mine)) {
                 return Err(TxnError::Conflict(ConflictReason::ReadChanged));
             }
         }
@@ -955,7 +1022,7 @@ impl<'w> Transaction<'w> {
             }
             let t = self.table_ref(a.table)?;
             if let Some(record) = t.get(&a.key)
-                && !self.locked_by_me(&record, &mine)
+                && !self.locked_by_me(&record, mine)
             {
                 let w = record.word();
                 if w.is_locked() || !w.is_absent() {
@@ -964,7 +1031,7 @@ impl<'w> Transaction<'w> {
             }
         }
         for s in &self.scans {
-            self.validate_scan(s, &mine)?;
+            self.validate_scan(s, mine)?;
         }
         Ok(())
     }
@@ -1043,26 +1110,30 @@ impl<'w> Transaction<'w> {
         }
     }
 
+    /// Hands the scheme the commit's view, built as far as it reads it ([`WorkerLog::view_needs`]).
     fn log(&mut self, tid: Tid, commit_seq: u64, order: &[usize]) -> Result<CommitTicket, TxnError> {
-        let writes: Vec<LoggedWrite<'_>> = order
-            .iter()
-            .map(|&i| {
-                let w = &self.writes[i];
-                LoggedWrite {
-                    table: w.table,
-                    key: &w.key,
-                    after: w.row.as_ref(),
-                    before: match (&w.record, w.locked_word) {
-                        (Some(record), Some(word)) if !word.is_absent() => Some(record.locked_row(&self.pin)),
-                        _ => None,
-                    },
-                    previous_writer: w.record.as_ref().map_or(0, |r| r.last_writer()),
+        let needs = self.log.view_needs();
+        let write = |i: &usize| {
+            let w = &self.writes[*i];
+            let before = match (&w.record, w.locked_word) {
+                (Some(record), Some(word)) if needs.before_images && !word.is_absent() => {
+                    Some(record.locked_row(&self.pin))
                 }
-            })
-            .collect();
-        let mut read_last_writers: Vec<u64> = self.reads.iter().map(|r| r.record.last_writer()).collect();
-        read_last_writers.sort_unstable();
-        read_last_writers.dedup();
+                _ => None,
+            };
+            let previous_writer = match &w.record {
+                Some(record) if needs.dependencies => record.last_writer(),
+                _ => 0,
+            };
+            LoggedWrite { table: w.table, key: &w.key, after: w.row.as_ref(), before, previous_writer }
+        };
+        let writes: Vec<LoggedWrite<'_>> = if needs.writes { order.iter().map(write).collect() } else { Vec::new() };
+        let mut read_last_writers: Vec<u64> = Vec::new();
+        if needs.dependencies {
+            read_last_writers.extend(self.reads.iter().map(|r| r.record.last_writer()));
+            read_last_writers.sort_unstable();
+            read_last_writers.dedup();
+        }
         let view = CommitView {
             tid,
             commit_seq,
@@ -1280,22 +1351,29 @@ fn lock_or_create(t: &Table, key: &Key, expect_absent: bool, undo: &mut Undo) ->
     Err(TxnError::Conflict(ConflictReason::InsertRace))
 }
 
-/// The positions of the writes that write something, in the global lock order: table id, then
-/// key. The tables are ordered first, by an integer, and then each table's writes by key, only
+/// Fills `order` with the positions of the writes that write something, in the global lock
+/// order: table id, then key (`sort_keys` is its scratch). The tables are ordered first, each
+/// write's table and position packed in a word whose plain sort is the stable sort by table
+/// (a stable sort of the positions was 1 % of a new-order: session 63), then each table's writes by key, only
 /// where they are not in order already: a transaction's writes to one table mostly come in key
 /// order (delivery's order lines and districts, new-order's inserts), and comparing keys was most
 /// of a sort of the whole set by (table, key), 2.1 % of TPC-C's instructions
 /// (`docs/PERFORMANCE.md`, "TPC-C", "Session 62"). Both sorts are stable: the order is the one
 /// sorting by (table, key) at once gives.
-fn lock_order(writes: &[WriteEntry]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..writes.len()).filter(|&i| writes[i].op != WriteOp::Nothing).collect();
-    order.sort_by_key(|&i| writes[i].table);
+fn lock_order(writes: &[WriteEntry], sort_keys: &mut Vec<u64>, order: &mut Vec<usize>) {
+    assert!(u32::try_from(writes.len()).is_ok(), "a write set of {} writes", writes.len());
+    // A word of (table, position) sorts as the stable sort by table, without its merge.
+    sort_keys.clear();
+    let written = writes.iter().enumerate().filter(|(_, w)| w.op != WriteOp::Nothing);
+    sort_keys.extend(written.map(|(i, w)| (u64::from(w.table) << 32) | i as u64));
+    sort_keys.sort_unstable();
+    order.clear();
+    order.extend(sort_keys.iter().map(|&k| (k & u64::from(u32::MAX)) as usize));
     for run in order.chunk_by_mut(|&a, &b| writes[a].table == writes[b].table) {
         if !run.is_sorted_by(|&a, &b| writes[a].key <= writes[b].key) {
             run.sort_by(|&a, &b| writes[a].key.cmp(&writes[b].key));
         }
     }
-    order
 }
 
 /// Checks an updated row of `t` whose key was `key` (whole, or at the `changed` columns alone:
@@ -1501,6 +1579,41 @@ mod tests {
         assert_eq!(w.run(1, |tx| tx.get(t, &key(1))).unwrap().0, Some(ints(&[1, 1, 7])));
     }
 
+    /// A commit that fails in its lock phase, after linking a run of inserts and adding their
+    /// secondary entries, undoes all of it, and the thread's next commits, which reuse its
+    /// emptied buffers (`CommitScratch`), lock, validate and install only their own writes.
+    #[test]
+    fn a_failed_commit_leaves_nothing_in_the_next_commits_buffers() {
+        let (db, t) = accounts();
+        let (mut w, mut other) = (db.worker(), db.worker());
+        // Keys 10 and 11 make a run; 12 is taken by the other worker before the commit.
+        let mut tx = w.begin();
+        for id in [10, 11, 12] {
+            tx.insert(t, ints(&[id, 20 + id, 1])).unwrap();
+        }
+        other.run(1, |tx| tx.insert(t, ints(&[12, 5, 5]))).unwrap();
+        let failed = tx.commit();
+        assert!(matches!(failed, Err(TxnError::Conflict(_))), "{failed:?}");
+        assert_eq!(indexed_owners(&db, t), [0, 1, 2, 3, 5], "the run's entries were removed");
+        for round in 0..3 {
+            let ids = [13 + 2 * round, 14 + 2 * round];
+            w.run(1, |tx| {
+                tx.update_columns_with(t, &[Value::Int(1)], &[2], |old: Row| {
+                    Ok(old.with_values(&[(2, Value::Int(round))]))
+                })?;
+                ids.iter().try_for_each(|&id| tx.insert(t, ints(&[id, id, 1])))
+            })
+            .unwrap();
+        }
+        let mut expected = vec![0, 1, 2, 3, 5];
+        expected.extend(13..19);
+        assert_eq!(indexed_owners(&db, t), expected);
+        for id in [10, 11] {
+            assert_eq!(w.run(1, |tx| tx.get(t, &[Value::Int(id)])).unwrap().0, None, "key {id}");
+        }
+        assert_eq!(w.run(1, |tx| tx.get(t, &[Value::Int(1)])).unwrap().0, Some(ints(&[1, 1, 2])));
+    }
+
     /// A key given as ints reads, and prefetches under, what the same key given as values does;
     /// a wrong number of parts is the same schema error.
     #[test]
@@ -1540,7 +1653,9 @@ mod tests {
         let writes: Vec<_> = specs.iter().map(|&(table, key, op)| entry(table, key, op)).collect();
         let mut expected: Vec<usize> = (0..writes.len()).filter(|&i| writes[i].op != Nothing).collect();
         expected.sort_by(|&a, &b| (writes[a].table, &writes[a].key).cmp(&(writes[b].table, &writes[b].key)));
-        assert_eq!(super::lock_order(&writes), expected);
+        let mut order = vec![7];
+        super::lock_order(&writes, &mut vec![1, 2], &mut order);
+        assert_eq!(order, expected);
         assert_eq!(expected, [4, 1, 2, 0, 5]);
     }
 }

@@ -67,7 +67,7 @@ mod wake_queue;
 
 use super::codec::{self, DecodeError, Reader};
 use super::value::worker::ValueWorkerLog;
-use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LoggedWrite, WorkerLog};
+use super::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, LoggedWrite, ViewNeeds, WorkerLog};
 use crate::storage::ParamValue;
 use crate::txn::Tid;
 use std::sync::Arc;
@@ -259,6 +259,10 @@ impl CommandWorkerLog {
 }
 
 impl WorkerLog for CommandWorkerLog {
+    fn view_needs(&self) -> ViewNeeds {
+        ViewNeeds::AFTER_IMAGES
+    }
+
     fn before_serialization_point(&mut self) {
         self.inner.before_serialization_point();
     }

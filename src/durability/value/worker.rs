@@ -19,7 +19,7 @@
 
 use super::LoggerShared;
 use crate::durability::codec;
-use crate::durability::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, WorkerLog};
+use crate::durability::{CommitTicket, CommitView, DurabilityError, DurabilityTicket, ViewNeeds, WorkerLog};
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -173,6 +173,10 @@ impl ValueWorkerLog {
 }
 
 impl WorkerLog for ValueWorkerLog {
+    fn view_needs(&self) -> ViewNeeds {
+        ViewNeeds::AFTER_IMAGES
+    }
+
     fn before_serialization_point(&mut self) {
         self.slot.active.store(READING, Ordering::SeqCst);
     }

@@ -275,7 +275,9 @@ impl Iterations<'_> {
     }
 
     /// Part `part`'s value in iteration `j` if it is an int (every TPC-C key part), read where
-    /// it lies, no `Value` built; `None` for any other value or none.
+    /// it lies, no `Value` built; `None` for any other value or none. It repeats [`Self::part`]'s
+    /// match because going through `part` and its `Value` cost 1% more TPC-C instructions a request
+    /// (140,468 against 139,115, session 63).
     #[inline]
     fn int_part(&self, part: &Part, j: usize, f: &Frame) -> Option<i64> {
         let int = |v: &Value| if let Value::Int(i) = v { Some(*i) } else { None };

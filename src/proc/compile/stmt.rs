@@ -6,7 +6,7 @@ use super::super::ir::{
     Expr, ExprKind, GetOp, Procedure, RangeBound, ScanOp, Stmt, StmtKind, TableRef, UpdateOp, VarId,
 };
 use super::super::ops::{self, RtResult};
-use super::super::runtime::{self, Flow, Frame, ScanArgs, Storage, error_at};
+use super::super::runtime::{self, Flow, Frame, INT_KEY_PARTS_MAX, ScanArgs, Storage, error_at};
 use super::expr::{ExprFn, expr};
 use super::prefetch::{self, InFlight, Iterations, LoopPrefetch, LoopVars, Part};
 use super::switch;
@@ -116,6 +116,21 @@ fn with_key<T>(
         *slot = e(f).map_err(|m| loc.err(m))?;
     }
     use_key(&buf[..fs.len()])
+}
+
+/// An inserted row's primary key as ints, read from its `values` at the key's column
+/// `positions`, when every part is an int: the storage encodes the key from them instead of
+/// reading it back from the row ([`Storage::insert_row_with_key_ints`]).
+fn key_ints(values: &[Value], positions: &[usize]) -> Option<([i64; INT_KEY_PARTS_MAX], usize)> {
+    if positions.is_empty() || positions.len() > INT_KEY_PARTS_MAX {
+        return None;
+    }
+    let mut ints = [0; INT_KEY_PARTS_MAX];
+    for (int, &p) in ints.iter_mut().zip(positions) {
+        let Some(Value::Int(i)) = values.get(p) else { return None };
+        *int = *i;
+    }
+    Some((ints, positions.len()))
 }
 
 /// Evaluates an update's `set` expressions (in column order) into `changes`.
@@ -294,13 +309,16 @@ impl Ctx<'_> {
                 let values: Vec<Operand> = i.values.iter().map(|e| self.operand(e)).collect();
                 let moved_slots = take_run(&values);
                 let shape = self.fixed_shape(table);
+                let key_columns = i.table.primary_key.clone();
                 Ok(Box::new(move |f, tx| {
+                    let mut ints = None;
                     let row = match &moved_slots {
                         // Every value is read where it lies in consecutive slots (a replay plan's
                         // parameters), encoded into the row without a copy of its own; from a
                         // copy of the table's fixed head when it has one.
                         Some(slots) => {
                             let values = &f.vals[slots.clone()];
+                            ints = key_ints(values, &key_columns);
                             shape
                                 .as_ref()
                                 .and_then(|s| s.build(values.iter()))
@@ -310,10 +328,14 @@ impl Ctx<'_> {
                             for v in &values {
                                 row.push(v.eval(f).map_err(|m| loc.err(m))?);
                             }
+                            ints = key_ints(row, &key_columns);
                             Ok::<(), TxnError>(())
                         })?,
                     };
-                    runtime::insert(tx, table, row)?;
+                    match ints {
+                        Some((ints, n)) => tx.insert_row_with_key_ints(table, row, &ints[..n])?,
+                        None => runtime::insert(tx, table, row)?,
+                    }
                     Ok(Flow::Next)
                 }))
             }
