@@ -4,7 +4,7 @@
 use super::error::{ConflictReason, TxnError};
 use super::tid::{Tid, TidWord};
 use super::versions::Snapshot;
-use super::write_slots::{SlotKey, WriteSlots};
+use super::write_slots::{SlotHash, SlotKey, WriteSlots};
 use super::{TxnContext, WorkerState};
 use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, LoggedWrite, WorkerLog};
 use crate::storage::index::{Direction, Entry, KeyRange, NodeVersion, OrderedIndex};
@@ -68,6 +68,8 @@ struct ReadEntry {
 struct Absence {
     table: TableId,
     key: Key,
+    /// The key's hash in the write set's index, when the read took it (a lookup before a write).
+    slot_hash: Option<SlotHash>,
 }
 
 /// A scan whose result must still hold at validation (phantom protection).
@@ -378,9 +380,25 @@ impl<'w> Transaction<'w> {
 
     /// Reads the row with encoded primary key `key`.
     pub fn get_by_key(&mut self, table: &Table, key: &Key) -> Result<Option<Row>, TxnError> {
-        if let Some(slot) = self.write_slots.get(&self.writes, table.id, key.as_bytes()) {
+        // Hashed for the write set only when the table has a write: most reads' tables have none.
+        let hash = self.write_slots.may_hold(table.id).then(|| self.write_slots.hash(table.id, key.as_bytes()));
+        if let Some(hash) = hash
+            && let Some(slot) = self.write_slots.get_hashed(&self.writes, table.id, key.as_bytes(), hash)
+        {
             return Ok(self.writes[slot].row.clone());
         }
+        self.read_unwritten(table, key, hash)
+    }
+
+    /// Reads the row of `key`, which this transaction has not written (`slot_hash`: the key's
+    /// hash in the write set's index, if the caller took it).
+    fn read_unwritten(
+        &mut self,
+        table: &Table,
+        key: &Key,
+        slot_hash: Option<SlotHash>,
+    ) -> Result<Option<Row>, TxnError> {
+        let absence = |key: &Key| Absence { table: table.id, key: key.clone(), slot_hash };
         match table.get(key) {
             Some(record) => {
                 let (word, row) = self.read_record(&record);
@@ -388,12 +406,12 @@ impl<'w> Transaction<'w> {
                 if row.is_none() {
                     // The record may be unlinked already, with a new record now under the key;
                     // the absence check at validation catches that.
-                    self.absences.push(Absence { table: table.id, key: key.clone() });
+                    self.absences.push(absence(key));
                 }
                 Ok(row)
             }
             None => {
-                self.absences.push(Absence { table: table.id, key: key.clone() });
+                self.absences.push(absence(key));
                 Ok(None)
             }
         }
@@ -421,7 +439,8 @@ impl<'w> Transaction<'w> {
     /// Inserts `row`, checked, under its primary key `key`.
     fn insert_keyed(&mut self, t: &'w Table, key: Key, row: Row) -> Result<(), TxnError> {
         let table = t.id;
-        if let Some(slot) = self.write_slots.get(&self.writes, table, key.as_bytes()) {
+        let hash = self.write_slots.hash(table, key.as_bytes());
+        if let Some(slot) = self.write_slots.get_hashed(&self.writes, table, key.as_bytes(), hash) {
             let entry = &mut self.writes[slot];
             if entry.row.is_some() {
                 return Err(TxnError::DuplicateKey { table: t.schema.name.clone() });
@@ -432,10 +451,10 @@ impl<'w> Transaction<'w> {
             entry.row = Some(row);
             return Ok(());
         }
-        if self.get_by_key(t, &key)?.is_some() {
+        if self.read_unwritten(t, &key, Some(hash))?.is_some() {
             return Err(TxnError::DuplicateKey { table: t.schema.name.clone() });
         }
-        self.push_write(table, key, WriteOp::Insert, Some(row), None)
+        self.push_write(table, key, hash, WriteOp::Insert, Some(row), None)
     }
 
     /// Replaces the row with the same primary key as `row`. Returns `false` (and writes nothing)
@@ -518,7 +537,8 @@ impl<'w> Transaction<'w> {
         changed: Option<&[usize]>,
     ) -> Result<bool, TxnError> {
         let table = t.id;
-        if self.write_slots.get(&self.writes, table, key.as_bytes()).is_some() {
+        let hash = self.write_slots.hash(table, key.as_bytes());
+        if self.write_slots.get_hashed(&self.writes, table, key.as_bytes(), hash).is_some() {
             // Our own write: no record to reuse; the write-set path of `update` applies.
             let Some(old) = self.get_by_key(t, &key)? else { return Ok(false) };
             let new = build(old)?;
@@ -526,20 +546,20 @@ impl<'w> Transaction<'w> {
             return self.modify(t, new_key, Some(new));
         }
         let Some(record) = t.get(&key) else {
-            self.absences.push(Absence { table, key });
+            self.absences.push(Absence { table, key, slot_hash: Some(hash) });
             return Ok(false);
         };
         let (word, old) = self.read_record(&record);
         self.push_read(Record::clone(&record), word)?;
         let Some(old) = old else {
-            self.absences.push(Absence { table, key });
+            self.absences.push(Absence { table, key, slot_hash: Some(hash) });
             return Ok(false);
         };
         let new = build(old)?;
         if let Some(new_key) = moved_key(t, &new, &key, changed)? {
             return self.modify(t, new_key, Some(new));
         }
-        self.push_write(table, key, WriteOp::Update, Some(new), Some(record))?;
+        self.push_write(table, key, hash, WriteOp::Update, Some(new), Some(record))?;
         if let Some(changed) = changed
             && let Some(w) = self.writes.last_mut()
         {
@@ -554,7 +574,8 @@ impl<'w> Transaction<'w> {
         let t = self.table_ref(table)?;
         t.schema.check_row(&row)?;
         let key = t.schema.primary_key_of(&row)?;
-        if let Some(slot) = self.write_slots.get(&self.writes, table, key.as_bytes()) {
+        let hash = self.write_slots.hash(table, key.as_bytes());
+        if let Some(slot) = self.write_slots.get_hashed(&self.writes, table, key.as_bytes(), hash) {
             let entry = &mut self.writes[slot];
             entry.op = match entry.op {
                 WriteOp::Delete => WriteOp::Put,
@@ -565,7 +586,7 @@ impl<'w> Transaction<'w> {
             entry.row = Some(row);
             return Ok(());
         }
-        self.push_write(table, key, WriteOp::Put, Some(row), None)
+        self.push_write(table, key, hash, WriteOp::Put, Some(row), None)
     }
 
     /// Deletes the row with primary key `pk`. Returns `false` if there is no such row.
@@ -577,7 +598,8 @@ impl<'w> Transaction<'w> {
 
     /// Update (`Some(row)`) or delete (`None`) of an existing key.
     fn modify(&mut self, t: &Table, key: Key, row: Option<Row>) -> Result<bool, TxnError> {
-        if let Some(slot) = self.write_slots.get(&self.writes, t.id, key.as_bytes()) {
+        let hash = self.write_slots.hash(t.id, key.as_bytes());
+        if let Some(slot) = self.write_slots.get_hashed(&self.writes, t.id, key.as_bytes(), hash) {
             let entry = &mut self.writes[slot];
             if entry.row.is_none() {
                 return Ok(false);
@@ -592,17 +614,17 @@ impl<'w> Transaction<'w> {
             return Ok(true);
         }
         let Some(record) = t.get(&key) else {
-            self.absences.push(Absence { table: t.id, key });
+            self.absences.push(Absence { table: t.id, key, slot_hash: Some(hash) });
             return Ok(false);
         };
         let (word, old) = self.read_record(&record);
         self.push_read(Record::clone(&record), word)?;
         if old.is_none() {
-            self.absences.push(Absence { table: t.id, key });
+            self.absences.push(Absence { table: t.id, key, slot_hash: Some(hash) });
             return Ok(false);
         }
         let op = if row.is_some() { WriteOp::Update } else { WriteOp::Delete };
-        self.push_write(t.id, key, op, row, Some(record))?;
+        self.push_write(t.id, key, hash, op, row, Some(record))?;
         Ok(true)
     }
 
@@ -770,6 +792,7 @@ impl<'w> Transaction<'w> {
         &mut self,
         table: TableId,
         key: Key,
+        hash: SlotHash,
         op: WriteOp,
         row: Option<Row>,
         record: Option<Record>,
@@ -778,7 +801,7 @@ impl<'w> Transaction<'w> {
             return Err(TxnError::TooLarge { what: "write set", limit: self.ctx.limits.writes_max });
         }
         self.writes.push(WriteEntry { table, key, op, row, record, secondary_kept: false, locked_word: None });
-        self.write_slots.insert(&self.writes, self.writes.len() - 1);
+        self.write_slots.insert_hashed(&self.writes, self.writes.len() - 1, hash);
         Ok(())
     }
 
@@ -1045,7 +1068,10 @@ impl<'w> Transaction<'w> {
     /// increment of two concurrent first INCRs of a key (read absent, both write 1). `None`:
     /// the key is not locked by this transaction (before the lock phase nothing is).
     fn absence_under_lock(&self, a: &Absence) -> Option<bool> {
-        let slot = self.write_slots.get(&self.writes, a.table, a.key.as_bytes())?;
+        let slot = match a.slot_hash {
+            Some(hash) => self.write_slots.get_hashed(&self.writes, a.table, a.key.as_bytes(), hash),
+            None => self.write_slots.get(&self.writes, a.table, a.key.as_bytes()),
+        }?;
         self.writes[slot].locked_word.map(|word| word.is_absent())
     }
 

@@ -22,6 +22,13 @@ pub(super) trait SlotKey {
     fn key(&self) -> &[u8];
 }
 
+/// A (table, key)'s hash in the index ([`WriteSlots::hash`]): an operation that looks a key up
+/// and then writes it, or reads it as absent and validates that later, hashes it once. An insert
+/// hashed its key three times (its lookup, the read of the key's absence, its write) and the
+/// commit's absence check a fourth (`docs/PERFORMANCE.md`, "TPC-C", "Session 63").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SlotHash(u64);
+
 /// (table, key) → position in the write set. The positions index the write set the caller
 /// passes to each call, which must be the one the positions were inserted for.
 #[derive(Default)]
@@ -38,8 +45,10 @@ impl WriteSlots {
         1 << (table % 64)
     }
 
-    fn hash(&self, table: TableId, key: &[u8]) -> u64 {
-        self.hasher.hash_one((table, key))
+    /// The hash of `key` in `table`, for [`WriteSlots::get_hashed`] and
+    /// [`WriteSlots::insert_hashed`].
+    pub(super) fn hash(&self, table: TableId, key: &[u8]) -> SlotHash {
+        SlotHash(self.hasher.hash_one((table, key)))
     }
 
     /// Whether no write is indexed.
@@ -69,23 +78,38 @@ impl WriteSlots {
         if !self.may_hold(table) {
             return None;
         }
-        let hash = self.hash(table, key);
-        let found = self.slots.find(hash, |&slot| {
+        self.get_hashed(writes, table, key, self.hash(table, key))
+    }
+
+    /// [`WriteSlots::get`] of a key whose hash the caller took ([`WriteSlots::hash`]).
+    pub(super) fn get_hashed<W: SlotKey>(
+        &self,
+        writes: &[W],
+        table: TableId,
+        key: &[u8],
+        hash: SlotHash,
+    ) -> Option<usize> {
+        debug_assert_eq!(hash, self.hash(table, key), "the hash of another key");
+        if !self.may_hold(table) {
+            return None;
+        }
+        let found = self.slots.find(hash.0, |&slot| {
             let write = &writes[slot];
             write.table() == table && write.key() == key
         });
         found.copied()
     }
 
-    /// Indexes `writes[slot]`, which must not be indexed yet (its key has no write in `writes`).
-    pub(super) fn insert<W: SlotKey>(&mut self, writes: &[W], slot: usize) {
+    /// Indexes `writes[slot]`, which must not be indexed yet (its key has no write in `writes`),
+    /// under its key's `hash` ([`WriteSlots::hash`]).
+    pub(super) fn insert_hashed<W: SlotKey>(&mut self, writes: &[W], slot: usize, hash: SlotHash) {
         let write = &writes[slot];
+        debug_assert_eq!(hash, self.hash(write.table(), write.key()), "the hash of another key");
         debug_assert!(self.get(writes, write.table(), write.key()).is_none(), "a key indexed twice");
-        let hash = self.hash(write.table(), write.key());
         self.tables |= Self::table_bit(write.table());
         let hasher = &self.hasher;
         // Growing rehashes every indexed write from its entry.
-        self.slots.insert_unique(hash, slot, |&slot| {
+        self.slots.insert_unique(hash.0, slot, |&slot| {
             let write = &writes[slot];
             hasher.hash_one((write.table(), write.key()))
         });
@@ -114,7 +138,8 @@ mod tests {
         // Enough to grow the table several times; the same keys in two tables.
         for i in 0..2000u32 {
             writes.push(Write(i % 2, (i / 2).to_be_bytes().to_vec()));
-            slots.insert(&writes, writes.len() - 1);
+            let hash = slots.hash(i % 2, &writes[writes.len() - 1].1);
+            slots.insert_hashed(&writes, writes.len() - 1, hash);
         }
         for (at, w) in writes.iter().enumerate() {
             assert_eq!(slots.get(&writes, w.0, &w.1), Some(at));
@@ -123,6 +148,13 @@ mod tests {
         assert_eq!(slots.get(&writes, 64, &0u32.to_be_bytes()), None, "a table whose bit is table 0's");
         assert_eq!(slots.get(&writes, 0, &5000u32.to_be_bytes()), None, "another key");
         assert_eq!(slots.get(&writes, 0, &[]), None, "a prefix of a key");
+        let hash = slots.hash(1, &writes[3].1);
+        assert_eq!(slots.get_hashed(&writes, 1, &writes[3].1, hash), Some(3), "by a hash taken apart");
+        writes.push(Write(5, vec![7]));
+        let hash = slots.hash(5, &[7]);
+        assert_eq!(slots.get_hashed(&writes, 5, &[7], hash), None, "not indexed yet");
+        slots.insert_hashed(&writes, writes.len() - 1, hash);
+        assert_eq!(slots.get(&writes, 5, &[7]), Some(writes.len() - 1), "found by a hash it takes");
         slots.clear();
         assert!(slots.is_empty());
         assert_eq!(slots.get(&writes, 0, &0u32.to_be_bytes()), None, "cleared");
