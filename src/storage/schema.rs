@@ -287,6 +287,25 @@ impl TableSchema {
             .map_err(|source| SchemaError::Key { table: self.name.clone(), source })
     }
 
+    /// Whether `entry` is the entry of index `index` for `row` under primary key `primary`:
+    /// [`TableSchema::secondary_key_of`]'s bytes, compared without building a key (a TPC-C
+    /// customer-by-name entry is longer than a key's inline bytes). A row whose entry would be
+    /// too long to encode has no entry, so none is its.
+    pub fn is_secondary_entry_of<C: Columns + ?Sized>(
+        &self,
+        index: usize,
+        row: &C,
+        primary: &[u8],
+        entry: &[u8],
+    ) -> bool {
+        let Some(prefix_len) = entry.len().checked_sub(primary.len()) else { return false };
+        let (prefix, suffix) = entry.split_at(prefix_len);
+        suffix == primary
+            && key::with_scratch(|buf| {
+                key::encode_into(row.columns_at(&self.indexes[index].columns), buf).is_ok() && buf.as_slice() == prefix
+            })
+    }
+
     fn encode_columns<C: Columns + ?Sized>(
         &self,
         row: &C,
@@ -331,6 +350,43 @@ mod tests {
             ],
             primary_key: vec![0],
             indexes: vec![IndexSchema { name: "by_owner".into(), columns: vec![1] }],
+        }
+    }
+
+    /// `is_secondary_entry_of` says yes to exactly the entry `secondary_key_of` builds for the
+    /// row and its key: owners with zero bytes, a null and long text; not another owner's, another
+    /// key's, a cut or an extended entry.
+    #[test]
+    fn an_entry_is_the_rows_exactly_when_it_is_the_built_key() {
+        let s = accounts();
+        let owners =
+            [Value::Null, Value::text(""), Value::text("a\0b"), Value::text("\0"), Value::text(&"z".repeat(60))];
+        for (id, owner) in owners.iter().enumerate() {
+            let row = Row::new(vec![Value::Int(id as i64), owner.clone(), Value::Float(1.0)]);
+            let pk = s.primary_key_of(&row).unwrap();
+            let entry = s.secondary_key_of(0, &row, &pk).unwrap();
+            assert!(s.is_secondary_entry_of(0, &row, &pk, &entry), "{owner:?}");
+            for (other_id, other) in owners.iter().enumerate() {
+                let other_row = Row::new(vec![Value::Int(other_id as i64), other.clone(), Value::Float(1.0)]);
+                let other_pk = s.primary_key_of(&other_row).unwrap();
+                let other_entry = s.secondary_key_of(0, &other_row, &other_pk).unwrap();
+                assert_eq!(
+                    s.is_secondary_entry_of(0, &row, &pk, &other_entry),
+                    other_entry == entry,
+                    "{owner:?} / {other:?}"
+                );
+                let moved = s.secondary_key_of(0, &other_row, &pk).unwrap();
+                assert_eq!(
+                    s.is_secondary_entry_of(0, &row, &pk, &moved),
+                    other == owner,
+                    "{owner:?} moved to {other:?}"
+                );
+            }
+            for cut in 0..entry.len() {
+                assert!(!s.is_secondary_entry_of(0, &row, &pk, &entry[..cut]), "{owner:?} cut at {cut}");
+            }
+            let longer = [entry.as_bytes(), &[0]].concat();
+            assert!(!s.is_secondary_entry_of(0, &row, &pk, &longer), "{owner:?} extended");
         }
     }
 

@@ -747,17 +747,25 @@ impl<'w> Transaction<'w> {
             return Ok(None); // own rows come from the write set
         }
         let (word, row) = self.read_record(&record);
-        reads.push((record, word));
-        let Some(row) = row else { return Ok(None) };
-        if let Some(i) = index {
-            // The entry may be stale (the row moved to another index key); skipping it is safe
-            // because the record is in the read set.
-            let current = t.schema.secondary_key_of(i, &row, &t.schema.primary_key_of(&row)?)?;
-            if &current != entry_key {
-                return Ok(None);
+        // The entry may be stale (the row moved to another index key); skipping it is safe
+        // because the record is in the read set. A record's rows all have its key.
+        let current = match (row, index) {
+            (Some(row), Some(i)) => {
+                let current = t.schema.is_secondary_entry_of(i, &row, record.key(), entry_key);
+                debug_assert_eq!(
+                    current,
+                    t.schema
+                        .primary_key_of(&row)
+                        .and_then(|pk| t.schema.secondary_key_of(i, &row, &pk))
+                        .is_ok_and(|k| &k == entry_key),
+                    "the entry check and the built key differ"
+                );
+                current.then_some(row)
             }
-        }
-        Ok(Some(row))
+            (row, _) => row,
+        };
+        reads.push((record, word));
+        Ok(current)
     }
 
     /// This transaction's written rows whose index key lies in the scan's range, in scan order.
