@@ -402,13 +402,18 @@ pub fn distinct_rows(rows: Vec<Row>, positions: &[usize]) -> Vec<Row> {
     // hashed once, and a new one costs no allocation (a set of `Vec<u8>` hashed each row twice,
     // to look it up and to insert it, and allocated a copy of each new encoding).
     let hasher = foldhash::fast::RandomState::default();
+    if let &[position] = positions
+        && let Some(ints) = rows.iter().map(|row| row.get(position)?.as_int()).collect::<Option<Vec<i64>>>()
+    {
+        return distinct_ints(rows, &ints, &hasher);
+    }
     let mut seen: HashTable<(usize, usize)> = HashTable::with_capacity(rows.len());
     let mut encodings = Vec::new();
     rows.into_iter()
         .filter(|row| {
             let start = encodings.len();
-            for v in columns_of(Some(row), positions) {
-                key::encode_value(&v, &mut encodings);
+            for &p in positions {
+                key::encode_value_ref(row.get(p).unwrap_or(ValueRef::Null), &mut encodings);
             }
             let (earlier, this) = encodings.split_at(start);
             let hash = hasher.hash_one(this);
@@ -419,6 +424,26 @@ pub fn distinct_rows(rows: Vec<Row>, positions: &[usize]) -> Vec<Row> {
             seen.insert_unique(hash, (start, encodings.len()), |&(s, e)| hasher.hash_one(&encodings[s..e]));
             true
         })
+        .collect()
+}
+
+/// [`distinct_rows`] on one column that holds an int in every row (`ints`, in row order): the
+/// ints hashed and compared as they are, not encoded (stock-level's `select distinct ol_i_id`
+/// of ≈ 200 order lines; `docs/PERFORMANCE.md`, "TPC-C", "Session 63").
+fn distinct_ints(rows: Vec<Row>, ints: &[i64], hasher: &foldhash::fast::RandomState) -> Vec<Row> {
+    debug_assert_eq!(rows.len(), ints.len(), "an int per row");
+    let mut seen: HashTable<i64> = HashTable::with_capacity(rows.len());
+    rows.into_iter()
+        .zip(ints)
+        .filter(|&(_, &i)| {
+            let hash = hasher.hash_one(i);
+            if seen.find(hash, |&s| s == i).is_some() {
+                return false;
+            }
+            seen.insert_unique(hash, i, |&s| hasher.hash_one(s));
+            true
+        })
+        .map(|(row, _)| row)
         .collect()
 }
 
@@ -563,6 +588,23 @@ mod tests {
         let kept = distinct_rows(rows(&pairs), &[0, 1]);
         let ids: Vec<Value> = kept.iter().map(|r| r.get(2).map_or(Value::Null, ValueRef::to_value)).collect();
         assert_eq!(ids, [Value::Int(0), Value::Int(1), Value::Int(3), Value::Int(5)]);
+    }
+
+    /// One column of ints takes the ints' own path; one that also holds a null or a float takes
+    /// the encodings' path; both keep the first row of each value, and an int and a float of one
+    /// number stay apart on either.
+    #[test]
+    fn distinct_on_one_column_is_the_same_with_and_without_non_ints() {
+        let kept_ids = |firsts: &[Value]| -> Vec<Value> {
+            let pairs: Vec<(Value, Value)> = firsts.iter().map(|v| (v.clone(), Value::Int(0))).collect();
+            let kept = distinct_rows(rows(&pairs), &[0]);
+            kept.iter().map(|r| r.get(2).map_or(Value::Null, ValueRef::to_value)).collect()
+        };
+        let ints = [Value::Int(4), Value::Int(-1), Value::Int(4), Value::Int(i64::MIN), Value::Int(-1)];
+        assert_eq!(kept_ids(&ints), [Value::Int(0), Value::Int(1), Value::Int(3)]);
+        let mixed = [Value::Int(1), Value::Float(1.0), Value::Int(1), Value::Null, Value::Null, Value::Float(1.0)];
+        assert_eq!(kept_ids(&mixed), [Value::Int(0), Value::Int(1), Value::Int(3)]);
+        assert_eq!(kept_ids(&[]), Vec::<Value>::new());
     }
 
     #[test]
