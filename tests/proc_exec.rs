@@ -753,8 +753,9 @@ fn nested_int_expressions_give_the_interpreters_values_nulls_and_first_error() {
 
 /// A key whose parts are typed int expressions is evaluated as ints and encoded from them
 /// (`proc::compile::typed::IntKey`, `Storage::get_row_ints`): the same rows, `found`, nulls and
-/// first errors as the reference interpreter, for a `select` and for an `update` that reads its
-/// row, with parts that are variables, constants, operators, a null and an overflow.
+/// first errors as the reference interpreter, for a `select`, an `update` that reads its row and
+/// one that does not (`Storage::update_row_in_place_ints`), with parts that are variables,
+/// constants, operators, a null and an overflow.
 #[test]
 fn keys_of_int_expressions_read_and_update_the_interpreters_rows() {
     let db = db("
@@ -764,6 +765,12 @@ fn keys_of_int_expressions_read_and_update_the_interpreters_rows() {
         }
         procedure key_update(w int, d int) {
             update line set qty = qty + d where w = w + 0 and o = d * 2 and n = abs(d) - 1;
+            let updated = found;
+            select qty into q from line where w = w and o = d * 2 and n = abs(d) - 1;
+            return updated, found, q;
+        }
+        procedure key_set(w int, d int) {
+            update line set qty = d where w = w + 0 and o = d * 2 and n = abs(d) - 1;
             let updated = found;
             select qty into q from line where w = w and o = d * 2 and n = abs(d) - 1;
             return updated, found, q;
@@ -789,7 +796,7 @@ fn keys_of_int_expressions_read_and_update_the_interpreters_rows() {
     for w in ws {
         for d in ds {
             let args = [w.map_or(null.clone(), int), d.map_or(null.clone(), int)];
-            for name in ["key_get", "key_update"] {
+            for name in ["key_get", "key_update", "key_set"] {
                 reset();
                 let compiled = call(&db, name, &args).map_err(|e| e.to_string());
                 let after_compiled = call(&db, "key_get", &args).map_err(|e| e.to_string());
@@ -802,7 +809,7 @@ fn keys_of_int_expressions_read_and_update_the_interpreters_rows() {
         }
     }
     // Rows were found and updated (w = 1, d = 1, 2, -2), and the overflows are errors.
-    assert_eq!(found, 6, "three keys found by each procedure");
+    assert_eq!(found, 9, "three keys found by each procedure");
     assert!(call(&db, "key_get", &[int(1), int(i64::MAX)]).unwrap_err().to_string().contains("integer overflow"));
 }
 

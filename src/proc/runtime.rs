@@ -207,6 +207,19 @@ pub trait Storage {
     ) -> Result<bool, TxnError> {
         update_by_copy(self, table, pk, changes)
     }
+    /// [`Storage::update_row_in_place`] of a key of ints, none null (a compiled key of typed int
+    /// expressions, [`INT_KEY_PARTS_MAX`] parts at most). By default the ints become values, so
+    /// a storage that sets columns where the row lies keeps doing so; the transaction, which
+    /// copies the row anyway, encodes the key from the ints.
+    fn update_row_in_place_ints(
+        &mut self,
+        table: TableId,
+        pk: &[i64],
+        changes: &[(usize, Value)],
+    ) -> Result<bool, TxnError> {
+        let values = int_values(pk);
+        self.update_row_in_place(table, &values[..pk.len()], changes)
+    }
     /// Replaces the row whose primary key is the values of `row` at `key_columns` by `row`, a
     /// whole row its `update` built without reading the old one (every non-key column set from a
     /// value moved out of a variable: a replay plan of an after-image); `false` if there is none.
@@ -310,6 +323,20 @@ impl Storage for Transaction<'_> {
         build: &mut dyn FnMut(Row) -> Result<Row, TxnError>,
     ) -> Result<bool, TxnError> {
         Transaction::update_columns_with_ints(self, table, pk, changed, build)
+    }
+
+    fn update_row_in_place_ints(
+        &mut self,
+        table: TableId,
+        pk: &[i64],
+        changes: &[(usize, Value)],
+    ) -> Result<bool, TxnError> {
+        let Some(changed) = ChangedColumns::of(changes) else {
+            let values = int_values(pk);
+            return update_by_copy(self, table, &values[..pk.len()], changes);
+        };
+        let copy = |old: Row| Ok(old.with_values(changes));
+        Transaction::update_columns_with_ints(self, table, pk, changed.positions(), copy)
     }
 
     fn delete_row(&mut self, table: TableId, pk: &[Value]) -> Result<bool, TxnError> {
@@ -528,14 +555,32 @@ pub fn update_by_copy<S: Storage + ?Sized>(
     pk: &[Value],
     changes: &[(usize, Value)],
 ) -> Result<bool, TxnError> {
-    let mut positions = [0; CHANGED_ON_STACK_MAX];
-    let Some(changed) = positions.get_mut(..changes.len()) else {
+    let Some(changed) = ChangedColumns::of(changes) else {
         return storage.update_row_with(table, pk, &mut |old| Ok(old.with_values(changes)));
     };
-    for (slot, (p, _)) in changed.iter_mut().zip(changes) {
-        *slot = *p;
+    storage.update_columns_with(table, pk, changed.positions(), &mut |old| Ok(old.with_values(changes)))
+}
+
+/// The columns an update by copy changes, named to the storage from the stack.
+struct ChangedColumns {
+    positions: [usize; CHANGED_ON_STACK_MAX],
+    len: usize,
+}
+
+impl ChangedColumns {
+    /// The columns of `changes`; `None` for more than [`CHANGED_ON_STACK_MAX`] (checked with
+    /// the whole row).
+    fn of(changes: &[(usize, Value)]) -> Option<ChangedColumns> {
+        let mut positions = [0; CHANGED_ON_STACK_MAX];
+        for (slot, (p, _)) in positions.get_mut(..changes.len())?.iter_mut().zip(changes) {
+            *slot = *p;
+        }
+        Some(ChangedColumns { positions, len: changes.len() })
     }
-    storage.update_columns_with(table, pk, changed, &mut |old| Ok(old.with_values(changes)))
+
+    fn positions(&self) -> &[usize] {
+        &self.positions[..self.len]
+    }
 }
 
 /// The most changed columns [`update_by_copy`] names to the storage from the stack (more are

@@ -520,9 +520,7 @@ impl Ctx<'_> {
             }));
         }
         let reads_row = u.sets.iter().any(|(_, e)| e.reads_row());
-        // Only an update that reads its row takes the ints: one that does not is the storage's
-        // to do in place (replay), which takes a key of values.
-        let int_key = if reads_row { IntKey::of(&u.key) } else { None };
+        let int_key = IntKey::of(&u.key);
         // The new row is built from the changes in column order ([`Row::with_values`]); every
         // set expression reads the old row, never the new one, so their order is free. The
         // checker rejects a column set twice (`check::query`), which `with_values` relies on.
@@ -562,9 +560,10 @@ impl Ctx<'_> {
             } else {
                 // Nothing reads the old row: the storage sets the columns where the row lies
                 // when no one else can see it (replay), else in a copy.
-                match eval_sets(&sets, f, &mut changes) {
-                    Ok(()) => runtime::update_in_place(tx, table, key, &changes),
-                    Err(m) => Err(loc.err(m)),
+                match (eval_sets(&sets, f, &mut changes), ints) {
+                    (Ok(()), Some((ints, n))) => tx.update_row_in_place_ints(table, &ints[..n], &changes),
+                    (Ok(()), None) => runtime::update_in_place(tx, table, key, &changes),
+                    (Err(m), _) => Err(loc.err(m)),
                 }
             };
             changes.clear();
