@@ -226,10 +226,12 @@ fn substr(s: &str, start: i64, len: i64) -> RtResult<Value> {
         return Err(format!("substr start and length must not be negative, got {start} and {len}"));
     }
     // The characters' byte range, sliced once: no `String` built a character at a time.
-    let byte_at = |chars: usize| s.char_indices().nth(chars).map_or(s.len(), |(i, _)| i);
-    let (start, len) = (usize::try_from(start).unwrap_or(usize::MAX), usize::try_from(len).unwrap_or(usize::MAX));
-    let begin = byte_at(start);
-    let end = begin + s[begin..].char_indices().nth(len).map_or(s.len() - begin, |(i, _)| i);
+    let byte_at = |text: &str, chars: i64| {
+        let chars = usize::try_from(chars).unwrap_or(usize::MAX);
+        text.char_indices().nth(chars).map_or(text.len(), |(i, _)| i)
+    };
+    let begin = byte_at(s, start);
+    let end = begin + byte_at(&s[begin..], len);
     Ok(Value::text(&s[begin..end]))
 }
 
