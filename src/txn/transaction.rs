@@ -10,7 +10,8 @@ use crate::durability::{CommitTicket, CommitView, DurabilityTicket, Invocation, 
 use crate::storage::index::{Direction, Entry, KeyRange, NodeVersion, OrderedIndex};
 use crate::storage::key::{self, Key};
 use crate::storage::point::{KeyHash, Prefetch};
-use crate::storage::record::Record;
+use crate::storage::prefetch::prefetch_line;
+use crate::storage::record::{RawRecord, Record};
 use crate::storage::table::{Catalog, Table};
 use crate::storage::{Row, TableId, Value};
 use std::ops::Bound;
@@ -666,20 +667,36 @@ impl<'w> Transaction<'w> {
         let mut nodes = Vec::new();
         let mut versioned = true;
         'batches: loop {
-            let mut entries: Vec<(Key, Record)> = Vec::with_capacity(batch);
+            let mut entries: Vec<(Key, RawRecord)> = Vec::with_capacity(batch);
             // Under the transaction's pin, which `validate_scan` needs to read the nodes back.
             versioned &= index.scan_versioned(
                 &range,
                 scan.direction,
                 batch,
                 &mut |k, r| {
-                    entries.push((Key::from(k), Record::clone(r)));
+                    // No count yet: taking one is a locked instruction on the record's line,
+                    // which would wait for each entry's miss in turn. The prefetches let the
+                    // batch's misses overlap; the counts are taken below, once the lines are in.
+                    prefetch_line(Record::as_ptr(r));
+                    entries.push((Key::from(k), Record::as_ptr(r)));
                     true
                 },
                 &mut nodes,
             );
             let index_exhausted = entries.len() < batch;
-            for (entry_key, record) in entries {
+            seen.reserve(entries.len());
+            reads.reserve(entries.len());
+            // Each row's line, once its record's has come: independent loads, so they overlap
+            // too.
+            for &(_, raw) in &entries {
+                // SAFETY: as for the count below.
+                unsafe { Record::borrow_raw(raw) }.prefetch_row();
+            }
+            for (entry_key, raw) in entries {
+                // SAFETY: the index held a count of the record while the scan read its entry, and
+                // drops it only through the epoch collector; the transaction has been pinned
+                // since before the scan began, so the record is alive.
+                let record = unsafe { Record::clone_raw(raw) };
                 while out.len() < scan.limit
                     && own_iter.peek().is_some_and(|(k, _)| comes_before(k, &entry_key, scan.direction))
                 {
