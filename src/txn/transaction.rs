@@ -693,9 +693,11 @@ impl<'w> Transaction<'w> {
                 unsafe { Record::borrow_raw(raw) }.prefetch_row();
             }
             for (entry_key, raw) in entries {
-                // SAFETY: the index held a count of the record while the scan read its entry, and
-                // drops it only through the epoch collector; the transaction has been pinned
-                // since before the scan began, so the record is alive.
+                // SAFETY: the point index held a count of the record while the scan read its
+                // entry (no ordered index holds a record the point index does not: inserts link
+                // it there first, deletes unlink it there last), and drops that count only
+                // through the epoch collector; the transaction has been pinned since before the
+                // scan began, so the record is alive.
                 let record = unsafe { Record::clone_raw(raw) };
                 while out.len() < scan.limit
                     && own_iter.peek().is_some_and(|(k, _)| comes_before(k, &entry_key, scan.direction))
