@@ -792,11 +792,15 @@ impl<'w> Transaction<'w> {
         let mut own = Vec::new();
         for w in self.writes.iter().filter(|w| w.table == t.id) {
             let Some(row) = &w.row else { continue };
+            // Most of a transaction's writes to the table lie outside the range (delivery's
+            // earlier districts' order lines): a primary key is compared where it lies and
+            // copied only when it is in.
             let entry_key = match scan.index {
-                None => w.key.clone(),
+                None if scan.range.contains(&w.key) => w.key.clone(),
+                None => continue,
                 Some(i) => t.schema.secondary_key_of(i, row, &w.key)?,
             };
-            if scan.range.contains(&entry_key) {
+            if scan.index.is_none() || scan.range.contains(&entry_key) {
                 own.push((entry_key, Row::clone(row)));
             }
         }
