@@ -216,6 +216,9 @@ impl Row {
         let (mut from, mut written) = (0, 0);
         let mut scratch = [0u8; 8];
         for (i, v) in changes {
+            // Out of order, a later run would write over an earlier change's end: the ends
+            // would no longer increase, which readers rely on without checking.
+            assert!(i >= from, "changes in increasing column order, each column once");
             written = copy_moved_run(out, spans, from, i, written, data_at);
             let bytes = payload_of(v, &mut scratch);
             assert!(written + bytes.len() <= payload, "a change past the new row's payload size");
@@ -229,7 +232,7 @@ impl Row {
         assert_eq!(written, payload, "the changes did not add up to the new row's size");
         // SAFETY: every byte is written: the head and tags by the first copy; the ends and
         // payloads of the unchanged values by `copy_moved_run`, which covers `from..i` between
-        // the changes and `from..n` after the last; each changed value's end and payload above;
+        // the changes (strictly increasing, asserted above) and `from..n` after the last; each changed value's end and payload above;
         // and the payloads fill `data_at..data_at + payload` end to end (`written == payload`).
         // The tags are the values' and the ends narrow, increasing and within the payloads, as
         // in the old row: a row's encoding.
